@@ -1,0 +1,71 @@
+import * as t from 'io-ts';
+
+/** Ledger states, as the contract names them (capitals, stored in `ledger.status`). */
+export const Status = t.keyof({
+  RECEIVED: null,
+  SENT: null,
+  DONE: null,
+  UNKNOWN: null,
+  FAILED: null,
+  PURGED: null,
+});
+export type Status = t.TypeOf<typeof Status>;
+export const STATUSES: readonly Status[] = Object.keys(Status.keys) as Status[];
+
+const NonNegativeInt = t.refinement(t.number, (n) => Number.isSafeInteger(n) && n >= 0, 'NonNegativeInt');
+const PositiveInt = t.refinement(t.number, (n) => Number.isSafeInteger(n) && n >= 1, 'PositiveInt');
+/** A definite answer's code: 0000, B2xx (B then three digits starting with 2) or E500. */
+export const DefiniteCode = t.refinement(t.string, (s) => /^(0000|B2\d\d|E500)$/.test(s), 'DefiniteCode');
+
+const withDetail = <P extends t.Props>(props: P) => t.intersection([t.type(props), t.partial({ detail: t.string })]);
+
+/**
+ * `request` and `response` are the raw bytes (as UTF-8 text) the relay sent and received; purge sets them to
+ * null in the log itself so that only the tombstone survives.
+ */
+export const ClaimedData = t.type({ request: t.union([t.string, t.null]), fingerprint: t.string });
+export const SentData = t.type({ attempt: PositiveInt, timeoutMs: NonNegativeInt });
+export const AnsweredData = t.type({
+  attempt: PositiveInt,
+  code: DefiniteCode,
+  response: t.union([t.string, t.null]),
+  latencyMs: t.number,
+});
+export const TimedOutReason = t.keyof({ timeout: null, reset: null, 'non-definite': null, orphaned: null });
+export type TimedOutReason = t.TypeOf<typeof TimedOutReason>;
+export const TimedOutData = withDetail({ attempt: PositiveInt, reason: TimedOutReason });
+export const ConnectFailedReason = t.keyof({ refused: null, 'connect-timeout': null, 'never-sent': null });
+export type ConnectFailedReason = t.TypeOf<typeof ConnectFailedReason>;
+/** attempt is 0 when a RECEIVED row was swept before any Sent. */
+export const ConnectFailedData = withDetail({ attempt: NonNegativeInt, reason: ConnectFailedReason });
+export const ResolvedData = t.union([
+  t.type({
+    source: t.keyof({ inquiry: null, 'late-answer': null }),
+    outcome: t.literal('processed'),
+    code: DefiniteCode,
+    response: t.union([t.string, t.null]),
+  }),
+  t.type({ source: t.literal('inquiry'), outcome: t.literal('absent'), code: t.null, response: t.null }),
+]);
+export const PurgedData = t.type({ retentionMs: NonNegativeInt, code: t.union([t.string, t.null]) });
+
+export const eventDataCodecs = {
+  Claimed: ClaimedData,
+  Sent: SentData,
+  Answered: AnsweredData,
+  TimedOut: TimedOutData,
+  ConnectFailed: ConnectFailedData,
+  Resolved: ResolvedData,
+  Purged: PurgedData,
+} as const;
+export type EventType = keyof typeof eventDataCodecs;
+export const EVENT_TYPES = Object.keys(eventDataCodecs) as EventType[];
+
+type DataOf<K extends EventType> = t.TypeOf<(typeof eventDataCodecs)[K]>;
+
+/** An event as the domain produces it, before it has a seq or position. */
+export type NewEvent = { [K in EventType]: { type: K; at: number; data: DataOf<K> } }[EventType];
+/** An event as the log holds it. */
+export type StoredEvent = NewEvent & { guid: string; seq: number; position: number };
+
+export type EventOf<K extends EventType> = Extract<NewEvent, { type: K }>;

@@ -1,0 +1,55 @@
+import type { NewEvent } from './codecs.js';
+import type { LedgerState } from './state.js';
+
+export class EvolveError extends Error {
+  override readonly name = 'EvolveError';
+}
+
+/**
+ * The one fold from events to state. The projection (in the append transaction) and `rebuild` (from the log)
+ * both use it, so the ledger and a replay cannot disagree. It is total over the transitions `decide` allows
+ * and throws on the ones it never emits (a corrupted log), rather than guessing.
+ */
+export function evolve(state: LedgerState | null, event: NewEvent, guid: string): LedgerState {
+  if (event.type === 'Claimed') {
+    if (state !== null) throw new EvolveError(`${guid}: Claimed on an existing stream`);
+    return {
+      guid,
+      status: 'RECEIVED',
+      code: null,
+      request: event.data.request,
+      response: null,
+      fingerprint: event.data.fingerprint,
+      attempts: 0,
+      createdAt: event.at,
+      updatedAt: event.at,
+      lastSeq: 0,
+      sentAt: null,
+      timeoutMs: null,
+    };
+  }
+  if (state === null) throw new EvolveError(`${guid}: ${event.type} before Claimed`);
+  const next = { ...state, updatedAt: event.at, lastSeq: state.lastSeq + 1 };
+  switch (event.type) {
+    case 'Sent':
+      return { ...next, status: 'SENT', code: null, attempts: event.data.attempt, sentAt: event.at, timeoutMs: event.data.timeoutMs };
+    case 'Answered':
+      return { ...next, status: 'DONE', code: event.data.code, response: event.data.response };
+    case 'TimedOut':
+      return { ...next, status: 'UNKNOWN', code: 'E901' };
+    case 'ConnectFailed':
+      return { ...next, status: 'FAILED', code: 'E902' };
+    case 'Resolved':
+      return event.data.outcome === 'processed'
+        ? { ...next, status: 'DONE', code: event.data.code, response: event.data.response }
+        : { ...next, status: 'FAILED', code: 'E902' };
+    case 'Purged':
+      return { ...next, status: 'PURGED', code: event.data.code, request: null, response: null };
+  }
+}
+
+export function foldEvents(guid: string, events: readonly NewEvent[], initial: LedgerState | null = null): LedgerState | null {
+  let state = initial;
+  for (const e of events) state = evolve(state, e, guid);
+  return state;
+}

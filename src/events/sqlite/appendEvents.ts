@@ -1,0 +1,39 @@
+import type Database from 'better-sqlite3';
+import type { NewEvent, StoredEvent } from '../codecs.js';
+
+/**
+ * The SQL of the log. `insert` appends one event at an explicit seq; the UNIQUE (guid, seq) key makes a
+ * second writer of the same seq fail, in this process or another.
+ */
+export function eventsTable(db: Database.Database) {
+  const insert = db.prepare('INSERT INTO events (guid, seq, type, at, data) VALUES (?, ?, ?, ?, ?)');
+  const selectStream = db.prepare('SELECT * FROM events WHERE guid = ? ORDER BY seq');
+  const selectAll = db.prepare('SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?');
+
+  return {
+    append(guid: string, firstSeq: number, events: readonly NewEvent[]): StoredEvent[] {
+      return events.map((e, i) => {
+        const seq = firstSeq + i;
+        const info = insert.run(guid, seq, e.type, e.at, JSON.stringify(e.data));
+        return { ...e, guid, seq, position: Number(info.lastInsertRowid) } as StoredEvent;
+      });
+    },
+    stream(guid: string): unknown[] {
+      return selectStream.all(guid);
+    },
+    all(afterPosition: number, limit: number): unknown[] {
+      return selectAll.all(afterPosition, limit);
+    },
+  };
+}
+export type EventsTable = ReturnType<typeof eventsTable>;
+
+/** True for the error SQLite raises when an insert breaks the (guid, seq) key: the claim was lost. */
+export function isUniqueViolation(err: unknown): boolean {
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    'code' in err &&
+    (err.code === 'SQLITE_CONSTRAINT_UNIQUE' || err.code === 'SQLITE_CONSTRAINT_PRIMARYKEY')
+  );
+}

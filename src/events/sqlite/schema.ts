@@ -1,0 +1,49 @@
+import type Database from 'better-sqlite3';
+
+/**
+ * Schema migrations, applied in order; `PRAGMA user_version` records how many ran. Never edit a shipped
+ * migration: add a new one.
+ */
+const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE events (
+    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    guid     TEXT    NOT NULL,
+    seq      INTEGER NOT NULL CHECK (seq >= 0),
+    type     TEXT    NOT NULL,
+    at       INTEGER NOT NULL,
+    data     TEXT    NOT NULL,
+    UNIQUE (guid, seq)
+  );
+  CREATE TABLE ledger (
+    guid        TEXT PRIMARY KEY,
+    status      TEXT    NOT NULL,
+    code        TEXT,
+    request     TEXT,
+    response    TEXT,
+    fingerprint TEXT    NOT NULL,
+    attempts    INTEGER NOT NULL,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    last_seq    INTEGER NOT NULL,
+    sent_at     INTEGER,
+    timeout_ms  INTEGER
+  ) WITHOUT ROWID;
+  CREATE INDEX ledger_status_updated ON ledger (status, updated_at);
+  CREATE INDEX ledger_status_sent ON ledger (status, sent_at);
+  `,
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+export function migrate(db: Database.Database): void {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  if (current > SCHEMA_VERSION) {
+    throw new Error(`ledger schema version ${current} is newer than this guidgate (${SCHEMA_VERSION}); upgrade guidgate`);
+  }
+  if (current === SCHEMA_VERSION) return;
+  db.transaction(() => {
+    for (let v = current; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
+    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  }).immediate();
+}

@@ -1,0 +1,60 @@
+import type { Status, NewEvent, StoredEvent } from './codecs.js';
+import type { Command, Refusal } from './decide.js';
+import type { LedgerState } from './state.js';
+
+export type AppendResult =
+  | { readonly won: true; readonly state: LedgerState; readonly events: readonly StoredEvent[] }
+  /** Someone else moved first: `state` is the stream's state now; answer from it. */
+  | { readonly won: false; readonly state: LedgerState | null };
+
+export type ExecuteResult =
+  | { readonly kind: 'applied'; readonly state: LedgerState; readonly events: readonly StoredEvent[] }
+  | { readonly kind: 'refused'; readonly refusal: Refusal };
+
+export interface LedgerQuery {
+  readonly statuses?: readonly Status[];
+  /** Only rows whose last event is strictly older than this time (ms since epoch). */
+  readonly updatedBefore?: number;
+  /** Only rows whose last Sent is at or before this time. */
+  readonly sentAtOrBefore?: number;
+  /** Only rows with fewer attempts than this. */
+  readonly attemptsBelow?: number;
+  /** Keyset paging: only guids sorting after this one. */
+  readonly afterGuid?: string;
+  readonly limit?: number;
+}
+
+export interface ProjectionDifference {
+  readonly guid: string;
+  /** `missing`: the log has it, the ledger not; `extra`: the reverse; `differs`: columns disagree. */
+  readonly kind: 'missing' | 'extra' | 'differs';
+  readonly columns: readonly string[];
+  readonly ledger: LedgerState | null;
+  readonly rebuilt: LedgerState | null;
+}
+
+/**
+ * The ledger as the relay and the commands see it. Every method is async so that an async driver
+ * (PostgreSQL) can stand behind the same interface; writes may be grouped into shared transactions.
+ * Failures to reach or write the ledger reject with `LedgerUnavailableError`; everything the domain can
+ * say (lost a race, refused a transition) comes back as a value.
+ */
+export interface EventStore {
+  /** Compare-and-set append: wins only if the stream's last seq is still `expectedSeq` (-1: no stream yet). */
+  appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[]): Promise<AppendResult>;
+  /** Read the state, `decide`, append: one unit of work, the state read inside the write transaction. */
+  execute(guid: string, command: Command): Promise<ExecuteResult>;
+  readStream(guid: string): Promise<StoredEvent[]>;
+  /** The whole log in global order, from after `afterPosition`. */
+  readAll(afterPosition: number, limit: number): Promise<StoredEvent[]>;
+  getLedger(guid: string): Promise<LedgerState | null>;
+  queryLedger(query: LedgerQuery): Promise<LedgerState[]>;
+  countByStatus(): Promise<Record<Status, number>>;
+  /** Replaces the projection with a fold of the log. */
+  rebuildProjection(): Promise<{ rows: number }>;
+  /** Compares the projection with a fold of the log; changes nothing. */
+  verifyProjection(): Promise<ProjectionDifference[]>;
+  /** Resolves when the ledger answers a read. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,78 @@
+import * as t from 'io-ts';
+import { isLeft } from 'fp-ts/lib/Either.js';
+import { Status } from '../events/codecs.js';
+import { LedgerCorruptError } from '../events/errors.js';
+import type { LedgerState } from '../events/state.js';
+
+const Int = t.refinement(t.number, Number.isSafeInteger, 'Int');
+const NullableInt = t.union([Int, t.null]);
+const NullableString = t.union([t.string, t.null]);
+
+/** A `ledger` row as SQLite returns it; decoded, never cast. */
+export const LedgerRowCodec = t.type({
+  guid: t.string,
+  status: Status,
+  code: NullableString,
+  request: NullableString,
+  response: NullableString,
+  fingerprint: t.string,
+  attempts: Int,
+  created_at: Int,
+  updated_at: Int,
+  last_seq: Int,
+  sent_at: NullableInt,
+  timeout_ms: NullableInt,
+});
+export type LedgerRow = t.TypeOf<typeof LedgerRowCodec>;
+
+export const LEDGER_COLUMNS = [
+  'guid', 'status', 'code', 'request', 'response', 'fingerprint', 'attempts',
+  'created_at', 'updated_at', 'last_seq', 'sent_at', 'timeout_ms',
+] as const;
+
+export function rowToState(raw: unknown): LedgerState {
+  const decoded = LedgerRowCodec.decode(raw);
+  if (isLeft(decoded)) {
+    const guid = typeof raw === 'object' && raw !== null && 'guid' in raw ? String(raw.guid) : '?';
+    throw new LedgerCorruptError(`ledger row ${guid} does not decode`);
+  }
+  const r = decoded.right;
+  return {
+    guid: r.guid,
+    status: r.status,
+    code: r.code,
+    request: r.request,
+    response: r.response,
+    fingerprint: r.fingerprint,
+    attempts: r.attempts,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    lastSeq: r.last_seq,
+    sentAt: r.sent_at,
+    timeoutMs: r.timeout_ms,
+  };
+}
+
+export function stateToRow(s: LedgerState): LedgerRow {
+  return {
+    guid: s.guid,
+    status: s.status,
+    code: s.code,
+    request: s.request,
+    response: s.response,
+    fingerprint: s.fingerprint,
+    attempts: s.attempts,
+    created_at: s.createdAt,
+    updated_at: s.updatedAt,
+    last_seq: s.lastSeq,
+    sent_at: s.sentAt,
+    timeout_ms: s.timeoutMs,
+  };
+}
+
+/** The columns in which two states differ (empty when equal). */
+export function diffStates(a: LedgerState, b: LedgerState): string[] {
+  const ra = stateToRow(a);
+  const rb = stateToRow(b);
+  return LEDGER_COLUMNS.filter((c) => ra[c] !== rb[c]);
+}

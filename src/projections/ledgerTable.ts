@@ -1,0 +1,60 @@
+import type Database from 'better-sqlite3';
+import type { Status } from '../events/codecs.js';
+import type { LedgerQuery } from '../events/store.js';
+import type { LedgerState } from '../events/state.js';
+import { LEDGER_COLUMNS, rowToState, stateToRow } from './ledgerRow.js';
+
+const placeholders = LEDGER_COLUMNS.map((c) => `@${c}`).join(', ');
+const updates = LEDGER_COLUMNS.filter((c) => c !== 'guid').map((c) => `${c} = excluded.${c}`).join(', ');
+
+/** The SQL of the `ledger` projection: one row per GUID, written in the append transaction. */
+export function ledgerTable(db: Database.Database) {
+  const upsert = db.prepare(
+    `INSERT INTO ledger (${LEDGER_COLUMNS.join(', ')}) VALUES (${placeholders}) ON CONFLICT(guid) DO UPDATE SET ${updates}`,
+  );
+  const selectOne = db.prepare('SELECT * FROM ledger WHERE guid = ?');
+  const countStatus = db.prepare('SELECT status, COUNT(*) AS n FROM ledger GROUP BY status');
+
+  return {
+    write(state: LedgerState): void {
+      upsert.run(stateToRow(state));
+    },
+    read(guid: string): LedgerState | null {
+      const row = selectOne.get(guid);
+      return row === undefined ? null : rowToState(row);
+    },
+    query(q: LedgerQuery): LedgerState[] {
+      const where: string[] = [];
+      const params: Record<string, unknown> = {};
+      if (q.statuses !== undefined) {
+        if (q.statuses.length === 0) return [];
+        where.push(`status IN (${q.statuses.map((_, i) => `@s${i}`).join(', ')})`);
+        q.statuses.forEach((s, i) => (params[`s${i}`] = s));
+      }
+      if (q.updatedBefore !== undefined) {
+        where.push('updated_at < @updatedBefore');
+        params['updatedBefore'] = q.updatedBefore;
+      }
+      if (q.sentAtOrBefore !== undefined) {
+        where.push('sent_at <= @sentAtOrBefore');
+        params['sentAtOrBefore'] = q.sentAtOrBefore;
+      }
+      if (q.attemptsBelow !== undefined) {
+        where.push('attempts < @attemptsBelow');
+        params['attemptsBelow'] = q.attemptsBelow;
+      }
+      if (q.afterGuid !== undefined) {
+        where.push('guid > @afterGuid');
+        params['afterGuid'] = q.afterGuid;
+      }
+      const sql =
+        `SELECT * FROM ledger${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY guid` +
+        (q.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(q.limit))}` : '');
+      return db.prepare(sql).all(params).map(rowToState);
+    },
+    countByStatus(): Array<{ status: Status; n: number }> {
+      return countStatus.all() as Array<{ status: Status; n: number }>;
+    },
+  };
+}
+export type LedgerTable = ReturnType<typeof ledgerTable>;

@@ -1,0 +1,54 @@
+/**
+ * Appends per second for a claim (Claimed + Sent), at synchronous=FULL and NORMAL, one claim per
+ * transaction (sequential) and with group commit (N claims in flight sharing transactions).
+ * Usage: node dist/bench/appendBench.js [--seconds 3] [--inflight 50] [--json]
+ * Prints ratios against the FULL/sequential baseline measured in the same run.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { openSqliteStore, type Synchronous } from '../src/events/sqlite/sqliteStore.js';
+
+const { values } = parseArgs({
+  options: { seconds: { type: 'string', default: '3' }, inflight: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } },
+});
+const seconds = Number(values.seconds);
+const inflight = Number(values.inflight);
+
+async function measure(synchronous: Synchronous, concurrency: number): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'guidgate-bench-'));
+  const store = openSqliteStore({ path: join(dir, 'b.db'), synchronous });
+  let n = 0;
+  const deadline = performance.now() + seconds * 1000;
+  const start = performance.now();
+  async function worker(w: number): Promise<void> {
+    while (performance.now() < deadline) {
+      const guid = `w${w}-${n++}`;
+      const r = await store.execute(guid, { type: 'Submit', request: `{"guid":"${guid}","from":"A1","to":"B2","amount":100}`, fingerprint: guid, timeoutMs: 3000, maxAttempts: 5 });
+      if (r.kind !== 'applied') throw new Error(`claim of ${guid} refused`);
+    }
+  }
+  await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
+  const elapsed = (performance.now() - start) / 1000;
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+  return n / elapsed;
+}
+
+const rows: Array<{ synchronous: Synchronous; inflight: number; claimsPerSec: number; ratio: number }> = [];
+let baseline = 0;
+for (const synchronous of ['FULL', 'NORMAL'] as const) {
+  for (const c of [1, inflight]) {
+    const rate = await measure(synchronous, c);
+    if (baseline === 0) baseline = rate;
+    rows.push({ synchronous, inflight: c, claimsPerSec: Math.round(rate), ratio: Number((rate / baseline).toFixed(2)) });
+  }
+}
+if (values.json) {
+  process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
+} else {
+  process.stdout.write('claims (Claimed+Sent) per second; ratio vs FULL with one claim in flight\n');
+  process.stdout.write('synchronous  in-flight  claims/s  ratio\n');
+  for (const r of rows) process.stdout.write(`${r.synchronous.padEnd(11)}  ${String(r.inflight).padStart(9)}  ${String(r.claimsPerSec).padStart(8)}  ${r.ratio.toFixed(2)}x\n`);
+}

@@ -1,0 +1,34 @@
+import { join } from 'node:path';
+import { describe, it, expect } from 'vitest';
+import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { childScript, runToEnd, spawnNode } from '../support/children.js';
+import { useTempDir } from '../support/tmp.js';
+
+describe('many processes, one ledger file', () => {
+  const tmp = useTempDir();
+
+  it('4 processes race to claim the same 1,000 GUIDs: each is claimed exactly once', async () => {
+    const dbPath = join(tmp(), 'race.db');
+    // Create the schema first so the children race on claims, not on the migration.
+    await openSqliteStore({ path: dbPath }).close();
+    const startAt = Date.now() + 1500;
+    const children = [1, 2, 3, 4].map((seed) => runToEnd(spawnNode(childScript('claimer'), [dbPath, '1000', String(startAt), String(seed * 7919)])));
+    const results = await Promise.all(children);
+    const won = results.map((r) => {
+      expect(r.code, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as { won: string[] }).won;
+    });
+    const all = won.flat();
+    expect(all).toHaveLength(1000);
+    expect(new Set(all).size).toBe(1000);
+    // The race was real: more than one process won something.
+    expect(won.filter((w) => w.length > 0).length).toBeGreaterThan(1);
+
+    const store = openSqliteStore({ path: dbPath });
+    const log = await store.readAll(-1, 10_000);
+    expect(log.filter((e) => e.type === 'Claimed')).toHaveLength(1000);
+    expect(log.filter((e) => e.type === 'Sent')).toHaveLength(1000);
+    expect(await store.verifyProjection()).toEqual([]);
+    await store.close();
+  }, 120_000);
+});

@@ -1,0 +1,49 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** The compiled child script (npm test builds first). */
+export function childScript(name: string): string {
+  const p = join(REPO_ROOT, 'dist', 'test', 'support', 'children', `${name}.js`);
+  if (!existsSync(p)) throw new Error(`${p} is missing: run \`npm run build\` (npm test does it)`);
+  return p;
+}
+
+export function runToEnd(child: ChildProcess): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+export function spawnNode(script: string, args: string[]): ChildProcess {
+  return spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/** Resolves when the child prints a line containing `marker`. */
+export function waitForLine(child: ChildProcess, marker: string, timeoutMs = 20_000): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`no "${marker}" within ${timeoutMs} ms; got: ${buf}`)), timeoutMs);
+    const onData = (d: Buffer) => {
+      buf += d.toString();
+      if (buf.includes(marker)) {
+        clearTimeout(timer);
+        child.stdout?.off('data', onData);
+        resolve();
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      if (!buf.includes(marker)) reject(new Error(`child exited (${code}) before "${marker}"`));
+    });
+  });
+}

@@ -1,0 +1,27 @@
+/**
+ * Child process for the multi-process race: claims every GUID of a shared list, in its own random order,
+ * one transaction per claim, and prints which it won. Args: dbPath count startAtMs seed
+ */
+import { openSqliteStore } from '../../../src/events/sqlite/sqliteStore.js';
+
+const [dbPath, countArg, startArg, seedArg] = process.argv.slice(2);
+const count = Number(countArg);
+let seed = Number(seedArg) >>> 0;
+const rand = () => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+
+const guids = Array.from({ length: count }, (_, i) => `race-${i}`);
+for (let i = guids.length - 1; i > 0; i--) {
+  const j = Math.floor(rand() * (i + 1));
+  [guids[i], guids[j]] = [guids[j]!, guids[i]!];
+}
+
+const store = openSqliteStore({ path: dbPath!, busyTimeoutMs: 30_000 });
+const wait = Number(startArg) - Date.now();
+if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+const won: string[] = [];
+for (const guid of guids) {
+  const r = await store.execute(guid, { type: 'Submit', request: `{"guid":"${guid}"}`, fingerprint: guid, timeoutMs: 1000, maxAttempts: 3 });
+  if (r.kind === 'applied') won.push(guid);
+}
+await store.close();
+process.stdout.write(JSON.stringify({ pid: process.pid, won }) + '\n');

@@ -1,10 +1,11 @@
 /**
  * Child process for the multi-process race: claims every GUID of a shared list, in its own random order,
- * one transaction per claim, and prints which it won. Args: dbPath count startAtMs seed
+ * one transaction per claim, and prints which it won. Prints "ready" once open and starts on "go" from
+ * stdin, so that all children start together. Args: dbPath count seed
  */
 import { openSqliteStore } from '../../../src/events/sqlite/sqliteStore.js';
 
-const [dbPath, countArg, startArg, seedArg] = process.argv.slice(2);
+const [dbPath, countArg, seedArg] = process.argv.slice(2);
 const count = Number(countArg);
 let seed = Number(seedArg) >>> 0;
 const rand = () => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32);
@@ -16,8 +17,9 @@ for (let i = guids.length - 1; i > 0; i--) {
 }
 
 const store = openSqliteStore({ path: dbPath!, busyTimeoutMs: 30_000 });
-const wait = Number(startArg) - Date.now();
-if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+process.stdout.write('ready\n');
+await new Promise<void>((resolve) => process.stdin.once('data', () => resolve()));
+process.stdin.pause();
 const won: string[] = [];
 for (const guid of guids) {
   const r = await store.execute(guid, { type: 'Submit', request: `{"guid":"${guid}"}`, fingerprint: guid, timeoutMs: 1000, maxAttempts: 3 });
@@ -25,3 +27,4 @@ for (const guid of guids) {
 }
 await store.close();
 process.stdout.write(JSON.stringify({ pid: process.pid, won }) + '\n');
+process.stdin.destroy();

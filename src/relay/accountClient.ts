@@ -1,0 +1,292 @@
+/**
+ * HTTP client for the account system (contract section 3).
+ *
+ * The account system applies every POST /transfer it receives, so this client must never send one twice:
+ *  - a dedicated undici Pool, no RetryAgent, no retry/redirect interceptors;
+ *  - pipelining 1 (a POST never queues behind another in-flight request on the same socket; undici re-dispatches
+ *    the pipelined requests behind a failed head, so pipelining > 1 would be a hidden resend);
+ *  - the handler refuses a second `onRequestStart` for the same call (aborts before writing), as a last guard;
+ *  - every failure goes through classifyFailure; only "certainly never written" becomes `failed`.
+ *
+ * We talk to undici through `dispatch` with our own handler rather than `request()`, because the handler's
+ * `onRequestStart` tells us exactly when the request is handed to a socket (undici writes it right after): before
+ * that, nothing of it can have left, which lets the overall deadline classify a call still queued or connecting as
+ * failed/connect-timeout instead of unknown.
+ */
+import { Pool } from 'undici';
+import type { Dispatcher } from 'undici';
+import type { IncomingHttpHeaders } from 'node:http';
+import { isRight } from 'fp-ts/lib/Either.js';
+import * as t from 'io-ts';
+import { DefiniteCode } from '../events/codecs.js';
+import { classifyFailure } from './classifyFailure.js';
+
+export type CallOutcome =
+  | { kind: 'definite'; code: string; body: string; status: 200; latencyMs: number } // HTTP 200 + JSON object whose code matches /^(0000|B2\d\d|E500)$/
+  | { kind: 'unknown'; reason: 'timeout' | 'reset' | 'non-definite'; detail: string; latencyMs: number }
+  | { kind: 'failed'; reason: 'refused' | 'connect-timeout'; detail: string; latencyMs: number };
+
+export type InquiryOutcome =
+  | { kind: 'processed'; code: string; body: string } // 200 + definite code
+  | { kind: 'absent' } // 404
+  | { kind: 'unknown'; detail: string }; // anything else / no answer / network error
+
+export interface AccountClientOptions {
+  baseUrl: string;
+  /** Header AND body timeout for POST, and the overall deadline of one call. */
+  timeoutMs: number;
+  /** Default min(timeoutMs, 3000). */
+  connectTimeoutMs?: number;
+  /** Overall deadline of one inquiry; default timeoutMs. */
+  inquiryTimeoutMs?: number;
+  /** Pool size; default 128. */
+  connections?: number;
+}
+
+export interface AccountClient {
+  /** POST {base}/transfer with `body` byte for byte (a string is sent as its UTF-8 bytes). */
+  transfer(body: string | Uint8Array): Promise<CallOutcome>;
+  /** GET {base}/transfer/{guid}. Never `failed`: a GET is harmless, so every doubt is `unknown`. */
+  inquire(guid: string): Promise<InquiryOutcome>;
+  close(): Promise<void>;
+}
+
+/** Larger answers are not an account-system answer we understand; the call is then unknown. */
+const MAX_RESPONSE_BYTES = 1024 * 1024;
+
+/*
+ * Keep-alive trade-off. Reusing sockets saves a TCP (and TLS) handshake per transfer, which matters at volume.
+ * The price is the stale-socket race: the server may close an idle socket just as we write a request to it.
+ * We then see ECONNRESET / EPIPE / "other side closed" and must report UNKNOWN (E901, resolved later by
+ * inquiry), never FAILED and never a silent retry, because we cannot prove the server did not read it.
+ * To keep that window small we drop idle sockets early: 4 s without a server hint, and a server's advertised
+ * `Keep-Alive: timeout=N` minus a 2 s threshold (capped at 4 s). undici 7 additionally checks an idle socket
+ * for a pending FIN/RST for one event-loop turn before reusing it.
+ */
+const KEEP_ALIVE_TIMEOUT_MS = 4_000;
+const KEEP_ALIVE_MAX_TIMEOUT_MS = 4_000;
+const KEEP_ALIVE_THRESHOLD_MS = 2_000;
+
+const AnswerBody = t.type({ code: DefiniteCode });
+
+type Exchange =
+  | { type: 'response'; status: number; bytes: Buffer }
+  /** `written`: onRequestStart ran, so bytes of the request may have left. */
+  | { type: 'error'; written: boolean; error: unknown }
+  | { type: 'deadline'; written: boolean }
+  | { type: 'local-abort'; detail: string }
+  | { type: 'redispatch' };
+
+interface ExchangeSpec {
+  readonly method: 'GET' | 'POST';
+  readonly path: string;
+  readonly headers: Record<string, string>;
+  readonly body: Buffer | null;
+  readonly timeoutMs: number;
+}
+
+class LocalAbort extends Error {
+  override readonly name = 'LocalAbort';
+}
+
+/** One request/response over the pool, with an overall deadline; never rejects. */
+function exchange(pool: Dispatcher, spec: ExchangeSpec): Promise<Exchange> {
+  return new Promise<Exchange>((resolve) => {
+    let settled = false;
+    let started = false;
+    let deadlineHit = false;
+    let controller: Dispatcher.DispatchController | undefined;
+    let status = 0;
+    let size = 0;
+    const chunks: Buffer[] = [];
+
+    const finish = (result: Exchange): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(result);
+    };
+
+    const timer = setTimeout(() => {
+      deadlineHit = true;
+      const written = started;
+      // Not started: the request is still queued or its socket still connecting. onRequestStart will abort it
+      // before a byte is written (undici checks `aborted` right after onRequestStart), so this call is over.
+      finish({ type: 'deadline', written }); // first: the abort below reports an error we must not classify
+      controller?.abort(new LocalAbort(`deadline ${spec.timeoutMs}ms`));
+    }, spec.timeoutMs);
+
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart(c: Dispatcher.DispatchController): void {
+        if (deadlineHit || settled) {
+          c.abort(new LocalAbort('call already over'));
+          return;
+        }
+        if (started) {
+          // undici wants to hand the same request to a socket a second time: that would be a resend.
+          finish({ type: 'redispatch' });
+          c.abort(new LocalAbort('refusing to re-dispatch a request'));
+          return;
+        }
+        started = true;
+        controller = c;
+      },
+      onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, _headers: IncomingHttpHeaders): void {
+        if (statusCode >= 200) status = statusCode; // 1xx informational answers are not the answer
+      },
+      onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+        size += chunk.length;
+        if (size > MAX_RESPONSE_BYTES) {
+          const detail = `response body over ${MAX_RESPONSE_BYTES} bytes`;
+          finish({ type: 'local-abort', detail });
+          c.abort(new LocalAbort(detail));
+          return;
+        }
+        chunks.push(chunk);
+      },
+      onResponseEnd(): void {
+        finish({ type: 'response', status, bytes: Buffer.concat(chunks, size) });
+      },
+      onResponseError(_c: Dispatcher.DispatchController, error: Error): void {
+        finish({ type: 'error', written: started, error });
+      },
+    };
+
+    try {
+      pool.dispatch(
+        {
+          method: spec.method,
+          path: spec.path,
+          headers: spec.headers,
+          body: spec.body,
+          idempotent: spec.method === 'GET',
+          headersTimeout: spec.timeoutMs,
+          bodyTimeout: spec.timeoutMs,
+        },
+        handler,
+      );
+    } catch (error) {
+      finish({ type: 'error', written: started, error });
+    }
+  });
+}
+
+type Decoded = { ok: true; code: string; text: string } | { ok: false; detail: string };
+
+/** A definite answer: HTTP 200, UTF-8, a JSON object whose `code` is definite. `text` is the exact bytes as text. */
+function decodeDefinite(status: number, bytes: Buffer): Decoded {
+  if (status !== 200) return { ok: false, detail: `HTTP ${status}` };
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return { ok: false, detail: 'HTTP 200 with a body that is not valid UTF-8' };
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return { ok: false, detail: 'HTTP 200 with a body that is not JSON' };
+  }
+  const decoded = AnswerBody.decode(parsed);
+  if (isRight(decoded)) return { ok: true, code: decoded.right.code, text };
+  const code: unknown = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>)['code'] : undefined;
+  if (code === undefined) return { ok: false, detail: 'HTTP 200 without a code' };
+  return { ok: false, detail: `code ${typeof code === 'string' ? code.slice(0, 40) : JSON.stringify(code)?.slice(0, 40) ?? String(code)}` };
+}
+
+function joinPath(prefix: string, suffix: string): string {
+  return `${prefix.replace(/\/+$/, '')}${suffix}`;
+}
+
+export function createAccountClient(opts: AccountClientOptions): AccountClient {
+  const base = new URL(opts.baseUrl);
+  if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+    throw new Error(`account url must be http(s): ${opts.baseUrl}`);
+  }
+  if (!(opts.timeoutMs > 0)) throw new Error(`timeoutMs must be > 0, got ${opts.timeoutMs}`);
+  const timeoutMs = opts.timeoutMs;
+  const connectTimeoutMs = opts.connectTimeoutMs ?? Math.min(timeoutMs, 3_000);
+  const inquiryTimeoutMs = opts.inquiryTimeoutMs ?? timeoutMs;
+
+  const pool = new Pool(base.origin, {
+    connections: opts.connections ?? 128,
+    pipelining: 1,
+    allowH2: false,
+    connect: { timeout: connectTimeoutMs },
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+    keepAliveMaxTimeout: KEEP_ALIVE_MAX_TIMEOUT_MS,
+    keepAliveTimeoutThreshold: KEEP_ALIVE_THRESHOLD_MS,
+  });
+
+  const transferPath = joinPath(base.pathname, '/transfer');
+
+  async function transfer(body: string | Uint8Array): Promise<CallOutcome> {
+    const t0 = performance.now();
+    const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    const result = await exchange(pool, {
+      method: 'POST',
+      path: transferPath,
+      headers: { 'content-type': 'application/json' },
+      body: bytes,
+      timeoutMs,
+    });
+    const latencyMs = performance.now() - t0;
+    switch (result.type) {
+      case 'response': {
+        const d = decodeDefinite(result.status, result.bytes);
+        if (d.ok) return { kind: 'definite', code: d.code, body: d.text, status: 200, latencyMs };
+        return { kind: 'unknown', reason: 'non-definite', detail: d.detail, latencyMs };
+      }
+      case 'deadline':
+        return result.written
+          ? { kind: 'unknown', reason: 'timeout', detail: `no complete answer within ${timeoutMs}ms`, latencyMs }
+          : { kind: 'failed', reason: 'connect-timeout', detail: `not handed to a socket within ${timeoutMs}ms (queued or connecting)`, latencyMs };
+      case 'local-abort':
+        return { kind: 'unknown', reason: 'non-definite', detail: result.detail, latencyMs };
+      case 'redispatch':
+        return { kind: 'unknown', reason: 'non-definite', detail: 'client tried to re-dispatch the request; refused', latencyMs };
+      case 'error': {
+        const c = classifyFailure(result.error, { requestWritten: result.written });
+        return c.outcome === 'FAILED'
+          ? { kind: 'failed', reason: c.reason, detail: c.detail, latencyMs }
+          : { kind: 'unknown', reason: c.reason, detail: c.detail, latencyMs };
+      }
+    }
+  }
+
+  async function inquire(guid: string): Promise<InquiryOutcome> {
+    const result = await exchange(pool, {
+      method: 'GET',
+      path: joinPath(base.pathname, `/transfer/${encodeURIComponent(guid)}`),
+      headers: { accept: 'application/json' },
+      body: null,
+      timeoutMs: inquiryTimeoutMs,
+    });
+    switch (result.type) {
+      case 'response': {
+        if (result.status === 404) return { kind: 'absent' };
+        const d = decodeDefinite(result.status, result.bytes);
+        return d.ok ? { kind: 'processed', code: d.code, body: d.text } : { kind: 'unknown', detail: d.detail };
+      }
+      case 'deadline':
+        return { kind: 'unknown', detail: `no complete answer within ${inquiryTimeoutMs}ms` };
+      case 'local-abort':
+        return { kind: 'unknown', detail: result.detail };
+      case 'redispatch':
+        return { kind: 'unknown', detail: 'client tried to re-dispatch the request; refused' };
+      case 'error':
+        return { kind: 'unknown', detail: classifyFailure(result.error).detail };
+    }
+  }
+
+  return {
+    transfer,
+    inquire,
+    async close(): Promise<void> {
+      await pool.close();
+    },
+  };
+}

@@ -1,0 +1,394 @@
+import http from 'node:http';
+import net from 'node:net';
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createAccountClient } from '../../src/relay/accountClient.js';
+import type { AccountClient, AccountClientOptions, CallOutcome } from '../../src/relay/accountClient.js';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Helpers: real servers on 127.0.0.1, port 0, torn down after every test.
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()?.();
+});
+
+interface Received {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+}
+
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse, received: Received) => void;
+
+/** An HTTP server recording every request (with its full body) before handing it to `handler`. */
+async function httpServer(handler: Handler): Promise<{ url: string; received: Received[]; server: http.Server }> {
+  const received: Received[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const r: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) };
+      received.push(r);
+      handler(req, res, r);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
+  const { port } = server.address() as net.AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, received, server };
+}
+
+function client(opts: Partial<AccountClientOptions> & { baseUrl: string }): AccountClient {
+  const c = createAccountClient({ timeoutMs: 400, ...opts });
+  cleanups.push(() => c.close());
+  return c;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+const answer = (res: http.ServerResponse, status: number, body: string | Buffer): void => {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(body);
+};
+
+/** Count identical bodies: the account system must never see one twice. */
+function copies(received: Received[]): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const r of received) m.set(r.body.toString('latin1'), (m.get(r.body.toString('latin1')) ?? 0) + 1);
+  return m;
+}
+
+/**
+ * A child process listening with backlog 1 whose event loop is then blocked (for `blockMs`, default forever), so
+ * it accepts nothing: once 4 filler connections fill the accept queue, the kernel drops our SYNs.
+ */
+async function blackHole(blockMs?: number): Promise<{ port: number; accepted: () => number; data: () => string }> {
+  const code = `const s=require('net').createServer(c=>{process.stdout.write('conn\\n');c.on('data',d=>process.stdout.write('data '+JSON.stringify(d.toString('latin1'))+'\\n'));c.on('error',()=>{})});s.listen({port:0,host:'127.0.0.1',backlog:1},()=>{process.stdout.write('port '+s.address().port+'\\n');setTimeout(()=>Atomics.wait(new Int32Array(new SharedArrayBuffer(4)),0,0,${blockMs ?? 'undefined'}),20)})`;
+  const child: ChildProcess = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  cleanups.push(() => {
+    child.kill('SIGKILL');
+  });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString('latin1')));
+  const t0 = performance.now();
+  while (!/port \d+\n/.test(out)) {
+    if (performance.now() - t0 > 5000) throw new Error('black hole did not start');
+    await sleep(10);
+  }
+  const port = Number(/port (\d+)\n/.exec(out)?.[1]);
+  await sleep(60);
+  for (let i = 0; i < 4; i++) {
+    const sock = net.connect({ port, host: '127.0.0.1' });
+    sock.on('error', () => undefined);
+    cleanups.push(() => {
+      sock.destroy();
+    });
+  }
+  await sleep(50);
+  return {
+    port,
+    accepted: () => out.split('\n').filter((l) => l === 'conn').length,
+    data: () => out.split('\n').filter((l) => l.startsWith('data ')).join('\n'),
+  };
+}
+
+const REQUEST = '{ "guid":"g-1",\t"from":"A-1" ,"to":"B-2","amount":  100,"memo":"转账 ✓ \\u00e9 é","x":[1.50, 1e2 ] }';
+
+// ---------------------------------------------------------------------------------------------------------------
+
+describe('transfer: definite answers', () => {
+  it.each([
+    ['0000', '{ "code" :"0000",  "message":"转账成功 ✓",\n "balance": 1.50, "fee":1e2 }'],
+    ['B201', '{"code":"B201","message":"余额不足","extra":{"a" : [ ]}}'],
+    ['E500', '\t{"code": "E500" , "message":"core down \\u2603 ☃"}  \n'],
+  ])('%s → definite with the body byte for byte', async (code, body) => {
+    const s = await httpServer((_req, res) => answer(res, 200, Buffer.from(body, 'utf8')));
+    const out = await client({ baseUrl: s.url }).transfer(REQUEST);
+    expect(out).toMatchObject({ kind: 'definite', code, status: 200 });
+    if (out.kind !== 'definite') throw new Error('unreachable');
+    expect(out.body).toBe(body);
+    expect(Buffer.from(out.body, 'utf8').equals(Buffer.from(body, 'utf8'))).toBe(true);
+    expect(out.latencyMs).toBeGreaterThan(0);
+  });
+
+  it('sends the request body byte for byte, as POST /transfer with content-type application/json', async () => {
+    const s = await httpServer((_req, res) => answer(res, 200, '{"code":"0000"}'));
+    const c = client({ baseUrl: s.url });
+    expect((await c.transfer(REQUEST)).kind).toBe('definite');
+    const raw = Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xe2, 0x82, 0xac, 0x22, 0x20, 0x7d]); // {"a":"€" }
+    expect((await c.transfer(raw)).kind).toBe('definite');
+    expect(s.received).toHaveLength(2);
+    const [first, second] = s.received;
+    expect(first?.method).toBe('POST');
+    expect(first?.url).toBe('/transfer');
+    expect(first?.headers['content-type']).toBe('application/json');
+    expect(first?.body.equals(Buffer.from(REQUEST, 'utf8'))).toBe(true);
+    expect(second?.body.equals(raw)).toBe(true);
+  });
+
+  it('keeps a path prefix of the base URL', async () => {
+    const s = await httpServer((_req, res) => answer(res, 200, '{"code":"0000"}'));
+    expect((await client({ baseUrl: `${s.url}/core/v1/` }).transfer('{}')).kind).toBe('definite');
+    expect(s.received[0]?.url).toBe('/core/v1/transfer');
+  });
+});
+
+describe('transfer: non-definite answers → unknown/non-definite', () => {
+  it.each<[string, number, Buffer, string]>([
+    ['502 garbage', 502, Buffer.from('<html>Bad Gateway</html>'), 'HTTP 502'],
+    ['200 with code E400', 200, Buffer.from('{"code":"E400","message":"bad"}'), 'code E400'],
+    ['200 with invalid UTF-8', 200, Buffer.from([0x7b, 0x22, 0x63, 0x6f, 0x64, 0x65, 0x22, 0x3a, 0x22, 0x30, 0x30, 0x30, 0x30, 0x22, 0x2c, 0x22, 0x6d, 0x22, 0x3a, 0x22, 0xc3, 0x28, 0x22, 0x7d]), 'UTF-8'],
+    ['200 not JSON', 200, Buffer.from('code=0000'), 'not JSON'],
+    ['200 JSON array', 200, Buffer.from('[{"code":"0000"}]'), 'code'],
+    ['200 without code', 200, Buffer.from('{"status":"ok"}'), 'without a code'],
+    ['200 numeric code', 200, Buffer.from('{"code":0}'), 'code 0'],
+    ['200 B2 with 2 digits', 200, Buffer.from('{"code":"B20"}'), 'code B20'],
+    ['200 with a BOM', 200, Buffer.from('\uFEFF{"code":"0000"}', 'utf8'), 'not JSON'],
+    ['201 with definite code', 201, Buffer.from('{"code":"0000"}'), 'HTTP 201'],
+  ])('%s', async (_n, status, body, detail) => {
+    const s = await httpServer((_req, res) => answer(res, status, body));
+    const out = await client({ baseUrl: s.url }).transfer(REQUEST);
+    expect(out).toMatchObject({ kind: 'unknown', reason: 'non-definite' });
+    if (out.kind !== 'unknown') throw new Error('unreachable');
+    expect(out.detail).toContain(detail);
+    expect(s.received).toHaveLength(1);
+  });
+});
+
+describe('transfer: failures', () => {
+  it('connection refused → failed/refused (nothing listens, so no byte reached anyone)', async () => {
+    const port = await freePort();
+    const out = await client({ baseUrl: `http://127.0.0.1:${port}` }).transfer(REQUEST);
+    expect(out).toMatchObject({ kind: 'failed', reason: 'refused' });
+    expect(out.latencyMs).toBeLessThan(400);
+  });
+
+  describe('connect timeout (a listener whose accept queue is full: SYNs are dropped)', () => {
+    it('undici connect timeout → failed/connect-timeout', async () => {
+      const hole = await blackHole();
+      // undici's connect timer has ~0.5 s granularity (its "fast timers"), so 200 ms fires after 200–1000 ms.
+      const out = await client({ baseUrl: `http://127.0.0.1:${hole.port}`, timeoutMs: 3000, connectTimeoutMs: 200 }).transfer(REQUEST);
+      expect(out).toMatchObject({ kind: 'failed', reason: 'connect-timeout' });
+      if (out.kind !== 'failed') throw new Error('unreachable');
+      expect(out.detail).toContain('UND_ERR_CONNECT_TIMEOUT');
+      expect(out.latencyMs).toBeGreaterThanOrEqual(180);
+      expect(out.latencyMs).toBeLessThan(2800);
+    });
+
+    it('overall deadline while still connecting → failed/connect-timeout, and the request is never written later', async () => {
+      // The listener stops ignoring us after 400 ms; our SYN is retransmitted ~1 s in and then the connect succeeds.
+      const hole = await blackHole(400);
+      const c = client({ baseUrl: `http://127.0.0.1:${hole.port}`, timeoutMs: 200, connectTimeoutMs: 3000 });
+      const out = await c.transfer(REQUEST);
+      expect(out).toMatchObject({ kind: 'failed', reason: 'connect-timeout' });
+      if (out.kind !== 'failed') throw new Error('unreachable');
+      expect(out.detail).toContain('not handed to a socket');
+      expect(out.latencyMs).toBeLessThan(500);
+      // Wait for the late connection to be accepted (4 fillers + ours), then check nothing of the request arrived.
+      const deadline = performance.now() + 3000;
+      while (hole.accepted() < 5 && performance.now() < deadline) await sleep(25);
+      await sleep(150);
+      expect(hole.accepted()).toBeGreaterThanOrEqual(5);
+      expect(hole.data()).not.toContain('transfer');
+    });
+  });
+
+  it('server reads the request and never answers → unknown/timeout after ~timeoutMs', async () => {
+    const s = await httpServer(() => undefined);
+    const out = await client({ baseUrl: s.url, timeoutMs: 300 }).transfer(REQUEST);
+    expect(out).toMatchObject({ kind: 'unknown', reason: 'timeout' });
+    expect(out.latencyMs).toBeGreaterThanOrEqual(280);
+    expect(out.latencyMs).toBeLessThan(1000);
+    expect(s.received).toHaveLength(1);
+  });
+
+  it('server trickles the body forever → unknown/timeout at the overall deadline', async () => {
+    const s = await httpServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"code":"0000"');
+      const iv = setInterval(() => res.write(' '), 50); // each chunk well inside bodyTimeout
+      res.on('close', () => clearInterval(iv));
+      cleanups.push(() => clearInterval(iv));
+    });
+    const out = await client({ baseUrl: s.url, timeoutMs: 300 }).transfer(REQUEST);
+    expect(out).toMatchObject({ kind: 'unknown', reason: 'timeout' });
+    expect(out.latencyMs).toBeLessThan(800);
+  });
+
+  it('server reads the request and destroys the socket → unknown/reset', async () => {
+    const s = await httpServer((req) => req.socket.destroy());
+    const out = await client({ baseUrl: s.url }).transfer(REQUEST);
+    expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
+    expect(s.received).toHaveLength(1);
+  });
+
+  it('server answers headers then dies mid-body → unknown', async () => {
+    const s = await httpServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+      res.write('{"code":"0000"', () => req.socket.destroy());
+    });
+    const out = await client({ baseUrl: s.url }).transfer(REQUEST);
+    expect(out.kind).toBe('unknown');
+  });
+
+  it('raw TCP: request read then RST (SO_LINGER 0) → unknown/reset', async () => {
+    let bytes = 0;
+    const server = net.createServer((sock) => {
+      sock.on('data', (d: Buffer) => {
+        bytes += d.length;
+        if (d.includes('\r\n\r\n')) sock.resetAndDestroy();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise<void>((r) => server.close(() => r())));
+    const { port } = server.address() as net.AddressInfo;
+    const out = await client({ baseUrl: `http://127.0.0.1:${port}` }).transfer(REQUEST);
+    expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
+    expect(bytes).toBeGreaterThan(0);
+  });
+});
+
+describe('never a second copy', () => {
+  it('no retry: a server that resets every connection after reading gets exactly one request per call', async () => {
+    const s = await httpServer((req) => req.socket.destroy());
+    const c = client({ baseUrl: s.url });
+    const bodies = Array.from({ length: 6 }, (_, i) => `{"guid":"nr-${i}","amount":${i + 1}}`);
+    const sequential: CallOutcome[] = [];
+    for (const b of bodies.slice(0, 3)) sequential.push(await c.transfer(b));
+    const concurrent = await Promise.all(bodies.slice(3).map((b) => c.transfer(b)));
+    for (const out of [...sequential, ...concurrent]) expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
+    await sleep(100); // let any (wrong) automatic resend arrive
+    expect(s.received).toHaveLength(bodies.length);
+    const counts = copies(s.received);
+    for (const b of bodies) expect(counts.get(Buffer.from(b).toString('latin1'))).toBe(1);
+  });
+
+  it('no retry on a reused keep-alive socket that the server kills after reading', async () => {
+    let mode: 'ok' | 'kill' = 'ok';
+    const sockets = new Set<net.Socket>();
+    const s = await httpServer((req, res) => {
+      sockets.add(req.socket);
+      if (mode === 'ok') answer(res, 200, '{"code":"0000"}');
+      else req.socket.destroy();
+    });
+    const c = client({ baseUrl: s.url });
+    expect((await c.transfer('{"guid":"ka-1"}')).kind).toBe('definite');
+    mode = 'kill';
+    await sleep(10); // undici's Pool marks the client drained in a microtask; give it a turn so it reuses the socket
+    const out = await c.transfer('{"guid":"ka-2"}');
+    expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
+    await sleep(100);
+    expect(sockets.size).toBe(1); // the second request really went over the reused socket
+    expect(s.received.map((r) => r.body.toString())).toEqual(['{"guid":"ka-1"}', '{"guid":"ka-2"}']);
+  });
+
+  it('stale keep-alive, deterministic: a reused socket answered with RST before the request is processed → unknown/reset', async () => {
+    const requestsPerSocket: number[] = [];
+    const server = net.createServer((sock) => {
+      const idx = requestsPerSocket.push(0) - 1;
+      sock.on('data', (d: Buffer) => {
+        if (!d.includes('\r\n\r\n')) return;
+        if (requestsPerSocket[idx] === 0) {
+          requestsPerSocket[idx] = 1;
+          sock.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 15\r\nconnection: keep-alive\r\n\r\n{"code":"0000"}');
+        } else {
+          sock.resetAndDestroy(); // as if the server had closed the idle socket just before our bytes arrived
+        }
+      });
+      sock.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise<void>((r) => server.close(() => r())));
+    const { port } = server.address() as net.AddressInfo;
+    const c = client({ baseUrl: `http://127.0.0.1:${port}` });
+    expect((await c.transfer('{"guid":"s-1"}')).kind).toBe('definite');
+    await sleep(10);
+    const out = await c.transfer('{"guid":"s-2"}');
+    expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
+    await sleep(100);
+    expect(requestsPerSocket).toEqual([1]); // one socket, reused; no second connection carrying a resend
+  });
+
+  it('stale keep-alive: server closes idle sockets right after answering → never failed, never two copies', async () => {
+    let n = 0;
+    const s = await httpServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive', 'keep-alive': 'timeout=5' });
+      const d = n++ % 4; // close the now idle socket 0–3 ms after answering, racing the client's next request
+      res.end('{"code":"0000"}', () => setTimeout(() => req.socket.destroy(), d));
+    });
+    const c = client({ baseUrl: s.url });
+    const outcomes: CallOutcome[] = [];
+    const bodies: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      const body = `{"guid":"stale-${i}","amount":1}`;
+      bodies.push(body);
+      outcomes.push(await c.transfer(body));
+      await sleep(i % 3); // 0–2 ms between calls: sometimes before the FIN, sometimes after
+    }
+    for (const out of outcomes) expect(out.kind).not.toBe('failed');
+    await sleep(100);
+    const counts = copies(s.received);
+    for (const [i, b] of bodies.entries()) {
+      const k = counts.get(Buffer.from(b).toString('latin1')) ?? 0;
+      expect(k, b).toBeLessThanOrEqual(1);
+      if (outcomes[i]?.kind === 'definite') expect(k, b).toBe(1);
+    }
+  });
+});
+
+describe('inquire', () => {
+  it('200 with a definite code → processed with the raw body; guid URL-encoded', async () => {
+    const body = '{ "code":"B202", "message":"账户不存在" }';
+    const s = await httpServer((_req, res) => answer(res, 200, body));
+    const out = await client({ baseUrl: s.url }).inquire('g:1/é x');
+    expect(out).toEqual({ kind: 'processed', code: 'B202', body });
+    expect(s.received[0]?.method).toBe('GET');
+    expect(s.received[0]?.url).toBe(`/transfer/${encodeURIComponent('g:1/é x')}`);
+  });
+
+  it('404 → absent', async () => {
+    const s = await httpServer((_req, res) => answer(res, 404, '{"code":"E404"}'));
+    expect(await client({ baseUrl: s.url }).inquire('g-404')).toEqual({ kind: 'absent' });
+  });
+
+  it.each<[string, number, string]>([
+    ['500', 500, '{"code":"E500"}'],
+    ['200 non-definite code', 200, '{"code":"E400"}'],
+    ['200 not JSON', 200, 'ok'],
+  ])('%s → unknown', async (_n, status, body) => {
+    const s = await httpServer((_req, res) => answer(res, status, body));
+    expect((await client({ baseUrl: s.url }).inquire('g-x')).kind).toBe('unknown');
+  });
+
+  it('refused → unknown (an inquiry never fails)', async () => {
+    const port = await freePort();
+    expect((await client({ baseUrl: `http://127.0.0.1:${port}` }).inquire('g-r')).kind).toBe('unknown');
+  });
+
+  it('no answer → unknown after inquiryTimeoutMs', async () => {
+    const s = await httpServer(() => undefined);
+    const t0 = performance.now();
+    const out = await client({ baseUrl: s.url, timeoutMs: 2000, inquiryTimeoutMs: 200 }).inquire('g-t');
+    expect(out.kind).toBe('unknown');
+    expect(performance.now() - t0).toBeLessThan(1000);
+  });
+});

@@ -24,6 +24,11 @@ export interface LedgerQuery {
   readonly limit?: number;
 }
 
+export interface StatusSummary {
+  readonly count: number;
+  readonly oldestUpdatedAt: number | null;
+}
+
 export interface ProjectionDifference {
   readonly guid: string;
   /** `missing`: the log has it, the ledger not; `extra`: the reverse; `differs`: columns disagree. */
@@ -49,7 +54,8 @@ export interface EventStore {
   readAll(afterPosition: number, limit: number): Promise<StoredEvent[]>;
   getLedger(guid: string): Promise<LedgerState | null>;
   queryLedger(query: LedgerQuery): Promise<LedgerState[]>;
-  countByStatus(): Promise<Record<Status, number>>;
+  /** Rows per status and the oldest `updated_at` among them (null when none). */
+  countByStatus(): Promise<Record<Status, StatusSummary>>;
   /** Replaces the projection with a fold of the log. */
   rebuildProjection(): Promise<{ rows: number }>;
   /** Compares the projection with a fold of the log; changes nothing. */

@@ -1,5 +1,4 @@
 import type Database from 'better-sqlite3';
-import type { Status } from '../events/codecs.js';
 import type { LedgerQuery } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import { LEDGER_COLUMNS, rowToState, stateToRow } from './ledgerRow.js';
@@ -13,7 +12,7 @@ export function ledgerTable(db: Database.Database) {
     `INSERT INTO ledger (${LEDGER_COLUMNS.join(', ')}) VALUES (${placeholders}) ON CONFLICT(guid) DO UPDATE SET ${updates}`,
   );
   const selectOne = db.prepare('SELECT * FROM ledger WHERE guid = ?');
-  const countStatus = db.prepare('SELECT status, COUNT(*) AS n FROM ledger GROUP BY status');
+  const countStatus = db.prepare('SELECT status, COUNT(*) AS n, MIN(updated_at) AS oldest FROM ledger GROUP BY status');
 
   return {
     write(state: LedgerState): void {
@@ -52,8 +51,9 @@ export function ledgerTable(db: Database.Database) {
         (q.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(q.limit))}` : '');
       return db.prepare(sql).all(params).map(rowToState);
     },
-    countByStatus(): Array<{ status: Status; n: number }> {
-      return countStatus.all() as Array<{ status: Status; n: number }>;
+    /** Raw rows of `status, n, oldest`; the store decodes them. */
+    countByStatus(): unknown[] {
+      return countStatus.all();
     },
   };
 }

@@ -134,7 +134,7 @@ describe('SQLite event store', () => {
     expect((await store.queryLedger({ statuses: ['SENT'] })).map((r) => r.guid)).toEqual(['a']);
     expect((await store.queryLedger({ statuses: ['SENT', 'UNKNOWN'], updatedBefore: 2000 })).map((r) => r.guid)).toEqual(['a']);
     expect((await store.queryLedger({ sentAtOrBefore: 1999 })).map((r) => r.guid)).toEqual(['a']);
-    expect(await store.countByStatus()).toMatchObject({ SENT: 1, UNKNOWN: 1, DONE: 0 });
+    expect(await store.countByStatus()).toMatchObject({ SENT: { count: 1, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
     await store.close();
   });
 });

@@ -8,7 +8,7 @@ import { decide, type Command } from '../decide.js';
 import { LedgerCorruptError, LedgerUnavailableError } from '../errors.js';
 import { evolve } from '../evolve.js';
 import type { LedgerState } from '../state.js';
-import type { AppendResult, EventStore, ExecuteResult, LedgerQuery, ProjectionDifference } from '../store.js';
+import type { AppendResult, EventStore, ExecuteResult, LedgerQuery, ProjectionDifference, StatusSummary } from '../store.js';
 import { ledgerTable } from '../../projections/ledgerTable.js';
 import { foldLog, compareProjection } from '../../projections/rebuild.js';
 import { eventsTable, isUniqueViolation } from './appendEvents.js';
@@ -43,7 +43,7 @@ interface PendingOp {
   readonly reject: (err: unknown) => void;
 }
 
-const StatusCount = t.type({ status: Status, n: t.number });
+const StatusCount = t.type({ status: Status, n: t.number, oldest: t.number });
 
 function unavailable(err: unknown, what: string): LedgerUnavailableError {
   if (err instanceof LedgerUnavailableError) return err;
@@ -204,13 +204,13 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     },
     countByStatus() {
       return read('read', () => {
-        const counts = Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<Status, number>;
+        const summary = Object.fromEntries(STATUSES.map((s) => [s, { count: 0, oldestUpdatedAt: null }])) as Record<Status, StatusSummary>;
         for (const raw of ledger.countByStatus()) {
           const row = StatusCount.decode(raw);
           if (isLeft(row)) throw new LedgerCorruptError('ledger status count does not decode');
-          counts[row.right.status] = row.right.n;
+          summary[row.right.status] = { count: row.right.n, oldestUpdatedAt: row.right.oldest };
         }
-        return counts;
+        return summary;
       });
     },
     rebuildProjection() {

@@ -1,0 +1,18 @@
+/**
+ * The one registry of reply codes (CONTRACT.md §2). Every reply guidgate makes uses one of these; a test
+ * checks that the README documents each.
+ */
+export const REPLY_CODES = {
+  E400: { http: 400, message: 'invalid request' },
+  E404: { http: 404, message: 'no such transfer' },
+  E503: { http: 503, message: 'ledger unavailable; the account system was not called' },
+  E901: { http: 504, message: 'sent, outcome unknown; it will be settled by inquiry, do not change the request' },
+  E902: { http: 503, message: 'not sent' },
+  E903: { http: 409, message: 'in progress; resend later' },
+  E904: { http: 422, message: 'GUID reused with a different request' },
+  E905: { http: 410, message: 'GUID expired; the transfer was completed and its record purged' },
+} as const;
+export type ReplyCode = keyof typeof REPLY_CODES;
+
+/** Codes whose body is the account system's own answer, byte for byte, with HTTP 200. */
+export const DEFINITE_CODE = /^(0000|B2\d\d|E500)$/;

@@ -1,0 +1,43 @@
+import { REPLY_CODES, type ReplyCode } from './codes.js';
+import type { LedgerState } from '../events/state.js';
+
+export interface Reply {
+  readonly status: number;
+  /** The exact bytes to send: the account system's answer for definite codes, our JSON otherwise. */
+  readonly body: string;
+  readonly code: string;
+  readonly replayed: boolean;
+}
+
+export function codeReply(code: ReplyCode, guid: string | undefined, extra: { message?: string; [k: string]: unknown } = {}): Reply {
+  const { message, ...rest } = extra;
+  const body = JSON.stringify({ ...(guid === undefined ? {} : { guid }), code, message: message ?? REPLY_CODES[code].message, ...rest });
+  return { status: REPLY_CODES[code].http, body, code, replayed: false };
+}
+
+/** The account system's definite answer, byte for byte. */
+export function definiteReply(code: string, body: string, replayed: boolean): Reply {
+  return { status: 200, body, code, replayed };
+}
+
+/**
+ * What a request for an existing GUID gets, by state (CONTRACT.md §2). FAILED is not here: whether it is
+ * sent again depends on the attempt cap and is decided with the ledger's compare-and-set.
+ */
+export function replyForState(state: LedgerState, maxAttempts: number): Reply {
+  switch (state.status) {
+    case 'DONE':
+      return state.response !== null && state.code !== null
+        ? definiteReply(state.code, state.response, true)
+        : codeReply('E901', state.guid);
+    case 'RECEIVED':
+    case 'SENT':
+      return codeReply('E903', state.guid);
+    case 'UNKNOWN':
+      return codeReply('E901', state.guid);
+    case 'PURGED':
+      return codeReply('E905', state.guid, { originalCode: state.code });
+    case 'FAILED':
+      return codeReply('E902', state.guid, state.attempts >= maxAttempts ? { message: `not sent; the attempt cap (${maxAttempts}) is used up` } : {});
+  }
+}

@@ -1,0 +1,28 @@
+import type { EventStore } from '../events/store.js';
+
+export interface SweepSummary {
+  /** RECEIVED rows that never got their Sent: FAILED (never sent). */
+  readonly neverSent: number;
+  /** SENT rows past their call timeout plus the grace: UNKNOWN (orphaned). */
+  readonly orphaned: number;
+}
+
+/**
+ * Settles the rows a dead process left behind (CONTRACT.md §4). A SENT row is only an orphan once its own
+ * call timeout plus the grace has passed: before that its owner may still be waiting for the answer, and
+ * after it no owner can be (every call is bounded by its timeout). The decision per row is `decide`'s, taken
+ * inside the write transaction, so a row its owner settles meanwhile is left alone.
+ */
+export async function sweepOrphans(store: EventStore, graceMs: number, now: number): Promise<SweepSummary> {
+  const candidates = await store.queryLedger({ statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1 });
+  const results = await Promise.all(candidates.map((row) => store.execute(row.guid, { type: 'SweepOrphan', graceMs })));
+  let neverSent = 0;
+  let orphaned = 0;
+  for (const r of results) {
+    if (r.kind !== 'applied') continue;
+    const last = r.events[r.events.length - 1];
+    if (last?.type === 'ConnectFailed') neverSent++;
+    else if (last?.type === 'TimedOut') orphaned++;
+  }
+  return { neverSent, orphaned };
+}

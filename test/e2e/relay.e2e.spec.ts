@@ -1,0 +1,271 @@
+import { createServer } from 'node:net';
+import Database from 'better-sqlite3';
+import { describe, it, expect, afterEach } from 'vitest';
+import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { REPLY_CODES } from '../../src/relay/codes.js';
+import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
+import { useTempDir } from '../support/tmp.js';
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+describe('relay end to end (real sockets, real ledger file, real simulator)', () => {
+  const tmp = useTempDir();
+  let h: Harness | undefined;
+  afterEach(async () => {
+    await h?.close();
+    h = undefined;
+  });
+  const rowCount = (db: string) => {
+    const d = new Database(db, { readonly: true });
+    const n = (d.prepare('SELECT COUNT(*) AS n FROM ledger').get() as { n: number }).n;
+    d.close();
+    return n;
+  };
+
+  it('0000: the first answer is the account system body byte for byte, and every resend replays it without a call', async () => {
+    h = await startHarness(tmp());
+    const t = transfer({ memo: 'ünïcødé  spaced', nested: { a: [1, 2] } });
+    const first = await h.post(JSON.stringify(t));
+    expect(first.status).toBe(200);
+    expect(first.json()).toMatchObject({ guid: t['guid'], code: '0000' });
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    // The simulator's stored answer (inquiry) is what it sent: compare bytes.
+    const inquiry = await fetch(`${h.sim.url}/transfer/${String(t['guid'])}`);
+    expect(first.body).toBe(await inquiry.text());
+    for (let i = 0; i < 3; i++) {
+      const again = await h.post(JSON.stringify(t));
+      expect(again.status).toBe(200);
+      expect(again.body).toBe(first.body);
+      expect(again.headers['idempotent-replayed']).toBe('true');
+    }
+    expect(h.sim.guidStats(String(t['guid']))).toMatchObject({ calls: 1, applied: 1 });
+  });
+
+  it('the fingerprint ignores key order and extra fields; the forwarded body is the original bytes', async () => {
+    h = await startHarness(tmp());
+    const raw = '{ "amount":100,"to":"ACC-2002" , "guid":"FP-1","from":"ACC-1001","x":1}';
+    expect((await h.post(raw)).status).toBe(200);
+    const reordered = await h.post('{"guid":"FP-1","from":"ACC-1001","to":"ACC-2002","amount":100,"x":2,"y":"z"}');
+    expect(reordered.headers['idempotent-replayed']).toBe('true');
+    const store = openSqliteStore({ path: h.db });
+    expect((await store.getLedger('FP-1'))?.request).toBe(raw);
+    await store.close();
+  });
+
+  it('B201 and B202 are definite answers: stored and replayed', async () => {
+    h = await startHarness(tmp());
+    const poor = transfer({ amount: 9_000_000_000_000_000 });
+    const r1 = await h.post(JSON.stringify(poor));
+    expect([r1.status, r1.json()['code']]).toEqual([200, 'B201']);
+    const unknownAccount = transfer({ to: 'X-404' });
+    const r2 = await h.post(JSON.stringify(unknownAccount));
+    expect([r2.status, r2.json()['code']]).toEqual([200, 'B202']);
+    const again = await h.post(JSON.stringify(unknownAccount));
+    expect(again.body).toBe(r2.body);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(h.sim.stats().totalCalls).toBe(2);
+  });
+
+  it('E500 from the account system is definite: stored and replayed', async () => {
+    h = await startHarness(tmp(), { sim: { faults: { mode: 'e500' } } });
+    const t = transfer();
+    const r = await h.post(JSON.stringify(t));
+    expect([r.status, r.json()['code']]).toEqual([200, 'E500']);
+    expect((await h.post(JSON.stringify(t))).headers['idempotent-replayed']).toBe('true');
+    expect(h.sim.stats().totalCalls).toBe(1);
+  });
+
+  it.each([
+    ['hold (no answer before the timeout)', 'hold', 0],
+    ['reset after applying', 'reset', 1],
+    ['garbage 502', 'garbage', 0],
+  ] as const)('E901 on %s; resends get E901 without a call', async (_name, mode, applied) => {
+    h = await startHarness(tmp(), { sim: { faults: { mode } }, relay: { timeoutMs: 400 } });
+    const t = transfer();
+    const r = await h.post(JSON.stringify(t));
+    expect([r.status, r.json()['code']]).toEqual([504, 'E901']);
+    h.sim.resetFaults();
+    const again = await h.post(JSON.stringify(t));
+    expect([again.status, again.json()['code']]).toEqual([504, 'E901']);
+    expect(h.sim.guidStats(String(t['guid']))).toMatchObject({ calls: 1, applied });
+    const row = await h.get(`/v1/transfers/${String(t['guid'])}`);
+    expect(row.json()).toMatchObject({ status: 'UNKNOWN', code: 'E901', attempts: 1 });
+  });
+
+  it('E902 when the connection is refused; a resend sends the stored bytes again until the attempt cap', async () => {
+    const port = await freePort();
+    h = await startHarness(tmp(), { relay: { accountUrl: `http://127.0.0.1:${port}`, maxAttempts: 2 } });
+    const t = transfer();
+    const r1 = await h.post(JSON.stringify(t));
+    expect([r1.status, r1.json()['code']]).toEqual([503, 'E902']);
+    const r2 = await h.post(JSON.stringify(t));
+    expect(r2.json()['code']).toBe('E902');
+    expect((await h.get(`/v1/transfers/${String(t['guid'])}`)).json()).toMatchObject({ status: 'FAILED', attempts: 2 });
+    const r3 = await h.post(JSON.stringify(t));
+    expect([r3.status, r3.json()['code']]).toEqual([503, 'E902']);
+    expect(String(r3.json()['message'])).toMatch(/attempt cap/);
+    expect((await h.get(`/v1/transfers/${String(t['guid'])}`)).json()).toMatchObject({ attempts: 2 });
+  });
+
+  it('E902 then, once the account system is back, the resend is sent and answered (one application)', async () => {
+    h = await startHarness(tmp());
+    const t = transfer();
+    const refusing = h.sim.refuseConnections(600);
+    await new Promise((r) => setTimeout(r, 50));
+    expect((await h.post(JSON.stringify(t))).json()['code']).toBe('E902');
+    await refusing;
+    const ok = await h.post(JSON.stringify(t));
+    expect([ok.status, ok.json()['code']]).toEqual([200, '0000']);
+    expect(h.sim.guidStats(String(t['guid']))).toMatchObject({ calls: 1, applied: 1 });
+    expect((await h.get(`/v1/transfers/${String(t['guid'])}`)).json()).toMatchObject({ status: 'DONE', attempts: 2 });
+  });
+
+  it('25 concurrent duplicates → one account call; the others get E903 at once or the replay', async () => {
+    h = await startHarness(tmp(), { sim: { latencyMs: 300 } });
+    const t = JSON.stringify(transfer());
+    const started = performance.now();
+    const replies = await Promise.all(Array.from({ length: 25 }, () => h!.post(t)));
+    const codes = replies.map((r) => String(r.json()['code']));
+    expect(codes.filter((c) => c === '0000').length).toBeGreaterThanOrEqual(1);
+    expect(codes.every((c) => c === '0000' || c === 'E903')).toBe(true);
+    expect(replies.filter((r) => r.status === 409).length).toBe(codes.filter((c) => c === 'E903').length);
+    expect(h.sim.stats().totalCalls).toBe(1);
+    expect(performance.now() - started).toBeLessThan(5000);
+  });
+
+  it('E903 is answered at once while the first call is in flight', async () => {
+    h = await startHarness(tmp(), { sim: { latencyMs: 700 } });
+    const t = JSON.stringify(transfer());
+    const first = h.post(t);
+    await new Promise((r) => setTimeout(r, 150));
+    const t0 = performance.now();
+    const dup = await h.post(t);
+    expect([dup.status, dup.json()['code']]).toEqual([409, 'E903']);
+    expect(performance.now() - t0).toBeLessThan(500);
+    expect((await first).json()['code']).toBe('0000');
+  });
+
+  it('E904: the same GUID with another request changes nothing and sends nothing', async () => {
+    h = await startHarness(tmp());
+    const t = transfer();
+    const first = await h.post(JSON.stringify(t));
+    const other = await h.post(JSON.stringify({ ...t, amount: 101 }));
+    expect([other.status, other.json()['code'], other.json()['guid']]).toEqual([422, 'E904', t['guid']]);
+    const noCurrency = await h.post(JSON.stringify({ ...t, currency: undefined }));
+    expect(noCurrency.json()['code']).toBe('E904');
+    expect((await h.post(JSON.stringify(t))).body).toBe(first.body);
+    expect(h.sim.stats().totalCalls).toBe(1);
+  });
+
+  it('E905: a purged GUID says it expired and what its code was', async () => {
+    h = await startHarness(tmp());
+    const t = transfer();
+    await h.post(JSON.stringify(t));
+    const store = openSqliteStore({ path: h.db });
+    expect((await store.execute(String(t['guid']), { type: 'Purge', retentionMs: 0 })).kind).toBe('applied');
+    await store.close();
+    const r = await h.post(JSON.stringify(t));
+    expect([r.status, r.json()['code'], r.json()['originalCode']]).toEqual([410, 'E905', '0000']);
+    expect(h.sim.stats().totalCalls).toBe(1);
+  });
+
+  it('the GUID may come in the Idempotency-Key header: "guid":"…", is inserted after the opening brace', async () => {
+    h = await startHarness(tmp());
+    const raw = ' {"from":"ACC-1001","to":"ACC-2002","amount":5}';
+    const r = await h.post(raw, { 'idempotency-key': 'HDR-1' });
+    expect(r.json()).toMatchObject({ code: '0000', guid: 'HDR-1' });
+    const store = openSqliteStore({ path: h.db });
+    expect((await store.getLedger('HDR-1'))?.request).toBe(' {"guid":"HDR-1","from":"ACC-1001","to":"ACC-2002","amount":5}');
+    await store.close();
+    // The same transfer with the GUID in the body is the same request.
+    const same = await h.post('{"guid":"HDR-1","from":"ACC-1001","to":"ACC-2002","amount":5}', { 'idempotency-key': 'HDR-1' });
+    expect(same.headers['idempotent-replayed']).toBe('true');
+    const mismatch = await h.post('{"guid":"HDR-2","from":"ACC-1001","to":"ACC-2002","amount":5}', { 'idempotency-key': 'HDR-1' });
+    expect([mismatch.status, mismatch.json()['code'], mismatch.json()['field']]).toEqual([400, 'E400', 'Idempotency-Key']);
+    expect(h.sim.stats().totalCalls).toBe(1);
+  });
+
+  it.each([
+    ['malformed JSON', '{"guid":', 'body'],
+    ['not an object', '[1,2]', 'body'],
+    ['missing guid', '{"from":"A1","to":"B2","amount":1}', 'guid'],
+    ['bad guid', '{"guid":"-bad","from":"A1","to":"B2","amount":1}', 'guid'],
+    ['missing from', '{"guid":"g1","to":"B2","amount":1}', 'from'],
+    ['long account', `{"guid":"g1","from":"${'A'.repeat(35)}","to":"B2","amount":1}`, 'from'],
+    ['from = to', '{"guid":"g1","from":"A1","to":"A1","amount":1}', 'to'],
+    ['amount zero', '{"guid":"g1","from":"A1","to":"B2","amount":0}', 'amount'],
+    ['amount fractional', '{"guid":"g1","from":"A1","to":"B2","amount":1.5}', 'amount'],
+    ['amount unsafe', '{"guid":"g1","from":"A1","to":"B2","amount":9007199254740993}', 'amount'],
+    ['amount string', '{"guid":"g1","from":"A1","to":"B2","amount":"1"}', 'amount'],
+    ['currency lowercase', '{"guid":"g1","from":"A1","to":"B2","amount":1,"currency":"cny"}', 'currency'],
+    ['empty body', '', 'body'],
+  ])('E400 for %s, naming the field, storing nothing', async (_name, body, field) => {
+    h ??= await startHarness(tmp());
+    const r = await h.post(body);
+    expect([r.status, r.json()['code'], r.json()['field']]).toEqual([400, 'E400', field]);
+    expect(String(r.json()['message'])).toContain(field === 'body' ? 'body' : field);
+    expect(rowCount(h.db)).toBe(0);
+    expect(h.sim.stats().totalCalls).toBe(0);
+  });
+
+  it('E400 for a body that is not UTF-8, and 413 for one over 64 KiB', async () => {
+    h = await startHarness(tmp());
+    const bad = Buffer.concat([Buffer.from('{"guid":"g1","from":"A1","to":"B2","amount":1,"m":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
+    const r = await h.post(bad);
+    expect([r.status, r.json()['code'], r.json()['field']]).toEqual([400, 'E400', 'body']);
+    expect(String(r.json()['message'])).toMatch(/UTF-8/);
+    const big = JSON.stringify({ ...transfer(), pad: 'x'.repeat(70 * 1024) });
+    const r2 = await h.post(big);
+    expect([r2.status, r2.json()['code']]).toEqual([413, 'E400']);
+    expect(rowCount(h.db)).toBe(0);
+    expect(h.sim.stats().totalCalls).toBe(0);
+  });
+
+  it('E503 when the ledger is locked past the busy timeout: the account system is not called', async () => {
+    h = await startHarness(tmp(), { relay: { busyTimeoutMs: 200 } });
+    const locker = new Database(h.db);
+    locker.exec('BEGIN EXCLUSIVE');
+    try {
+      const r = await h.post(JSON.stringify(transfer()));
+      expect([r.status, r.json()['code']]).toEqual([503, 'E503']);
+      expect(h.sim.stats().totalCalls).toBe(0);
+    } finally {
+      locker.exec('ROLLBACK');
+      locker.close();
+    }
+    expect(rowCount(h.db)).toBe(0);
+    const ok = await h.post(JSON.stringify(transfer()));
+    expect(ok.json()['code']).toBe('0000');
+  });
+
+  it('GET /v1/transfers/:guid, /healthz, /metrics, and unknown routes', async () => {
+    h = await startHarness(tmp());
+    const t = transfer();
+    await h.post(JSON.stringify(t));
+    const row = (await h.get(`/v1/transfers/${String(t['guid'])}`)).json();
+    expect(row).toMatchObject({ guid: t['guid'], status: 'DONE', code: '0000', attempts: 1 });
+    expect(typeof row['createdAt']).toBe('number');
+    expect(typeof row['updatedAt']).toBe('number');
+    const missing = await h.get('/v1/transfers/NOPE-1');
+    expect([missing.status, missing.json()['code']]).toEqual([404, 'E404']);
+    expect((await h.get('/healthz')).status).toBe(200);
+    const metrics = (await h.get('/metrics')).body;
+    expect(metrics).toContain('guidgate_replies_total{code="0000"} 1');
+    expect(metrics).toContain('guidgate_account_calls_total{outcome="definite"} 1');
+    expect(metrics).toContain('guidgate_ledger_rows{status="DONE"} 1');
+    expect(metrics).toContain('guidgate_oldest_row_age_seconds{status="UNKNOWN"} 0');
+    expect(metrics).toContain('guidgate_account_call_duration_seconds_bucket');
+    const nowhere = await h.get('/nowhere');
+    expect([nowhere.status, nowhere.json()['code']]).toEqual([404, 'E404']);
+  });
+
+  it('every reply code the relay can give is in the registry', () => {
+    expect(Object.keys(REPLY_CODES).sort()).toEqual(['E400', 'E404', 'E503', 'E901', 'E902', 'E903', 'E904', 'E905']);
+  });
+});

@@ -1,0 +1,142 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, it, expect, afterEach } from 'vitest';
+import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { REPO_ROOT } from '../support/children.js';
+import { httpRequest, transfer } from '../support/relayHarness.js';
+import { useTempDir } from '../support/tmp.js';
+
+const BIN = join(REPO_ROOT, 'bin', 'guidgate');
+
+function startServe(args: string[], env: Record<string, string> = {}): { child: ChildProcess; ready: Promise<string>; output: () => string } {
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--log-level', 'warn', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
+  let out = '';
+  const ready = new Promise<string>((resolve, reject) => {
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) resolve(m[1]!);
+    });
+    child.on('exit', (code) => reject(new Error(`serve exited ${code}: ${out}`)));
+  });
+  return { child, ready, output: () => out };
+}
+
+const exited = (child: ChildProcess) => new Promise<number | null>((r) => (child.exitCode !== null ? r(child.exitCode) : child.on('exit', (code) => r(code))));
+
+describe('the relay as a process', () => {
+  const tmp = useTempDir();
+  const cleanup: Array<() => Promise<unknown> | void> = [];
+  afterEach(async () => {
+    while (cleanup.length) await cleanup.pop()!();
+  });
+  let sim: Simulator;
+  const useSim = async (opts: Parameters<typeof startSimulator>[0] = {}) => {
+    sim = await startSimulator({ port: 0, ...opts });
+    cleanup.push(() => sim.close());
+    return sim;
+  };
+  const spawnServe = (args: string[], env: Record<string, string> = {}) => {
+    const s = startServe(args, env);
+    cleanup.push(() => {
+      if (s.child.exitCode === null) s.child.kill('SIGKILL');
+    });
+    return s;
+  };
+
+  it('SIGKILL mid-flight, restart: resends get E903 then E901 and never cause a second call', async () => {
+    await useSim({ faults: { mode: 'hold' } });
+    const db = join(tmp(), 'l.db');
+    const args = ['--db', db, '--account-url', sim.url, '--timeout', '1500ms', '--grace', '500ms'];
+    const first = spawnServe(args);
+    const url = await first.ready;
+    const t = JSON.stringify(transfer());
+    const guid = String(JSON.parse(t).guid);
+    void httpRequest(`${url}/v1/transfers`, { method: 'POST', body: t }).catch(() => undefined);
+    for (let i = 0; i < 100 && sim.guidStats(guid).calls === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(sim.guidStats(guid).calls).toBe(1);
+    first.child.kill('SIGKILL');
+    await exited(first.child);
+
+    const second = spawnServe(args);
+    const url2 = await second.ready;
+    const soon = await httpRequest(`${url2}/v1/transfers`, { method: 'POST', body: t });
+    expect(['E903', 'E901']).toContain(soon.json()['code']);
+    // Past the Sent's timeout plus the grace, the sweep has made it UNKNOWN.
+    await new Promise((r) => setTimeout(r, 2500));
+    const later = await httpRequest(`${url2}/v1/transfers`, { method: 'POST', body: t });
+    expect([later.status, later.json()['code']]).toEqual([504, 'E901']);
+    expect(sim.guidStats(guid).calls).toBe(1);
+    second.child.kill('SIGTERM');
+    expect(await exited(second.child)).toBe(0);
+  }, 30_000);
+
+  it('SIGTERM lets in-flight calls finish and records them: a normal restart leaves no orphans', async () => {
+    await useSim({ latencyMs: 600 });
+    const db = join(tmp(), 'l.db');
+    const s = spawnServe(['--db', db, '--account-url', sim.url]);
+    const url = await s.ready;
+    const bodies = Array.from({ length: 5 }, () => JSON.stringify(transfer()));
+    const replies = bodies.map((b) => httpRequest(`${url}/v1/transfers`, { method: 'POST', body: b }));
+    for (let i = 0; i < 100 && sim.stats().totalCalls < 5; i++) await new Promise((r) => setTimeout(r, 20));
+    s.child.kill('SIGTERM');
+    const codes = (await Promise.all(replies)).map((r) => r.json()['code']);
+    expect(codes).toEqual(['0000', '0000', '0000', '0000', '0000']);
+    expect(await exited(s.child)).toBe(0);
+    const store = openSqliteStore({ path: db });
+    expect((await store.countByStatus()).DONE.count).toBe(5);
+    expect((await store.queryLedger({ statuses: ['RECEIVED', 'SENT'] })).length).toBe(0);
+    await store.close();
+  }, 30_000);
+
+  it('at start, the sweep settles what a dead process left: RECEIVED → FAILED, old SENT → UNKNOWN', async () => {
+    await useSim();
+    const db = join(tmp(), 'l.db');
+    const longAgo = Date.now() - 60_000;
+    const store = openSqliteStore({ path: db, clock: () => longAgo });
+    await store.execute('ORPHAN-R', { type: 'Claim', request: '{"guid":"ORPHAN-R"}', fingerprint: 'f' });
+    await store.execute('ORPHAN-S', { type: 'Submit', request: '{"guid":"ORPHAN-S"}', fingerprint: 'f', timeoutMs: 3000, maxAttempts: 5 });
+    await store.close();
+    const s = spawnServe(['--db', db, '--account-url', sim.url]);
+    const url = await s.ready;
+    const r = (await httpRequest(`${url}/v1/transfers/ORPHAN-R`, { method: 'GET' })).json();
+    const sRow = (await httpRequest(`${url}/v1/transfers/ORPHAN-S`, { method: 'GET' })).json();
+    expect([r['status'], sRow['status']]).toEqual(['FAILED', 'UNKNOWN']);
+    const check = openSqliteStore({ path: db });
+    expect((await check.readStream('ORPHAN-S')).at(-1)).toMatchObject({ type: 'TimedOut', data: { reason: 'orphaned' } });
+    expect((await check.readStream('ORPHAN-R')).at(-1)).toMatchObject({ type: 'ConnectFailed', data: { reason: 'never-sent' } });
+    await check.close();
+    expect(sim.stats().totalCalls).toBe(0);
+  }, 30_000);
+
+  it('flags come from GUIDGATE_* environment variables; the command line wins', async () => {
+    await useSim();
+    const dir = tmp();
+    const s = spawnServe(['--db', join(dir, 'cli.db')], { GUIDGATE_DB: join(dir, 'env.db'), GUIDGATE_ACCOUNT_URL: sim.url, GUIDGATE_MAX_ATTEMPTS: '1' });
+    const url = await s.ready;
+    expect((await httpRequest(`${url}/v1/transfers`, { method: 'POST', body: JSON.stringify(transfer()) })).json()['code']).toBe('0000');
+    expect(sim.stats().totalCalls).toBe(1);
+    const { existsSync } = await import('node:fs');
+    expect([existsSync(join(dir, 'cli.db')), existsSync(join(dir, 'env.db'))]).toEqual([true, false]);
+  }, 30_000);
+
+  it('without --account-url it starts the bundled simulator and says so', async () => {
+    const s = spawnServe(['--db', join(tmp(), 'l.db')]);
+    const url = await s.ready;
+    expect(s.output()).toMatch(/started the bundled account simulator at http:\/\/127\.0\.0\.1:\d+/);
+    const r = await httpRequest(`${url}/v1/transfers`, { method: 'POST', body: JSON.stringify(transfer()) });
+    expect(r.json()['code']).toBe('0000');
+  }, 30_000);
+
+  it('bad usage exits 2', async () => {
+    const child = spawn(process.execPath, [BIN, 'serve', '--timeout', 'soon'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    expect(await exited(child)).toBe(2);
+    expect(err).toMatch(/not a duration/);
+  });
+});

@@ -1,0 +1,51 @@
+import { join } from 'node:path';
+import { request } from 'undici';
+import { serve, type RunningRelay, type ServeOptions } from '../../src/commands/serve.js';
+import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/index.js';
+
+export interface Harness {
+  readonly relay: RunningRelay;
+  readonly sim: Simulator;
+  readonly db: string;
+  post(body: string | Buffer, headers?: Record<string, string>): Promise<HttpReply>;
+  get(path: string): Promise<HttpReply>;
+  close(): Promise<void>;
+}
+
+export interface HttpReply {
+  readonly status: number;
+  readonly body: string;
+  readonly headers: Record<string, string | string[] | undefined>;
+  json(): Record<string, unknown>;
+}
+
+export async function httpRequest(url: string, init: { method: 'GET' | 'POST'; body?: string | Buffer; headers?: Record<string, string> }): Promise<HttpReply> {
+  const res = await request(url, { method: init.method, body: init.body ?? null, headers: { 'content-type': 'application/json', ...init.headers } });
+  const body = Buffer.from(await res.body.arrayBuffer()).toString('utf8');
+  return { status: res.statusCode, body, headers: res.headers, json: () => JSON.parse(body) as Record<string, unknown> };
+}
+
+/** A relay (`serve`, the real one) on a real SQLite file and a real simulator, both on loopback sockets. */
+export async function startHarness(dir: string, opts: { sim?: SimulatorOptions; relay?: Partial<ServeOptions> } = {}): Promise<Harness> {
+  const sim = await startSimulator({ port: 0, ...opts.sim });
+  const db = join(dir, 'ledger.db');
+  const relay = await serve({
+    port: 0, host: '127.0.0.1', db, accountUrl: sim.url, timeoutMs: 1000, graceMs: 1000, maxAttempts: 3,
+    synchronous: 'FULL', busyTimeoutMs: 1000, logLevel: 'silent', out: () => {}, ...opts.relay,
+  });
+  return {
+    relay, sim, db,
+    post: (body, headers = {}) => httpRequest(`${relay.url}/v1/transfers`, { method: 'POST', body, headers }),
+    get: (path) => httpRequest(`${relay.url}${path}`, { method: 'GET' }),
+    async close() {
+      await relay.close();
+      await sim.close();
+    },
+  };
+}
+
+let counter = 0;
+export function transfer(over: Record<string, unknown> = {}): Record<string, unknown> {
+  counter++;
+  return { guid: `T-${process.pid}-${counter}`, from: 'ACC-1001', to: 'ACC-2002', amount: 100, currency: 'CNY', ...over };
+}

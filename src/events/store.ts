@@ -19,6 +19,8 @@ export interface LedgerQuery {
   readonly sentAtOrBefore?: number;
   /** Only rows with fewer attempts than this. */
   readonly attemptsBelow?: number;
+  /** Only rows with at least this many attempts (the dead-letter queue: FAILED at the cap). */
+  readonly attemptsAtLeast?: number;
   /** Keyset paging: only guids sorting after this one. */
   readonly afterGuid?: string;
   readonly limit?: number;
@@ -47,13 +49,22 @@ export interface ProjectionDifference {
 export interface EventStore {
   /** Compare-and-set append: wins only if the stream's last seq is still `expectedSeq` (-1: no stream yet). */
   appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[]): Promise<AppendResult>;
-  /** Read the state, `decide`, append: one unit of work, the state read inside the write transaction. */
+  /**
+   * Read the state, `decide`, append: one unit of work, the state read inside the write transaction.
+   * When it appends `Purged`, the raw request and response also leave the GUID's earlier events.
+   */
   execute(guid: string, command: Command): Promise<ExecuteResult>;
   readStream(guid: string): Promise<StoredEvent[]>;
   /** The whole log in global order, from after `afterPosition`. */
   readAll(afterPosition: number, limit: number): Promise<StoredEvent[]>;
   getLedger(guid: string): Promise<LedgerState | null>;
+  /** Rows matching `query`, in GUID order. */
   queryLedger(query: LedgerQuery): Promise<LedgerState[]>;
+  countLedger(query: LedgerQuery): Promise<number>;
+  /** Deletes tombstones (PURGED rows) whose last change is before `before`, with their events. */
+  removeTombstones(before: number): Promise<number>;
+  /** Gives the space freed by purges back to the file system; returns the ledger's size on disk before and after. */
+  reclaimSpace(): Promise<{ bytesBefore: number; bytesAfter: number }>;
   /** Rows per status and the oldest `updated_at` among them (null when none). */
   countByStatus(): Promise<Record<Status, StatusSummary>>;
   /** Replaces the projection with a fold of the log. */

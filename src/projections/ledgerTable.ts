@@ -6,6 +6,37 @@ import { LEDGER_COLUMNS, rowToState, stateToRow } from './ledgerRow.js';
 const placeholders = LEDGER_COLUMNS.map((c) => `@${c}`).join(', ');
 const updates = LEDGER_COLUMNS.filter((c) => c !== 'guid').map((c) => `${c} = excluded.${c}`).join(', ');
 
+function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unknown> } | null {
+  const where: string[] = [];
+  const params: Record<string, unknown> = {};
+  if (q.statuses !== undefined) {
+    if (q.statuses.length === 0) return null;
+    where.push(`status IN (${q.statuses.map((_, i) => `@s${i}`).join(', ')})`);
+    q.statuses.forEach((s, i) => (params[`s${i}`] = s));
+  }
+  if (q.updatedBefore !== undefined) {
+    where.push('updated_at < @updatedBefore');
+    params['updatedBefore'] = q.updatedBefore;
+  }
+  if (q.sentAtOrBefore !== undefined) {
+    where.push('sent_at <= @sentAtOrBefore');
+    params['sentAtOrBefore'] = q.sentAtOrBefore;
+  }
+  if (q.attemptsBelow !== undefined) {
+    where.push('attempts < @attemptsBelow');
+    params['attemptsBelow'] = q.attemptsBelow;
+  }
+  if (q.attemptsAtLeast !== undefined) {
+    where.push('attempts >= @attemptsAtLeast');
+    params['attemptsAtLeast'] = q.attemptsAtLeast;
+  }
+  if (q.afterGuid !== undefined) {
+    where.push('guid > @afterGuid');
+    params['afterGuid'] = q.afterGuid;
+  }
+  return { sql: where.length ? ` WHERE ${where.join(' AND ')}` : '', params };
+}
+
 /** The SQL of the `ledger` projection: one row per GUID, written in the append transaction. */
 export function ledgerTable(db: Database.Database) {
   const upsert = db.prepare(
@@ -23,33 +54,21 @@ export function ledgerTable(db: Database.Database) {
       return row === undefined ? null : rowToState(row);
     },
     query(q: LedgerQuery): LedgerState[] {
-      const where: string[] = [];
-      const params: Record<string, unknown> = {};
-      if (q.statuses !== undefined) {
-        if (q.statuses.length === 0) return [];
-        where.push(`status IN (${q.statuses.map((_, i) => `@s${i}`).join(', ')})`);
-        q.statuses.forEach((s, i) => (params[`s${i}`] = s));
-      }
-      if (q.updatedBefore !== undefined) {
-        where.push('updated_at < @updatedBefore');
-        params['updatedBefore'] = q.updatedBefore;
-      }
-      if (q.sentAtOrBefore !== undefined) {
-        where.push('sent_at <= @sentAtOrBefore');
-        params['sentAtOrBefore'] = q.sentAtOrBefore;
-      }
-      if (q.attemptsBelow !== undefined) {
-        where.push('attempts < @attemptsBelow');
-        params['attemptsBelow'] = q.attemptsBelow;
-      }
-      if (q.afterGuid !== undefined) {
-        where.push('guid > @afterGuid');
-        params['afterGuid'] = q.afterGuid;
-      }
-      const sql =
-        `SELECT * FROM ledger${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY guid` +
-        (q.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(q.limit))}` : '');
-      return db.prepare(sql).all(params).map(rowToState);
+      const filter = whereClause(q);
+      if (filter === null) return [];
+      const sql = `SELECT * FROM ledger${filter.sql} ORDER BY guid` + (q.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(q.limit))}` : '');
+      return db.prepare(sql).all(filter.params).map(rowToState);
+    },
+    count(q: LedgerQuery): number {
+      const filter = whereClause(q);
+      if (filter === null) return 0;
+      const row = db.prepare(`SELECT COUNT(*) AS n FROM ledger${filter.sql}`).get(filter.params) as { n: unknown };
+      return Number(row.n);
+    },
+    /** Removes PURGED rows (tombstones) last changed before `before`, with their events; returns how many. */
+    removeTombstones(before: number): number {
+      db.prepare("DELETE FROM events WHERE guid IN (SELECT guid FROM ledger WHERE status = 'PURGED' AND updated_at < ?)").run(before);
+      return db.prepare("DELETE FROM ledger WHERE status = 'PURGED' AND updated_at < ?").run(before).changes;
     },
     /** Raw rows of `status, n, oldest`; the store decodes them. */
     countByStatus(): unknown[] {

@@ -137,4 +137,36 @@ describe('SQLite event store', () => {
     expect(await store.countByStatus()).toMatchObject({ SENT: { count: 1, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
     await store.close();
   });
+
+  it('Purged takes the raw request and response out of the log too; the tombstone and a rebuild agree', async () => {
+    let now = 1000;
+    const store = open({ clock: () => now });
+    await store.execute('a', { ...submit('fa'), request: '{"guid":"a","from":"ACC-SECRET"}' } as Command);
+    await store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"code":"0000","bal":42}', latencyMs: 3 });
+    now = 5000;
+    expect((await store.execute('a', { type: 'Purge', retentionMs: 1000 })).kind).toBe('applied');
+    const raw = store.db.prepare("SELECT group_concat(data) AS d FROM events WHERE guid = 'a'").get() as { d: string };
+    expect(raw.d).not.toContain('ACC-SECRET');
+    expect(raw.d).not.toContain('bal');
+    expect(await store.getLedger('a')).toMatchObject({ status: 'PURGED', code: '0000', fingerprint: 'fa', request: null, response: null, createdAt: 1000, updatedAt: 5000 });
+    expect(await store.verifyProjection()).toEqual([]);
+    expect(await store.removeTombstones(5000)).toBe(0);
+    expect(await store.removeTombstones(5001)).toBe(1);
+    expect(await store.readStream('a')).toEqual([]);
+    expect(await store.getLedger('a')).toBeNull();
+    await store.close();
+  });
+
+  it('reclaimSpace gives purged pages back to the file system', async () => {
+    const store = open();
+    const pad = 'p'.repeat(4000);
+    for (let i = 0; i < 300; i++) await store.execute(`g${i}`, { ...submit(`f${i}`), request: `{"pad":"${pad}"}` } as Command);
+    store.db.pragma('wal_checkpoint(TRUNCATE)');
+    for (let i = 0; i < 300; i++) await store.execute(`g${i}`, { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 });
+    for (let i = 0; i < 300; i++) await store.execute(`g${i}`, { type: 'Purge', retentionMs: 0 });
+    const { bytesBefore, bytesAfter } = await store.reclaimSpace();
+    expect(bytesAfter).toBeLessThan(bytesBefore / 2);
+    expect(await store.countLedger({ statuses: ['PURGED'] })).toBe(300);
+    await store.close();
+  });
 });

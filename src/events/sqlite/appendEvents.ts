@@ -9,6 +9,11 @@ export function eventsTable(db: Database.Database) {
   const insert = db.prepare('INSERT INTO events (guid, seq, type, at, data) VALUES (?, ?, ?, ?, ?)');
   const selectStream = db.prepare('SELECT * FROM events WHERE guid = ? ORDER BY seq');
   const selectAll = db.prepare('SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?');
+  // Purge: the raw request and response leave the log; the events (types, times, codes) stay for auditors.
+  const redactRequest = db.prepare("UPDATE events SET data = json_set(data, '$.request', json('null')) WHERE guid = ? AND type = 'Claimed'");
+  const redactResponse = db.prepare(
+    "UPDATE events SET data = json_set(data, '$.response', json('null')) WHERE guid = ? AND type IN ('Answered', 'Resolved')",
+  );
 
   return {
     append(guid: string, firstSeq: number, events: readonly NewEvent[]): StoredEvent[] {
@@ -17,6 +22,10 @@ export function eventsTable(db: Database.Database) {
         const info = insert.run(guid, seq, e.type, e.at, JSON.stringify(e.data));
         return { ...e, guid, seq, position: Number(info.lastInsertRowid) } as StoredEvent;
       });
+    },
+    redact(guid: string): void {
+      redactRequest.run(guid);
+      redactResponse.run(guid);
     },
     stream(guid: string): unknown[] {
       return selectStream.all(guid);

@@ -42,6 +42,8 @@ export function migrate(db: Database.Database): void {
     throw new Error(`ledger schema version ${current} is newer than this guidgate (${SCHEMA_VERSION}); upgrade guidgate`);
   }
   if (current === SCHEMA_VERSION) return;
+  // Purge gives space back with incremental vacuum; the mode must be chosen before the first table exists.
+  if (current === 0) db.pragma('auto_vacuum = INCREMENTAL');
   db.transaction(() => {
     for (let v = current; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import * as t from 'io-ts';
@@ -44,6 +44,20 @@ interface PendingOp {
 }
 
 const StatusCount = t.type({ status: Status, n: t.number, oldest: t.number });
+
+/** The ledger's bytes on disk: the database file and its WAL. */
+function fileBytes(path: string): number {
+  if (path === ':memory:') return 0;
+  let total = 0;
+  for (const p of [path, `${path}-wal`]) {
+    try {
+      total += statSync(p).size;
+    } catch {
+      /* no WAL yet */
+    }
+  }
+  return total;
+}
 
 function unavailable(err: unknown, what: string): LedgerUnavailableError {
   if (err instanceof LedgerUnavailableError) return err;
@@ -149,6 +163,7 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     savepoint.run();
     try {
       const stored = events.append(guid, expectedSeq + 1, newEvents);
+      if (newEvents.some((e) => e.type === 'Purged')) events.redact(guid);
       ledger.write(state);
       release.run();
       return { won: true, state, events: stored };
@@ -201,6 +216,21 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     },
     queryLedger(query: LedgerQuery) {
       return read('read', () => ledger.query(query));
+    },
+    countLedger(query: LedgerQuery) {
+      return read('read', () => ledger.count(query));
+    },
+    removeTombstones(before: number) {
+      return enqueue(() => ledger.removeTombstones(before));
+    },
+    reclaimSpace() {
+      return read('vacuum', () => {
+        const bytesBefore = fileBytes(path);
+        db.pragma('incremental_vacuum');
+        // Fold the WAL back into the file and truncate it, so the freed pages leave the disk too.
+        db.pragma('wal_checkpoint(TRUNCATE)');
+        return { bytesBefore, bytesAfter: fileBytes(path) };
+      });
     },
     countByStatus() {
       return read('read', () => {

@@ -30,7 +30,8 @@ export interface RunningRelay {
 
 export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const out = opts.out ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const store = openSqliteStore({ path: opts.db, synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs });
+  // The writer thread keeps commits (fsync) off the event loop that parses and answers requests.
+  const store = openSqliteStore({ path: opts.db, synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: 'thread' });
 
   let simulator: Simulator | null = null;
   let accountUrl = opts.accountUrl;

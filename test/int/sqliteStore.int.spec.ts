@@ -9,9 +9,9 @@ import { useTempDir } from '../support/tmp.js';
 
 const submit = (fp = 'fp'): Command => ({ type: 'Submit', request: '{"guid":"g"}', fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
 
-describe('SQLite event store', () => {
+describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (writer) => {
   const tmp = useTempDir();
-  const open = (extra: Partial<Parameters<typeof openSqliteStore>[0]> = {}) => openSqliteStore({ path: join(tmp(), 'l.db'), ...extra });
+  const open = (extra: Partial<Parameters<typeof openSqliteStore>[0]> = {}) => openSqliteStore({ path: join(tmp(), 'l.db'), writer, ...extra });
 
   it('opens a new file with WAL, synchronous=FULL and the current schema version', async () => {
     const store = open();

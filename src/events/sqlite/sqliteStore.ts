@@ -1,21 +1,23 @@
-import { mkdirSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
+import { existsSync, statSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type Database from 'better-sqlite3';
 import * as t from 'io-ts';
 import { isLeft } from 'fp-ts/lib/Either.js';
 import { STATUSES, Status, type NewEvent, type StoredEvent } from '../codecs.js';
-import { decide, type Command } from '../decide.js';
+import type { Command } from '../decide.js';
 import { LedgerCorruptError, LedgerUnavailableError } from '../errors.js';
-import { evolve } from '../evolve.js';
 import type { LedgerState } from '../state.js';
 import type { AppendResult, EventStore, ExecuteResult, LedgerQuery, ProjectionDifference, StatusSummary } from '../store.js';
 import { ledgerTable } from '../../projections/ledgerTable.js';
 import { foldLog, compareProjection } from '../../projections/rebuild.js';
-import { eventsTable, isUniqueViolation } from './appendEvents.js';
+import { eventsTable } from './appendEvents.js';
 import { rowToEvent } from './eventRows.js';
-import { migrate } from './schema.js';
+import { openDatabase, unavailable, type Synchronous } from './openDatabase.js';
+import { createWriteEngine, reviveError, type OpOutcome, type WriteOp, type WriteResult } from './writeEngine.js';
+import type { FromWriter, ToWriter } from './writerWorker.js';
 
-export type Synchronous = 'FULL' | 'NORMAL' | 'EXTRA';
+export type { Synchronous };
 
 export interface SqliteStoreOptions {
   readonly path: string;
@@ -29,18 +31,17 @@ export interface SqliteStoreOptions {
   readonly clock?: () => number;
   /** Most units of work one shared transaction carries (group commit). */
   readonly maxBatch?: number;
+  /**
+   * `inline`: writes run on this thread, batched per turn of the event loop. `thread`: writes run on a
+   * worker thread, so a commit's fsync never stops this thread's event loop (what `serve` uses).
+   */
+  readonly writer?: 'inline' | 'thread';
 }
 
 export interface SqliteEventStore extends EventStore {
   readonly path: string;
-  /** The open connection, for tests and maintenance that need raw SQL (integrity_check, vacuum). */
+  /** This thread's connection, for reads, tests and maintenance that need raw SQL (integrity_check, vacuum). */
   readonly db: Database.Database;
-}
-
-interface PendingOp {
-  readonly run: () => unknown;
-  readonly resolve: (value: never) => void;
-  readonly reject: (err: unknown) => void;
 }
 
 const StatusCount = t.type({ status: Status, n: t.number, oldest: t.number });
@@ -59,125 +60,136 @@ function fileBytes(path: string): number {
   return total;
 }
 
-function unavailable(err: unknown, what: string): LedgerUnavailableError {
-  if (err instanceof LedgerUnavailableError) return err;
-  const detail = err instanceof Error ? err.message : String(err);
-  return new LedgerUnavailableError(`ledger ${what} failed: ${detail}`, { cause: err });
+/** The compiled worker script; under a TypeScript test runner this module is the .ts source, so use dist. */
+function writerScript(): string {
+  const here = fileURLToPath(import.meta.url);
+  const js = here.replace(/sqliteStore\.(ts|js)$/, 'writerWorker.js');
+  if (here.endsWith('.js') && existsSync(js)) return js;
+  const dist = js.replace(/([\\/])src([\\/]events[\\/]sqlite[\\/])/, '$1dist$1src$2');
+  if (!existsSync(dist)) throw new LedgerUnavailableError(`writer thread script ${dist} is missing: run npm run build`);
+  return dist;
 }
 
-/** SQLite's own errors (I/O, full, busy, read-only) make the whole ledger unavailable; others are one op's. */
-function isSqliteError(err: unknown): boolean {
-  return err instanceof Database.SqliteError;
+interface Pending {
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (err: unknown) => void;
+}
+
+interface Writer {
+  submit(op: WriteOp): Promise<unknown>;
+  healthy(): boolean;
+  close(): Promise<void>;
+}
+
+function settle(p: Pending, outcome: OpOutcome): void {
+  if (outcome.ok) p.resolve(outcome.value);
+  else p.reject(reviveError(outcome.error));
+}
+
+/** Writes on this thread: every unit queued in one turn of the event loop shares one transaction. */
+function inlineWriter(db: Database.Database, maxBatch: number): Writer {
+  const engine = createWriteEngine(db);
+  let queue: Array<{ op: WriteOp; pending: Pending }> = [];
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    while (queue.length > 0) {
+      const batch = queue.slice(0, maxBatch);
+      queue = queue.slice(batch.length);
+      const outcomes = engine.run(batch.map((b) => b.op));
+      batch.forEach((b, i) => settle(b.pending, outcomes[i]!));
+    }
+  };
+  return {
+    submit: (op) =>
+      new Promise((resolve, reject) => {
+        queue.push({ op, pending: { resolve, reject } });
+        if (!scheduled) {
+          scheduled = true;
+          setImmediate(flush);
+        }
+      }),
+    healthy: () => true,
+    close() {
+      flush();
+      return Promise.resolve();
+    },
+  };
+}
+
+/** Writes on a worker thread with its own connection; results come back after the batch committed. */
+function threadWriter(options: { path: string; synchronous: Synchronous; busyTimeoutMs: number; maxBatch: number }): Writer {
+  const worker = new Worker(writerScript(), {
+    workerData: { connection: { path: options.path, synchronous: options.synchronous, busyTimeoutMs: options.busyTimeoutMs }, maxBatch: options.maxBatch },
+  });
+  const pending = new Map<number, Pending>();
+  let nextId = 1;
+  let broken: string | null = null;
+  let closed: (() => void) | null = null;
+
+  const failAll = (why: string) => {
+    broken ??= why;
+    for (const p of pending.values()) p.reject(new LedgerUnavailableError(why));
+    pending.clear();
+  };
+  worker.on('message', (msg: FromWriter) => {
+    if ('results' in msg) {
+      for (const [id, outcome] of msg.results) {
+        const p = pending.get(id);
+        pending.delete(id);
+        if (p) settle(p, outcome);
+      }
+    } else if ('openError' in msg) {
+      failAll(`ledger writer could not open the file: ${msg.openError}`);
+    } else if ('closed' in msg) {
+      closed?.();
+    }
+  });
+  worker.on('error', (err) => failAll(`ledger writer thread failed: ${err.message}`));
+  worker.on('exit', () => {
+    failAll('ledger writer thread exited');
+    closed?.();
+  });
+
+  return {
+    submit(op) {
+      if (broken !== null) return Promise.reject(new LedgerUnavailableError(broken));
+      return new Promise((resolve, reject) => {
+        const id = nextId++;
+        pending.set(id, { resolve, reject });
+        worker.postMessage({ id, op } satisfies ToWriter);
+      });
+    },
+    healthy: () => broken === null,
+    close() {
+      if (broken !== null) return worker.terminate().then(() => undefined);
+      return new Promise<void>((resolve) => {
+        closed = resolve;
+        worker.postMessage({ close: true } satisfies ToWriter);
+      }).then(() => {
+        broken = 'ledger is closed';
+      });
+    },
+  };
 }
 
 export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
-  const { path, synchronous = 'FULL', busyTimeoutMs = 5000, clock = Date.now, maxBatch = 512 } = options;
-  let db: Database.Database;
-  try {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    db = new Database(path, { timeout: busyTimeoutMs });
-    db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${synchronous}`);
-    migrate(db);
-  } catch (err) {
-    throw unavailable(err, `open of ${path}`);
-  }
-
+  const { path, synchronous = 'FULL', busyTimeoutMs = 5000, clock = Date.now, maxBatch = 512, writer = 'inline' } = options;
+  // This connection creates and migrates the file first, so the writer thread finds it ready.
+  const db = openDatabase({ path, synchronous, busyTimeoutMs });
   const events = eventsTable(db);
   const ledger = ledgerTable(db);
-  const begin = db.prepare('BEGIN IMMEDIATE');
-  const commit = db.prepare('COMMIT');
-  const rollback = db.prepare('ROLLBACK');
-  const savepoint = db.prepare('SAVEPOINT op');
-  const rollbackTo = db.prepare('ROLLBACK TO op');
-  const release = db.prepare('RELEASE op');
-
-  // --- the write path: every unit of work queued in one turn of the event loop shares one transaction ---
-  let queue: PendingOp[] = [];
-  let scheduled = false;
+  const w = writer === 'thread' ? threadWriter({ path, synchronous, busyTimeoutMs, maxBatch }) : inlineWriter(db, maxBatch);
   let closed = false;
 
-  function enqueue<T>(run: () => T): Promise<T> {
+  function write<O extends WriteOp>(op: O): Promise<WriteResult<O>> {
     if (closed) return Promise.reject(new LedgerUnavailableError('ledger is closed'));
-    return new Promise<T>((resolve, reject) => {
-      queue.push({ run, resolve: resolve as (v: never) => void, reject });
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(flush);
-      }
-    });
-  }
-
-  function flush(): void {
-    scheduled = false;
-    while (queue.length > 0) {
-      const batch = queue.length <= maxBatch ? queue : queue.slice(0, maxBatch);
-      queue = queue.length <= maxBatch ? [] : queue.slice(maxBatch);
-      runBatch(batch);
-    }
-  }
-
-  function runBatch(batch: readonly PendingOp[]): void {
-    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
-    try {
-      begin.run();
-      for (const op of batch) {
-        savepoint.run();
-        try {
-          outcomes.push({ ok: true, value: op.run() });
-          release.run();
-        } catch (err) {
-          if (isSqliteError(err)) throw err;
-          // A problem of this op alone (a corrupt row, an impossible event): undo it, keep the others.
-          rollbackTo.run();
-          release.run();
-          outcomes.push({ ok: false, error: err });
-        }
-      }
-      commit.run();
-    } catch (err) {
-      try {
-        if (db.inTransaction) rollback.run();
-      } catch {
-        /* the connection is already broken; the rejection below says so */
-      }
-      // Nothing of this batch is durable, so none of its requests may call the account system.
-      const failure = unavailable(err, 'write');
-      for (const op of batch) op.reject(failure);
-      return;
-    }
-    batch.forEach((op, i) => {
-      const o = outcomes[i]!;
-      if (o.ok) op.resolve(o.value as never);
-      else op.reject(o.error);
-    });
-  }
-
-  /** The compare-and-set append, inside the write transaction. */
-  function appendInTx(guid: string, expectedSeq: number, newEvents: readonly NewEvent[]): AppendResult {
-    const current = ledger.read(guid);
-    if ((current?.lastSeq ?? -1) !== expectedSeq) return { won: false, state: current };
-    let state = current;
-    for (const e of newEvents) state = evolve(state, e, guid);
-    if (state === null || newEvents.length === 0) return { won: false, state: current };
-    savepoint.run();
-    try {
-      const stored = events.append(guid, expectedSeq + 1, newEvents);
-      if (newEvents.some((e) => e.type === 'Purged')) events.redact(guid);
-      ledger.write(state);
-      release.run();
-      return { won: true, state, events: stored };
-    } catch (err) {
-      rollbackTo.run();
-      release.run();
-      // The log already holds this seq although the projection said otherwise: someone moved first.
-      if (isUniqueViolation(err)) return { won: false, state: ledger.read(guid) };
-      throw err;
-    }
+    return w.submit(op) as Promise<WriteResult<O>>;
   }
 
   function read<T>(what: string, fn: () => T): Promise<T> {
     try {
+      if (closed) throw new LedgerUnavailableError('ledger is closed');
       return Promise.resolve(fn());
     } catch (err) {
       return Promise.reject(err instanceof LedgerCorruptError ? err : unavailable(err, what));
@@ -191,19 +203,11 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   return {
     path,
     db,
-    appendEvents(guid, expectedSeq, newEvents) {
-      return enqueue(() => appendInTx(guid, expectedSeq, newEvents));
+    appendEvents(guid: string, expectedSeq: number, newEvents: readonly NewEvent[]): Promise<AppendResult> {
+      return write({ op: 'append', guid, expectedSeq, events: newEvents });
     },
     execute(guid: string, command: Command): Promise<ExecuteResult> {
-      return enqueue((): ExecuteResult => {
-        const state = ledger.read(guid);
-        const decided = decide(state, command, clock());
-        if (decided._tag === 'Left') return { kind: 'refused', refusal: decided.left };
-        const result = appendInTx(guid, state?.lastSeq ?? -1, decided.right);
-        // Unreachable while we hold the write lock, but if it happens the answer is "someone moved first".
-        if (!result.won) return { kind: 'refused', refusal: { reason: 'exists', state: result.state } };
-        return { kind: 'applied', state: result.state, events: result.events };
-      });
+      return write({ op: 'execute', guid, command, now: clock() });
     },
     readStream(guid: string): Promise<StoredEvent[]> {
       return read('read', () => events.stream(guid).map(rowToEvent));
@@ -221,7 +225,7 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
       return read('read', () => ledger.count(query));
     },
     removeTombstones(before: number) {
-      return enqueue(() => ledger.removeTombstones(before));
+      return write({ op: 'removeTombstones', before });
     },
     reclaimSpace() {
       return read('vacuum', () => {
@@ -244,31 +248,23 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
       });
     },
     rebuildProjection() {
-      return enqueue(() => {
-        const folded = foldWholeLog();
-        db.prepare('DELETE FROM ledger').run();
-        for (const state of folded.values()) ledger.write(state);
-        return { rows: folded.size };
-      });
+      return write({ op: 'rebuild' });
     },
     verifyProjection(): Promise<ProjectionDifference[]> {
       // One read transaction: the log and the projection are compared as of the same instant.
-      return read('verify', () =>
-        db.transaction(() => compareProjection(foldWholeLog(), ledger.query({})))(),
-      );
+      return read('verify', () => db.transaction(() => compareProjection(foldWholeLog(), ledger.query({})))());
     },
     ping() {
       return read('ping', () => {
+        if (!w.healthy()) throw new LedgerUnavailableError('ledger writer thread is not running');
         db.prepare('SELECT 1').get();
       });
     },
-    close() {
-      if (!closed) {
-        closed = true;
-        if (queue.length > 0) flush();
-        db.close();
-      }
-      return Promise.resolve();
+    async close() {
+      if (closed) return;
+      await w.close();
+      closed = true;
+      db.close();
     },
   };
 }

@@ -1,0 +1,143 @@
+import Database from 'better-sqlite3';
+import type { NewEvent, StoredEvent } from '../codecs.js';
+import { decide, type Command } from '../decide.js';
+import { LedgerCorruptError, LedgerUnavailableError } from '../errors.js';
+import { evolve } from '../evolve.js';
+import type { AppendResult, ExecuteResult } from '../store.js';
+import { ledgerTable } from '../../projections/ledgerTable.js';
+import { foldLog } from '../../projections/rebuild.js';
+import { eventsTable, isUniqueViolation } from './appendEvents.js';
+import { rowToEvent } from './eventRows.js';
+
+/** A unit of work for the writer; plain data, so it can cross to a worker thread. */
+export type WriteOp =
+  | { readonly op: 'execute'; readonly guid: string; readonly command: Command; readonly now: number }
+  | { readonly op: 'append'; readonly guid: string; readonly expectedSeq: number; readonly events: readonly NewEvent[] }
+  | { readonly op: 'rebuild' }
+  | { readonly op: 'removeTombstones'; readonly before: number };
+
+export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
+  ? ExecuteResult
+  : O extends { op: 'append' }
+    ? AppendResult
+    : O extends { op: 'rebuild' }
+      ? { rows: number }
+      : number;
+
+/** An error as plain data (it may cross a thread), turned back into its class by `reviveError`. */
+export interface OpError {
+  readonly kind: 'unavailable' | 'corrupt' | 'other';
+  readonly message: string;
+}
+export type OpOutcome = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: OpError };
+
+export function reviveError(e: OpError): Error {
+  if (e.kind === 'unavailable') return new LedgerUnavailableError(e.message);
+  if (e.kind === 'corrupt') return new LedgerCorruptError(e.message);
+  return new Error(e.message);
+}
+
+function toOpError(err: unknown): OpError {
+  const message = err instanceof Error ? err.message : String(err);
+  if (err instanceof LedgerCorruptError) return { kind: 'corrupt', message };
+  if (err instanceof LedgerUnavailableError || err instanceof Database.SqliteError) return { kind: 'unavailable', message: `ledger write failed: ${message}` };
+  return { kind: 'other', message };
+}
+
+/**
+ * The write side of the ledger, synchronous: a batch of units of work runs in ONE transaction (one fsync:
+ * group commit), each unit inside its own savepoint so that a unit's own problem (a corrupt row, an
+ * impossible event) undoes only that unit. SQLite's own errors (I/O, full, busy, read-only) fail the whole
+ * batch: nothing of it is durable, so no request in it may call the account system.
+ */
+export function createWriteEngine(db: Database.Database) {
+  const events = eventsTable(db);
+  const ledger = ledgerTable(db);
+  const begin = db.prepare('BEGIN IMMEDIATE');
+  const commit = db.prepare('COMMIT');
+  const rollback = db.prepare('ROLLBACK');
+  const savepoint = db.prepare('SAVEPOINT op');
+  const rollbackTo = db.prepare('ROLLBACK TO op');
+  const release = db.prepare('RELEASE op');
+  const deleteLedger = db.prepare('DELETE FROM ledger');
+
+  /** The compare-and-set append, inside the write transaction. */
+  function appendInTx(guid: string, expectedSeq: number, newEvents: readonly NewEvent[]): AppendResult {
+    const current = ledger.read(guid);
+    if ((current?.lastSeq ?? -1) !== expectedSeq) return { won: false, state: current };
+    let state = current;
+    for (const e of newEvents) state = evolve(state, e, guid);
+    if (state === null || newEvents.length === 0) return { won: false, state: current };
+    savepoint.run();
+    try {
+      const stored: StoredEvent[] = events.append(guid, expectedSeq + 1, newEvents);
+      if (newEvents.some((e) => e.type === 'Purged')) events.redact(guid);
+      ledger.write(state);
+      release.run();
+      return { won: true, state, events: stored };
+    } catch (err) {
+      rollbackTo.run();
+      release.run();
+      // The log already holds this seq although the projection said otherwise: someone moved first.
+      if (isUniqueViolation(err)) return { won: false, state: ledger.read(guid) };
+      throw err;
+    }
+  }
+
+  function runOne(w: WriteOp): unknown {
+    switch (w.op) {
+      case 'append':
+        return appendInTx(w.guid, w.expectedSeq, w.events);
+      case 'execute': {
+        const state = ledger.read(w.guid);
+        const decided = decide(state, w.command, w.now);
+        if (decided._tag === 'Left') return { kind: 'refused', refusal: decided.left } satisfies ExecuteResult;
+        const result = appendInTx(w.guid, state?.lastSeq ?? -1, decided.right);
+        // Unreachable while we hold the write lock; if it happens, the answer is "someone moved first".
+        if (!result.won) return { kind: 'refused', refusal: { reason: 'exists', state: result.state } } satisfies ExecuteResult;
+        return { kind: 'applied', state: result.state, events: result.events } satisfies ExecuteResult;
+      }
+      case 'rebuild': {
+        const folded = foldLog(events.all(-1, Number.MAX_SAFE_INTEGER).map(rowToEvent));
+        deleteLedger.run();
+        for (const state of folded.values()) ledger.write(state);
+        return { rows: folded.size };
+      }
+      case 'removeTombstones':
+        return ledger.removeTombstones(w.before);
+    }
+  }
+
+  return {
+    run(batch: readonly WriteOp[]): OpOutcome[] {
+      const outcomes: OpOutcome[] = [];
+      try {
+        begin.run();
+        for (const w of batch) {
+          savepoint.run();
+          try {
+            outcomes.push({ ok: true, value: runOne(w) });
+            release.run();
+          } catch (err) {
+            if (err instanceof Database.SqliteError) throw err;
+            rollbackTo.run();
+            release.run();
+            outcomes.push({ ok: false, error: toOpError(err) });
+          }
+        }
+        commit.run();
+        return outcomes;
+      } catch (err) {
+        try {
+          if (db.inTransaction) rollback.run();
+        } catch {
+          /* the connection is already broken; the error below says so */
+        }
+        const failure = toOpError(err);
+        const error: OpError = failure.kind === 'unavailable' ? failure : { kind: 'unavailable', message: `ledger write failed: ${failure.message}` };
+        return batch.map(() => ({ ok: false, error }));
+      }
+    },
+  };
+}
+export type WriteEngine = ReturnType<typeof createWriteEngine>;

@@ -1,0 +1,55 @@
+/**
+ * The ledger writer on its own thread. better-sqlite3 is synchronous, so a COMMIT at synchronous=FULL
+ * (an fsync) would stop the relay's event loop; here it stops only this thread, and the requests that
+ * arrive meanwhile queue up and share the next transaction (group commit).
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import type { ConnectionOptions } from './openDatabase.js';
+import { openDatabase } from './openDatabase.js';
+import { createWriteEngine, type OpOutcome, type WriteOp } from './writeEngine.js';
+
+export type ToWriter = { readonly id: number; readonly op: WriteOp } | { readonly close: true };
+export type FromWriter = { readonly ready: true } | { readonly openError: string } | { readonly results: ReadonlyArray<readonly [number, OpOutcome]> } | { readonly closed: true };
+
+const port = parentPort!;
+const { connection, maxBatch } = workerData as { connection: ConnectionOptions; maxBatch: number };
+
+let engine: ReturnType<typeof createWriteEngine>;
+let db: ReturnType<typeof openDatabase>;
+try {
+  db = openDatabase(connection);
+  engine = createWriteEngine(db);
+  port.postMessage({ ready: true } satisfies FromWriter);
+} catch (err) {
+  port.postMessage({ openError: err instanceof Error ? err.message : String(err) } satisfies FromWriter);
+  process.exit(0);
+}
+
+let queue: Array<{ id: number; op: WriteOp }> = [];
+let scheduled = false;
+
+function flush(): void {
+  scheduled = false;
+  while (queue.length > 0) {
+    const batch = queue.slice(0, maxBatch);
+    queue = queue.slice(batch.length);
+    const outcomes = engine.run(batch.map((b) => b.op));
+    port.postMessage({ results: batch.map((b, i) => [b.id, outcomes[i]!] as const) } satisfies FromWriter);
+  }
+}
+
+port.on('message', (msg: ToWriter) => {
+  if ('close' in msg) {
+    flush();
+    db.close();
+    port.postMessage({ closed: true } satisfies FromWriter);
+    port.close();
+    return;
+  }
+  queue.push(msg);
+  if (!scheduled) {
+    scheduled = true;
+    // Let every message already waiting arrive first: they all join this batch.
+    setImmediate(flush);
+  }
+});

@@ -1,0 +1,174 @@
+/**
+ * `npm run bench`: the naive relay and guidgate (default, durable configuration: synchronous=FULL) under the
+ * same load, in one run on one machine, against the bundled simulator answering at once. Rounds alternate
+ * which target goes first, so drift on a shared machine hits both; ratios are per round and their median.
+ * Also: the replay path (every GUID already DONE), the duplicate storm (E903) and raw appends/s.
+ *
+ * Usage: node dist/bench/bench.js [--rounds 3] [--seconds 5] [--connections 50] [--json]
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import autocannon from 'autocannon';
+import { openSqliteStore } from '../src/events/sqlite/sqliteStore.js';
+
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '3' },
+    seconds: { type: 'string', default: '5' },
+    connections: { type: 'string', default: '50' },
+    json: { type: 'boolean', default: false },
+    'relay-flags': { type: 'string', default: '' },
+  },
+});
+const rounds = Number(values.rounds);
+const seconds = Number(values.seconds);
+const connections = Number(values.connections);
+const extraRelayFlags = values['relay-flags'].split(' ').filter(Boolean);
+
+const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'guidgate');
+const dir = mkdtempSync(join(tmpdir(), 'guidgate-bench-'));
+const children: ChildProcess[] = [];
+const log = (line: string) => {
+  if (!values.json) process.stderr.write(`${line}\n`);
+};
+
+function start(args: string[], marker: RegExp): Promise<string> {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = marker.exec(out);
+      if (m) resolve(m[1]!);
+    });
+    child.on('exit', (code) => reject(new Error(`${args[0]} exited ${code}: ${out}`)));
+  });
+}
+
+interface Load {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  unexpected: number;
+}
+
+let seq = 0;
+async function load(url: string, body: () => string, expectStatus: number, durationS = seconds): Promise<Load> {
+  const r = await autocannon({
+    url,
+    connections,
+    duration: durationS,
+    timeout: 10,
+    requests: [{ method: 'POST', path: '/v1/transfers', headers: { 'content-type': 'application/json' }, setupRequest: (req) => ({ ...req, body: body() }) }],
+  });
+  const statusCount = expectStatus === 200 ? r['2xx'] : expectStatus === 409 ? r['4xx'] : r['5xx'];
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, unexpected: r.requests.total - statusCount };
+}
+
+const uniqueBody = (tag: string) => () =>
+  `{"guid":"${tag}-${process.pid}-${seq++}","from":"ACC-1001","to":"ACC-2002","amount":100,"currency":"CNY"}`;
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+try {
+  const sim = await start(['simulator', '--port', '0'], /simulator listening on (http:\/\/\S+)/);
+  const naive = await start(['naive', '--port', '0', '--account-url', sim], /listening on (http:\/\/\S+)/);
+  const gg = await start(
+    ['serve', '--port', '0', '--db', join(dir, 'bench.db'), '--account-url', sim, '--log-level', 'warn', ...extraRelayFlags],
+    /listening on (http:\/\/\S+)/,
+  );
+  log(`simulator ${sim}, naive ${naive}, guidgate ${gg}; ${rounds} rounds of ${seconds}s at ${connections} connections`);
+
+  // Warm both up (JIT, connection pools) before measuring.
+  await load(naive, uniqueBody('warm'), 200, 1);
+  await load(gg, uniqueBody('warm'), 200, 1);
+
+  const perRound: Array<{ round: number; naive: Load; guidgate: Load; ratio: number; p99Ratio: number }> = [];
+  for (let round = 1; round <= rounds; round++) {
+    const order = round % 2 === 1 ? (['naive', 'guidgate'] as const) : (['guidgate', 'naive'] as const);
+    const results: Partial<Record<'naive' | 'guidgate', Load>> = {};
+    for (const target of order) results[target] = await load(target === 'naive' ? naive : gg, uniqueBody(`r${round}${target}`), 200);
+    const n = results.naive!;
+    const g = results.guidgate!;
+    perRound.push({ round, naive: n, guidgate: g, ratio: g.rps / n.rps, p99Ratio: g.p99 / Math.max(n.p99, 1) });
+    log(`round ${round}: naive ${n.rps.toFixed(0)} req/s p99 ${n.p99} ms; guidgate ${g.rps.toFixed(0)} req/s p99 ${g.p99} ms; ratio ${(g.rps / n.rps).toFixed(2)}`);
+  }
+
+  // Replay: a fixed set of GUIDs already DONE; naive forwards each again (it has no memory).
+  const replaySet = Array.from({ length: 2000 }, (_, i) => `{"guid":"replay-${process.pid}-${i}","from":"ACC-1001","to":"ACC-2002","amount":100}`);
+  let k = 0;
+  const replayBody = () => replaySet[k++ % replaySet.length]!;
+  await load(gg, replayBody, 200, 2);
+  const replayG = await load(gg, replayBody, 200);
+  const replayN = await load(naive, replayBody, 200);
+  log(`replay: guidgate ${replayG.rps.toFixed(0)} req/s, naive ${replayN.rps.toFixed(0)} req/s`);
+
+  // Duplicate storm: one GUID held in flight at the account system; every duplicate gets E903 at once.
+  await fetch(`${sim}/control/faults`, { method: 'POST', body: JSON.stringify({ byGuid: { 'storm-1': 'hold' } }) });
+  const stormBody = '{"guid":"storm-1","from":"ACC-1001","to":"ACC-2002","amount":1}';
+  void fetch(`${gg}/v1/transfers`, { method: 'POST', body: stormBody }).catch(() => undefined);
+  await new Promise((r) => setTimeout(r, 200));
+  const storm = await load(gg, () => stormBody, 409, Math.min(seconds, 2));
+
+  // Raw appends: claims (Claimed+Sent) with 50 in flight, FULL, in this process.
+  const store = openSqliteStore({ path: join(dir, 'raw.db') });
+  let n = 0;
+  const deadline = performance.now() + 2000;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: 50 }, async () => {
+      while (performance.now() < deadline) {
+        const g = `raw-${n++}`;
+        await store.execute(g, { type: 'Submit', request: '{}', fingerprint: g, timeoutMs: 3000, maxAttempts: 5 });
+      }
+    }),
+  );
+  const appendsPerSec = n / ((performance.now() - t0) / 1000);
+  await store.close();
+
+  const summary = {
+    rounds: perRound,
+    medianRatio: median(perRound.map((r) => r.ratio)),
+    medianP99Ratio: median(perRound.map((r) => r.p99Ratio)),
+    replay: { guidgate: replayG, naive: replayN, ratio: replayG.rps / replayN.rps },
+    storm,
+    appendsPerSec,
+  };
+  if (values.json) {
+    process.stdout.write(JSON.stringify(summary, null, 2) + '\n');
+  } else {
+    const f = (x: number) => x.toFixed(0).padStart(7);
+    const out = [
+      '| round | naive req/s | naive p50 | naive p99 | guidgate req/s | guidgate p50 | guidgate p99 | ratio req/s | ratio p99 |',
+      '|---|---|---|---|---|---|---|---|---|',
+      ...perRound.map(
+        (r) =>
+          `| ${r.round} | ${f(r.naive.rps)} | ${r.naive.p50} ms | ${r.naive.p99} ms | ${f(r.guidgate.rps)} | ${r.guidgate.p50} ms | ${r.guidgate.p99} ms | ${r.ratio.toFixed(2)}x | ${r.p99Ratio.toFixed(2)}x |`,
+      ),
+      `| **median** | | | | | | | **${summary.medianRatio.toFixed(2)}x** | **${summary.medianP99Ratio.toFixed(2)}x** |`,
+      '',
+      '| path | guidgate req/s | naive req/s | ratio | guidgate p99 |',
+      '|---|---|---|---|---|',
+      `| replay (every GUID DONE) | ${f(replayG.rps)} | ${f(replayN.rps)} | ${summary.replay.ratio.toFixed(2)}x | ${replayG.p99} ms |`,
+      `| duplicate storm (E903) | ${f(storm.rps)} | | | ${storm.p99} ms |`,
+      `| raw claims (Claimed+Sent), 50 in flight, FULL | ${f(appendsPerSec)} /s | | | |`,
+      '',
+      `errors or unexpected statuses: ${[...perRound.flatMap((r) => [r.naive, r.guidgate]), replayG, replayN, storm].reduce((a, l) => a + l.errors + l.unexpected, 0)}`,
+    ];
+    process.stdout.write(out.join('\n') + '\n');
+  }
+} finally {
+  for (const c of children) c.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 300));
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -17,6 +17,8 @@ export interface ServeOptions {
   readonly synchronous: Synchronous;
   readonly busyTimeoutMs: number;
   readonly logLevel: string;
+  /** Where ledger commits run: `thread` (default) keeps their fsync off the request loop. */
+  readonly writer?: 'inline' | 'thread';
   readonly out?: (line: string) => void;
 }
 
@@ -31,7 +33,7 @@ export interface RunningRelay {
 export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const out = opts.out ?? ((line: string) => process.stdout.write(`${line}\n`));
   // The writer thread keeps commits (fsync) off the event loop that parses and answers requests.
-  const store = openSqliteStore({ path: opts.db, synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: 'thread' });
+  const store = openSqliteStore({ path: opts.db, synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: opts.writer ?? 'thread' });
 
   let simulator: Simulator | null = null;
   let accountUrl = opts.accountUrl;

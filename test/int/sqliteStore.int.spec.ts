@@ -18,6 +18,7 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
     expect(store.db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(store.db.pragma('synchronous', { simple: true })).toBe(2); // FULL
     expect(store.db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    expect(store.db.pragma('auto_vacuum', { simple: true })).toBe(2); // INCREMENTAL
     await store.close();
     const normal = open({ synchronous: 'NORMAL' });
     expect(normal.db.pragma('synchronous', { simple: true })).toBe(1);

@@ -18,11 +18,22 @@ export function unavailable(err: unknown, what: string): LedgerUnavailableError 
   return new LedgerUnavailableError(`ledger ${what} failed: ${detail}`, { cause: err });
 }
 
-/** Opens (creating it if new) the ledger file in WAL mode with the chosen durability, migrated. */
-export function openDatabase({ path, synchronous, busyTimeoutMs }: ConnectionOptions): Database.Database {
+/**
+ * Opens (creating it if new) the ledger file in WAL mode with the chosen durability, migrated. With
+ * `setUp: false` it only connects to a file another connection has already set up: that takes no lock, so
+ * a writer thread starting while another process holds the write lock still starts.
+ */
+export function openDatabase({ path, synchronous, busyTimeoutMs }: ConnectionOptions, setUp = true): Database.Database {
   try {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    const db = new Database(path, { timeout: busyTimeoutMs });
+    const db = new Database(path, { timeout: busyTimeoutMs, fileMustExist: !setUp });
+    if (!setUp) {
+      db.pragma(`synchronous = ${synchronous}`);
+      return db;
+    }
+    // Purge gives space back with incremental vacuum. The mode only takes on a new, empty file, and only
+    // before anything (even the switch to WAL) writes its header; on an existing file this is a no-op.
+    db.pragma('auto_vacuum = INCREMENTAL');
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${synchronous}`);
     migrate(db);

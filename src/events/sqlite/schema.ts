@@ -31,6 +31,7 @@ const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX ledger_status_updated ON ledger (status, updated_at);
   CREATE INDEX ledger_status_sent ON ledger (status, sent_at);
+  CREATE INDEX ledger_status_guid ON ledger (status, guid);
   `,
 ];
 
@@ -42,10 +43,10 @@ export function migrate(db: Database.Database): void {
     throw new Error(`ledger schema version ${current} is newer than this guidgate (${SCHEMA_VERSION}); upgrade guidgate`);
   }
   if (current === SCHEMA_VERSION) return;
-  // Purge gives space back with incremental vacuum; the mode must be chosen before the first table exists.
-  if (current === 0) db.pragma('auto_vacuum = INCREMENTAL');
   db.transaction(() => {
-    for (let v = current; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
+    // Read again under the write lock: another process opening the same new file may have migrated it since.
+    const locked = db.pragma('user_version', { simple: true }) as number;
+    for (let v = locked; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   }).immediate();
 }

@@ -120,6 +120,8 @@ function inlineWriter(db: Database.Database, maxBatch: number): Writer {
 /** Writes on a worker thread with its own connection; results come back after the batch committed. */
 function threadWriter(options: { path: string; synchronous: Synchronous; busyTimeoutMs: number; maxBatch: number }): Writer {
   const worker = new Worker(writerScript(), {
+    // The writer needs no flag of its parent's (and --input-type, for one, would stop it from starting).
+    execArgv: process.execArgv.filter((a) => !a.startsWith('--input-type') && a !== '-e' && a !== '--eval'),
     workerData: { connection: { path: options.path, synchronous: options.synchronous, busyTimeoutMs: options.busyTimeoutMs }, maxBatch: options.maxBatch },
   });
   const pending = new Map<number, Pending>();

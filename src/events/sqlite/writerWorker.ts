@@ -17,7 +17,8 @@ const { connection, maxBatch } = workerData as { connection: ConnectionOptions; 
 let engine: ReturnType<typeof createWriteEngine>;
 let db: ReturnType<typeof openDatabase>;
 try {
-  db = openDatabase(connection);
+  // The opening thread created and migrated the file; this connection only joins it.
+  db = openDatabase(connection, false);
   engine = createWriteEngine(db);
   port.postMessage({ ready: true } satisfies FromWriter);
 } catch (err) {

@@ -1,7 +1,5 @@
-import { Command, CommanderError } from 'commander';
-import { serve } from '../commands/serve.js';
-import { runSimulatorCommand } from '../simulator/index.js';
-import { runNaive } from '../relay/naive.js';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { STATUSES, type Status } from '../events/codecs.js';
 import { choiceArg, DEFAULT_DB, durationArg, flag, intArg } from './options.js';
 
 const program = new Command('guidgate')
@@ -25,6 +23,8 @@ program
   .addOption(flag('--busy-timeout <duration>', 'how long to wait for another process holding the ledger lock').argParser(durationArg).default(5000, '5s'))
   .addOption(flag('--log-level <level>', 'fatal, error, warn, info, debug').default('info'))
   .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; logLevel: string }) => {
+    // Loaded when used, so that the operator commands start without fastify.
+    const { serve } = await import('../commands/serve.js');
     const relay = await serve({
       port: o.port, host: o.host, db: o.db, accountUrl: o.accountUrl, timeoutMs: o.timeout, graceMs: o.grace,
       maxAttempts: o.maxAttempts, synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, logLevel: o.logLevel,
@@ -46,6 +46,7 @@ program
   .addOption(flag('--latency <duration>', 'delay before each answer').argParser(durationArg).default(0, '0ms'))
   .addOption(flag('--db <path>', 'keep the simulated accounts in this SQLite file (in memory when absent)'))
   .action(async (o: { port: number; host: string; latency: number; db?: string }) => {
+    const { runSimulatorCommand } = await import('../simulator/index.js');
     await runSimulatorCommand({ port: o.port, host: o.host, latencyMs: o.latency, ...(o.db === undefined ? {} : { db: o.db }) });
   });
 
@@ -57,7 +58,124 @@ program
   .addOption(flag('--account-url <url>', 'base URL of the account system').makeOptionMandatory())
   .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(durationArg).default(3000, '3s'))
   .action(async (o: { port: number; host: string; accountUrl: string; timeout: number }) => {
+    const { runNaive } = await import('../relay/naive.js');
     await runNaive(o);
+  });
+
+// ---- operator commands (CONTRACT.md §5); their code is loaded only when one of them runs ----
+
+function urlArg(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new InvalidArgumentError(`'${value}' is not a URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidArgumentError(`'${value}' is not an http(s) URL`);
+  return value;
+}
+
+/** `UNKNOWN`, `failed`, `UNKNOWN,FAILED`. */
+function statusesArg(value: string): Status[] {
+  const parts = value.split(',').map((p) => p.trim().toUpperCase()).filter((p) => p !== '');
+  const bad = parts.find((p) => !(STATUSES as readonly string[]).includes(p));
+  if (bad !== undefined || parts.length === 0) throw new InvalidArgumentError(`'${value}' is not a status (${STATUSES.join(', ')}; several separated by commas)`);
+  return parts as Status[];
+}
+
+const run = () => import('../commands/run.js');
+const setExit = (code: number): void => {
+  process.exitCode = code;
+};
+const accountUrlFlag = () => flag('--account-url <url>', 'base URL of the account system').argParser(urlArg).makeOptionMandatory();
+const limitFlag = () => flag('--limit <n>', 'handle at most this many rows').argParser(intArg(1));
+const dryRunFlag = (what: string) => flag('--dry-run', what);
+const concurrencyFlag = (what: string) => flag('--concurrency <n>', what).argParser(intArg(1, 256)).default(8);
+const jsonFlag = (what = 'print the result as JSON') => flag('--json', what);
+
+program
+  .command('resolve')
+  .description('sweep orphans, then settle UNKNOWN rows whose last send is at least --min-age old by asking the account system')
+  .addOption(accountUrlFlag())
+  .addOption(flag('--min-age <duration>', 'only rows whose last Sent is at least this old (longer than the account system may take to process)').argParser(durationArg).default(60_000, '60s'))
+  .addOption(limitFlag())
+  .addOption(dryRunFlag('list the candidates; sweep, inquire and change nothing'))
+  .addOption(concurrencyFlag('inquiries in flight at once'))
+  .addOption(flag('--grace <duration>', 'grace of the orphan sweep run first').argParser(durationArg).default(5000, '5s'))
+  .addOption(flag('--timeout <duration>', 'deadline of one inquiry').argParser(durationArg).default(3000, '3s'))
+  .addOption(dbFlag())
+  .addOption(jsonFlag())
+  .action(async (o: { accountUrl: string; minAge: number; limit?: number; dryRun?: boolean; concurrency: number; grace: number; timeout: number; db: string; json?: boolean }) => {
+    setExit(await (await run()).runResolve(o));
+  });
+
+program
+  .command('reprocess')
+  .description('send FAILED rows again (same GUID, stored bytes) while attempts < --max-attempts; never touches any other state')
+  .addOption(accountUrlFlag())
+  .addOption(flag('--max-attempts <n>', 'sends of one GUID at most (refused connections count)').argParser(intArg(1)).default(5))
+  .addOption(limitFlag())
+  .addOption(dryRunFlag('list the candidates; send and change nothing'))
+  .addOption(concurrencyFlag('sends in flight at once'))
+  .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(durationArg).default(3000, '3s'))
+  .addOption(dbFlag())
+  .addOption(jsonFlag())
+  .action(async (o: { accountUrl: string; maxAttempts: number; limit?: number; dryRun?: boolean; concurrency: number; timeout: number; db: string; json?: boolean }) => {
+    setExit(await (await run()).runReprocess(o));
+  });
+
+program
+  .command('purge')
+  .description('DONE rows finished before now - retention become PURGED tombstones; old tombstones are deleted; space is given back')
+  .addOption(flag('--retention <duration>', 'keep DONE rows this long after their last change').argParser(durationArg).default(7 * 86_400_000, '7d'))
+  .addOption(flag('--tombstone-retention <duration>', 'keep PURGED tombstones (E905 answers) this long').argParser(durationArg).default(90 * 86_400_000, '90d'))
+  .addOption(dryRunFlag('count what would be purged and removed; change nothing'))
+  .addOption(dbFlag())
+  .addOption(jsonFlag())
+  .action(async (o: { retention: number; tombstoneRetention: number; dryRun?: boolean; db: string; json?: boolean }) => {
+    setExit(await (await run()).runPurge(o));
+  });
+
+program
+  .command('history')
+  .description("a GUID's events in order, for auditors")
+  .argument('<guid>', 'the transfer GUID')
+  .addOption(dbFlag())
+  .addOption(jsonFlag('print an array of {seq, type, at, data}'))
+  .action(async (guid: string, o: { db: string; json?: boolean }) => {
+    setExit(await (await run()).runHistory({ ...o, guid }));
+  });
+
+program
+  .command('ledger')
+  .description('list ledger rows (never the raw request)')
+  .addOption(flag('--status <status>', `only these statuses: ${STATUSES.join(', ')} (comma-separated)`).argParser(statusesArg))
+  .addOption(flag('--older-than <duration>', 'only rows whose last change is older than this').argParser(durationArg))
+  .addOption(limitFlag())
+  .addOption(dbFlag())
+  .addOption(jsonFlag('print a JSON array of rows'))
+  .action(async (o: { status?: Status[]; olderThan?: number; limit?: number; db: string; json?: boolean }) => {
+    setExit(await (await run()).runLedger(o));
+  });
+
+program
+  .command('stats')
+  .description('rows per status, the oldest UNKNOWN and FAILED rows, and FAILED rows at the attempt cap')
+  .addOption(flag('--max-attempts <n>', 'the attempt cap the relay and reprocess use').argParser(intArg(1)).default(5))
+  .addOption(dbFlag())
+  .addOption(jsonFlag())
+  .action(async (o: { maxAttempts: number; db: string; json?: boolean }) => {
+    setExit(await (await run()).runStats(o));
+  });
+
+program
+  .command('rebuild')
+  .description('rebuild the ledger projection from the event log')
+  .addOption(flag('--verify', 'only compare the projection with the log; exit 1 on any difference'))
+  .addOption(dbFlag())
+  .addOption(jsonFlag())
+  .action(async (o: { verify?: boolean; db: string; json?: boolean }) => {
+    setExit(await (await run()).runRebuild(o));
   });
 
 try {

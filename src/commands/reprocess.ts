@@ -1,0 +1,141 @@
+import type { EventStore } from '../events/store.js';
+import type { LedgerState } from '../events/state.js';
+import type { AccountClient } from '../relay/accountClient.js';
+import { DEFINITE_CODE } from '../relay/codes.js';
+import { createMetrics, type Metrics } from '../relay/metrics.js';
+import { sendClaimed } from '../relay/relayTransfer.js';
+import { countRows, forEachBounded, pagedRows, type RowFilter } from './rows.js';
+
+export interface ReprocessSummary {
+  /** FAILED rows under the attempt cap (at most `limit`). */
+  candidates: number;
+  /** Sent and answered definitely (0000, B2xx, E500): DONE. */
+  done: number;
+  /** Sent, and the connection could not be made again: FAILED (E902). */
+  failed: number;
+  /** Sent, outcome unknown (timeout, reset, non-definite answer): UNKNOWN, for `resolve`. */
+  unknown: number;
+  /** Someone else moved first (a channel resend, another reprocess) or the cap was reached: not sent by us. */
+  skipped: number;
+  /** Ledger reads or writes that failed; the run stops starting new rows after the first. */
+  ledgerErrors: number;
+  dryRun: boolean;
+}
+
+export type ReprocessRowOutcome = 'candidate' | 'done' | 'failed' | 'unknown' | 'skipped' | 'ledger-error';
+
+export interface ReprocessDeps {
+  readonly store: EventStore;
+  /** Its call timeout should be `timeoutMs`: that is what the Sent event records for the orphan sweep. */
+  readonly account: AccountClient;
+  readonly metrics?: Metrics | undefined;
+}
+
+export interface ReprocessOptions {
+  readonly maxAttempts: number;
+  /** The call timeout recorded in each Sent (the orphan sweep waits this plus its grace). */
+  readonly timeoutMs: number;
+  readonly limit?: number | undefined;
+  /** Sends in flight at once (default 8). */
+  readonly concurrency?: number | undefined;
+  /** Change nothing, send nothing: report the candidates. */
+  readonly dryRun?: boolean | undefined;
+  readonly onProgress?: ((done: number, total: number) => void) | undefined;
+  /** Once aborted, no new row is started; the rows in flight finish and the summary counts what was done. */
+  readonly signal?: AbortSignal | undefined;
+  readonly onRow?: ((row: LedgerState, outcome: ReprocessRowOutcome, detail?: string) => void) | undefined;
+}
+
+/**
+ * Exit status of a reprocess run (CONTRACT.md §5): 1 when the ledger failed, or when the account system could
+ * not be reached for any row (at least one send, and every send ended "not sent" again); else 0.
+ */
+export function reprocessExitCode(s: ReprocessSummary): 0 | 1 {
+  if (s.ledgerErrors > 0) return 1;
+  return s.failed > 0 && s.done + s.unknown === 0 ? 1 : 0;
+}
+
+/** The store as `sendClaimed` sees it, telling us whether recording the outcome hit a ledger failure. */
+function watchWrites(store: EventStore): { store: EventStore; failed: () => boolean } {
+  let failed = false;
+  const watched: EventStore = Object.create(store) as EventStore;
+  watched.execute = (guid, command) =>
+    store.execute(guid, command).catch((err: unknown) => {
+      failed = true;
+      throw err;
+    });
+  return { store: watched, failed: () => failed };
+}
+
+/**
+ * `guidgate reprocess`: sends FAILED rows again (same GUID, the stored original bytes) while attempts < max.
+ * Each row is first moved FAILED → SENT by `Send` (compare-and-set in the write transaction, so a channel resend
+ * or another reprocess racing for the same GUID wins at most once between them), then sent and recorded by
+ * the relay's own `sendClaimed`: one code path for every send. Rows in any other state are never touched.
+ */
+export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOptions): Promise<ReprocessSummary> {
+  const { store, account } = deps;
+  const dryRun = opts.dryRun === true;
+  const metrics = deps.metrics ?? createMetrics(store, Date.now);
+  const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, ledgerErrors: 0, dryRun };
+  const filter: RowFilter = { statuses: ['FAILED'], attemptsBelow: opts.maxAttempts };
+
+  let total: number;
+  try {
+    total = await countRows(store, filter, opts.limit);
+  } catch {
+    summary.ledgerErrors++;
+    return summary;
+  }
+  let done = 0;
+  const progressed = (row: LedgerState, outcome: ReprocessRowOutcome, detail?: string): void => {
+    done++;
+    opts.onRow?.(row, outcome, detail);
+    opts.onProgress?.(done, Math.max(total, done));
+  };
+  opts.onProgress?.(0, total);
+
+  const resend = async (row: LedgerState): Promise<void> => {
+    summary.candidates++;
+    if (dryRun) return progressed(row, 'candidate');
+
+    let claimed: LedgerState;
+    try {
+      const result = await store.execute(row.guid, { type: 'Send', timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts });
+      if (result.kind === 'refused') {
+        summary.skipped++;
+        return progressed(row, 'skipped', `${result.refusal.reason}${result.refusal.state === null ? '' : ` (${result.refusal.state.status})`}`);
+      }
+      claimed = result.state;
+    } catch (err) {
+      // Nothing was sent: the Sent is not durable, so the account system is not called.
+      summary.ledgerErrors++;
+      return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
+    }
+
+    const watched = watchWrites(store);
+    const reply = await sendClaimed({ store: watched.store, account, metrics, maxAttempts: opts.maxAttempts }, claimed);
+    if (watched.failed() || reply.code === 'E503') {
+      // The call was made but its outcome is not in the ledger: the row stays SENT until the sweep makes it UNKNOWN.
+      summary.ledgerErrors++;
+      return progressed(row, 'ledger-error', reply.code === 'E503' ? 'the stored request is missing: not sent' : 'sent, but the outcome could not be recorded (the sweep will make the row UNKNOWN)');
+    }
+    if (DEFINITE_CODE.test(reply.code)) {
+      summary.done++;
+      return progressed(row, 'done', reply.code);
+    }
+    if (reply.code === 'E902') {
+      summary.failed++;
+      return progressed(row, 'failed', reply.code);
+    }
+    summary.unknown++;
+    return progressed(row, 'unknown', reply.code);
+  };
+
+  try {
+    await forEachBounded(pagedRows(store, filter, { limit: opts.limit }), dryRun ? 1 : (opts.concurrency ?? 8), resend, () => summary.ledgerErrors > 0 || opts.signal?.aborted === true);
+  } catch {
+    summary.ledgerErrors++;
+  }
+  return summary;
+}

@@ -1,0 +1,181 @@
+import { decide, type Command } from '../events/decide.js';
+import type { EventStore } from '../events/store.js';
+import type { LedgerState } from '../events/state.js';
+import type { AccountClient, InquiryOutcome } from '../relay/accountClient.js';
+import { sweepOrphans, type SweepSummary } from '../relay/sweepOrphans.js';
+import { countRows, forEachBounded, pagedRows, type RowFilter } from './rows.js';
+
+export interface ResolveSummary {
+  /** What the orphan sweep before the inquiries did (in a dry run: what it would do). */
+  swept: { neverSent: number; orphaned: number };
+  /** UNKNOWN rows old enough to be asked about (at most `limit`). */
+  candidates: number;
+  /** The account system has the GUID: the row is DONE with its answer, byte for byte. */
+  processed: number;
+  /** The account system has no record of it: the row is FAILED (reprocess may send it again). */
+  absent: number;
+  /** The inquiry gave no usable answer (includes `unreachable`): the row stays UNKNOWN. */
+  stillUnknown: number;
+  /** The row changed between its selection and the answer (someone else moved first): left as it is now. */
+  skipped: number;
+  /** Of `stillUnknown`: the inquiry got no HTTP answer at all (connection refused, reset, timed out). */
+  unreachable: number;
+  /** Ledger reads or writes that failed; the run stops starting new rows after the first. */
+  ledgerErrors: number;
+  dryRun: boolean;
+}
+
+export type ResolveRowOutcome = 'candidate' | 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped' | 'ledger-error';
+
+export interface ResolveDeps {
+  readonly store: EventStore;
+  readonly account: AccountClient;
+  readonly clock?: () => number;
+}
+
+export interface ResolveOptions {
+  /** Only rows whose last Sent is at least this old: the account system may still be processing younger ones. */
+  readonly minAgeMs: number;
+  /** Grace of the orphan sweep run first (CONTRACT.md §4). */
+  readonly graceMs: number;
+  readonly limit?: number | undefined;
+  /** Inquiries in flight at once (default 8). */
+  readonly concurrency?: number | undefined;
+  /** Sweep nothing, inquire nothing, change nothing: report the candidates (and what the sweep would do). */
+  readonly dryRun?: boolean | undefined;
+  readonly onProgress?: ((done: number, total: number) => void) | undefined;
+  /** Once aborted, no new row is started; the rows in flight finish and the summary counts what was done. */
+  readonly signal?: AbortSignal | undefined;
+  /** Each row as it is settled (or listed, in a dry run). */
+  readonly onRow?: ((row: LedgerState, outcome: ResolveRowOutcome, detail?: string) => void) | undefined;
+}
+
+/**
+ * Did the inquiry get an HTTP answer from the other side? `processed` and `absent` did; an `unknown` did when
+ * the client saw a response it could not use (its details then start with `HTTP nnn`, `code …` or
+ * `response body over …`, see accountClient.ts); every other `unknown` is a connection that could not be made,
+ * was reset, or timed out: the account system could not be reached for that row.
+ */
+export function inquiryGotAnswer(outcome: InquiryOutcome): boolean {
+  if (outcome.kind !== 'unknown') return true;
+  return /^(HTTP \d{3}|code |response body over )/.test(outcome.detail);
+}
+
+/**
+ * Exit status of a resolve run (CONTRACT.md §5): 0 when the run completed, even if some inquiries failed;
+ * 1 when the ledger failed, or when the account system could not be reached for any row, i.e. there was at
+ * least one inquiry and not one of them got an answer.
+ */
+export function resolveExitCode(s: ResolveSummary): 0 | 1 {
+  if (s.ledgerErrors > 0) return 1;
+  const answered = s.processed + s.absent + s.skipped + (s.stillUnknown - s.unreachable);
+  return s.unreachable > 0 && answered === 0 ? 1 : 0;
+}
+
+/** What `sweepOrphans` would do now, by asking `decide` about each row without appending anything. */
+async function previewSweep(store: EventStore, graceMs: number, now: number): Promise<SweepSummary> {
+  let neverSent = 0;
+  let orphaned = 0;
+  for await (const row of pagedRows(store, { statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1 })) {
+    const decided = decide(row, { type: 'SweepOrphan', graceMs }, now);
+    if (decided._tag === 'Left') continue;
+    const last = decided.right[decided.right.length - 1];
+    if (last?.type === 'ConnectFailed') neverSent++;
+    else if (last?.type === 'TimedOut') orphaned++;
+  }
+  return { neverSent, orphaned };
+}
+
+/**
+ * `guidgate resolve`: settles UNKNOWN rows by asking the account system (CONTRACT.md §3, §5).
+ *
+ * First the orphan sweep (a dead relay's SENT rows become UNKNOWN, its RECEIVED rows FAILED). Then every
+ * UNKNOWN row whose last Sent is at least `minAgeMs` old is inquired about: processed → DONE with the inquiry's
+ * answer byte for byte (the channel's next resend replays it), absent → FAILED, anything else → unchanged.
+ *
+ * The answer is recorded by compare-and-set on the row as it was selected (its `lastSeq`): if the row moved
+ * meanwhile (another resolve settled it, a reprocess sent it again and that attempt is now a young UNKNOWN), the
+ * answer is about an older attempt and is dropped (`skipped`). A 404 about an older attempt must never make a
+ * young one FAILED: that is the min-age trap, and a FAILED row gets sent again.
+ */
+export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): Promise<ResolveSummary> {
+  const { store, account } = deps;
+  const clock = deps.clock ?? Date.now;
+  const dryRun = opts.dryRun === true;
+  const now = clock();
+  const summary: ResolveSummary = {
+    swept: { neverSent: 0, orphaned: 0 },
+    candidates: 0,
+    processed: 0,
+    absent: 0,
+    stillUnknown: 0,
+    skipped: 0,
+    unreachable: 0,
+    ledgerErrors: 0,
+    dryRun,
+  };
+
+  const filter: RowFilter = { statuses: ['UNKNOWN'], sentAtOrBefore: now - opts.minAgeMs };
+  let total: number;
+  try {
+    const swept = dryRun ? await previewSweep(store, opts.graceMs, now) : await sweepOrphans(store, opts.graceMs, now);
+    summary.swept = { neverSent: swept.neverSent, orphaned: swept.orphaned };
+    total = await countRows(store, filter, opts.limit);
+  } catch {
+    summary.ledgerErrors++;
+    return summary;
+  }
+
+  let done = 0;
+  const progressed = (row: LedgerState, outcome: ResolveRowOutcome, detail?: string): void => {
+    done++;
+    opts.onRow?.(row, outcome, detail);
+    opts.onProgress?.(done, Math.max(total, done));
+  };
+  opts.onProgress?.(0, total);
+
+  const settle = async (row: LedgerState): Promise<void> => {
+    summary.candidates++;
+    if (dryRun) return progressed(row, 'candidate');
+
+    const answer = await account.inquire(row.guid);
+    if (answer.kind === 'unknown') {
+      summary.stillUnknown++;
+      const reached = inquiryGotAnswer(answer);
+      if (!reached) summary.unreachable++;
+      return progressed(row, reached ? 'still-unknown' : 'unreachable', answer.detail);
+    }
+    const command: Command =
+      answer.kind === 'processed'
+        ? { type: 'Resolve', outcome: 'processed', code: answer.code, response: answer.body }
+        : { type: 'Resolve', outcome: 'absent' };
+    // decide on the row as selected, appended only if the row is still exactly that (same lastSeq): the same
+    // decision `store.execute` would take inside the transaction, pinned to the attempt we asked about.
+    const decided = decide(row, command, clock());
+    if (decided._tag === 'Left') {
+      summary.skipped++;
+      return progressed(row, 'skipped', decided.left.reason);
+    }
+    try {
+      const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right);
+      if (!appended.won) {
+        summary.skipped++;
+        return progressed(row, 'skipped', `moved to ${appended.state?.status ?? 'nothing'} meanwhile`);
+      }
+    } catch (err) {
+      summary.ledgerErrors++;
+      return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
+    }
+    if (answer.kind === 'processed') summary.processed++;
+    else summary.absent++;
+    return progressed(row, answer.kind, answer.kind === 'processed' ? answer.code : undefined);
+  };
+
+  try {
+    await forEachBounded(pagedRows(store, filter, { limit: opts.limit }), dryRun ? 1 : (opts.concurrency ?? 8), settle, () => summary.ledgerErrors > 0 || opts.signal?.aborted === true);
+  } catch {
+    // A page of the ledger could not be read.
+    summary.ledgerErrors++;
+  }
+  return summary;
+}

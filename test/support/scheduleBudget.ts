@@ -1,0 +1,27 @@
+/**
+ * Time budgets of the schedule properties. By default each property file gets a slice sized for `npm test`
+ * on a 2-core machine; `GUIDGATE_SOAK_SECONDS=N` (what `npm run test:soak` sets) gives each N seconds instead.
+ */
+export interface Budget {
+  readonly seconds: number;
+  readonly ms: number;
+  /** Runs are bounded by time, not count. */
+  readonly numRuns: number;
+  /** Vitest's timeout for the test: the budget plus room for the last run, shrinking and cleanup. */
+  readonly testTimeoutMs: number;
+  readonly soak: boolean;
+}
+
+export function soakSeconds(): number | null {
+  const raw = process.env['GUIDGATE_SOAK_SECONDS'];
+  if (raw === undefined || raw.trim() === '') return null;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`GUIDGATE_SOAK_SECONDS must be a positive number of seconds, got ${raw}`);
+  return n;
+}
+
+export function propertyBudget(defaultSeconds: number): Budget {
+  const soak = soakSeconds();
+  const seconds = soak ?? defaultSeconds;
+  return { seconds, ms: seconds * 1000, numRuns: 1_000_000, testTimeoutMs: seconds * 1000 + 120_000, soak: soak !== null };
+}

@@ -87,6 +87,19 @@ const run = () => import('../commands/run.js');
 const setExit = (code: number): void => {
   process.exitCode = code;
 };
+program
+  .command('demo')
+  .description("the seed's lesson in under 30 seconds: the same resending load through the naive relay and through guidgate, then settled")
+  .addOption(flag('--transfers <n>', 'transfers the channel sends').argParser(intArg(10, 100_000)).default(200))
+  .addOption(flag('--concurrency <n>', 'transfers in flight at once').argParser(intArg(1, 256)).default(20))
+  .action(async (o: { transfers: number; concurrency: number }) => {
+    const { runDemo } = await import('../commands/demo.js');
+    const r = await runDemo({ transfers: o.transfers, concurrency: o.concurrency });
+    // The demo fails if guidgate itself double-debited or left a transfer unsettled.
+    const allDone = r.settled['DONE'] === o.transfers;
+    setExit(r.guidgate.doubleDebits === 0 && r.settledDoubles === 0 && allDone ? 0 : 1);
+  });
+
 const accountUrlFlag = () => flag('--account-url <url>', 'base URL of the account system').argParser(urlArg).makeOptionMandatory();
 const limitFlag = () => flag('--limit <n>', 'handle at most this many rows').argParser(intArg(1));
 const dryRunFlag = (what: string) => flag('--dry-run', what);

@@ -1,0 +1,191 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { openSqliteStore } from '../events/sqlite/sqliteStore.js';
+import { createAccountClient } from '../relay/accountClient.js';
+import { startNaive } from '../relay/naive.js';
+import { startSimulator, type Faults, type Simulator } from '../simulator/index.js';
+import { serve } from './serve.js';
+import { resolveUnknown } from './resolve.js';
+import { reprocessFailed } from './reprocess.js';
+
+export interface DemoOptions {
+  readonly transfers: number;
+  readonly concurrency: number;
+  readonly out?: (line: string) => void;
+}
+
+export interface ChannelTally {
+  transfers: number;
+  requests: number;
+  accountCalls: number;
+  doubleDebits: number;
+  moneyInError: number;
+  finalCodes: Record<string, number>;
+}
+
+/** The same faults for both account systems: some transfers are applied but their answer never arrives in time. */
+const FAULTS: Partial<Faults> = {
+  byGuidPrefix: { 'late-': 'late-answer', 'reset-': 'reset', 'hold-': 'hold' },
+  lateMs: 1200,
+  // Right after a timeout the account system may still be "processing": an early inquiry would say 404.
+  processingMs: 1500,
+};
+const RELAY_TIMEOUT_MS = 600;
+const CHANNEL_TIMEOUT_MS = 900;
+const RESENDS = 3;
+
+/** A transfer's GUID says what the faulty account system will do with it: most are answered normally. */
+function guidFor(i: number, run: string): string {
+  const kind = i % 10 === 1 ? 'late' : i % 10 === 4 ? 'reset' : i % 25 === 7 ? 'hold' : 'ok';
+  return `${kind}-${run}-${i}`;
+}
+
+/**
+ * A channel as the seed describes it: it sends each transfer and, on a timeout or a 5xx, resends the same
+ * GUID and bytes (up to RESENDS times). Resending is normal.
+ */
+async function channel(url: string, guids: string[], concurrency: number, onDone: () => void): Promise<{ requests: number; finalCodes: Record<string, number> }> {
+  let requests = 0;
+  const finalCodes: Record<string, number> = {};
+  let next = 0;
+  const one = async (guid: string, i: number) => {
+    const body = JSON.stringify({ guid, from: `ACC-${1000 + (i % 7)}`, to: `ACC-${2000 + (i % 5)}`, amount: 100 + i, currency: 'CNY' });
+    let code = 'timeout';
+    for (let attempt = 0; attempt <= RESENDS; attempt++) {
+      requests++;
+      try {
+        const res = await request(`${url}/v1/transfers`, {
+          method: 'POST',
+          body,
+          headers: { 'content-type': 'application/json' },
+          headersTimeout: CHANNEL_TIMEOUT_MS,
+          bodyTimeout: CHANNEL_TIMEOUT_MS,
+        });
+        const text = await res.body.text();
+        code = (JSON.parse(text) as { code?: string }).code ?? `HTTP ${res.statusCode}`;
+        if (res.statusCode < 500 && res.statusCode !== 409) break;
+      } catch {
+        code = 'timeout';
+      }
+      await new Promise((r) => setTimeout(r, 150));
+    }
+    finalCodes[code] = (finalCodes[code] ?? 0) + 1;
+    onDone();
+  };
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < guids.length) {
+        const i = next++;
+        await one(guids[i]!, i);
+      }
+    }),
+  );
+  return { requests, finalCodes };
+}
+
+function tally(sim: Simulator, transfers: number, requests: number, finalCodes: Record<string, number>): ChannelTally {
+  const s = sim.stats();
+  let moneyInError = 0;
+  for (const guid of s.doubleApplied) {
+    const i = Number(guid.split('-').at(-1));
+    moneyInError += (s.applied[guid]! - 1) * (100 + i);
+  }
+  return { transfers, requests, accountCalls: s.totalCalls, doubleDebits: s.doubleApplied.length, moneyInError, finalCodes };
+}
+
+const fmtCodes = (c: Record<string, number>) =>
+  Object.entries(c)
+    .sort()
+    .map(([k, v]) => `${k}×${v}`)
+    .join(' ');
+
+/**
+ * `guidgate demo`: the seed's lesson in under 30 seconds. The same resending channel load goes through the
+ * naive relay and through guidgate, each in front of its own faulty, non-idempotent account system; then
+ * guidgate's unknowns are settled by inquiry and its failures re-sent.
+ */
+export async function runDemo(opts: DemoOptions): Promise<{ naive: ChannelTally; guidgate: ChannelTally; settled: Record<string, number>; settledDoubles: number }> {
+  const out = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`));
+  const dir = mkdtempSync(join(tmpdir(), 'guidgate-demo-'));
+  const cleanup: Array<() => Promise<unknown>> = [];
+  try {
+    const simNaive = await startSimulator({ port: 0, faults: FAULTS });
+    cleanup.push(() => simNaive.close());
+    const simGg = await startSimulator({ port: 0, faults: FAULTS });
+    cleanup.push(() => simGg.close());
+    const naive = await startNaive({ port: 0, host: '127.0.0.1', accountUrl: simNaive.url, timeout: RELAY_TIMEOUT_MS });
+    cleanup.push(() => naive.close());
+    const db = join(dir, 'demo.db');
+    const gg = await serve({
+      port: 0, host: '127.0.0.1', db, accountUrl: simGg.url, timeoutMs: RELAY_TIMEOUT_MS, graceMs: 500, maxAttempts: 5,
+      synchronous: 'FULL', busyTimeoutMs: 5000, logLevel: 'silent', out: () => {},
+    });
+    cleanup.push(() => gg.close());
+
+    out(`guidgate demo: ${opts.transfers} transfers, ${opts.concurrency} at a time; the channel resends on timeout (${CHANNEL_TIMEOUT_MS} ms) up to ${RESENDS} times.`);
+    out('The account systems are NOT idempotent; 1 in 10 transfers is applied but answered late, 1 in 10 applied then reset, 1 in 25 never answered.');
+    const guids = (run: string) => Array.from({ length: opts.transfers }, (_, i) => guidFor(i, run));
+
+    const progress = (label: string) => {
+      let n = 0;
+      const tty = process.stdout.isTTY === true;
+      return () => {
+        n++;
+        if (tty) process.stdout.write(`\r  ${label}: ${n}/${opts.transfers}`);
+        else if (n % Math.max(1, Math.floor(opts.transfers / 4)) === 0 || n === opts.transfers) out(`  ${label}: ${n}/${opts.transfers}`);
+        if (tty && n === opts.transfers) process.stdout.write('\n');
+      };
+    };
+    const [n, g] = await Promise.all([
+      channel(naive.url, guids('n'), opts.concurrency, progress('through the naive relay')),
+      channel(gg.url, guids('g'), opts.concurrency, progress('through guidgate       ')),
+    ]);
+    const naiveTally = tally(simNaive, opts.transfers, n.requests, n.finalCodes);
+    const ggTally = tally(simGg, opts.transfers, g.requests, g.finalCodes);
+
+    const row = (label: string, a: string | number, b: string | number) => `${label.padEnd(28)} ${String(a).padStart(14)} ${String(b).padStart(14)}`;
+    out('');
+    out(row('', 'naive relay', 'guidgate'));
+    out(row('transfers', naiveTally.transfers, ggTally.transfers));
+    out(row('requests (with resends)', naiveTally.requests, ggTally.requests));
+    out(row('account system calls', naiveTally.accountCalls, ggTally.accountCalls));
+    out(row('double debits', naiveTally.doubleDebits, ggTally.doubleDebits));
+    out(row('money moved in error (fen)', naiveTally.moneyInError, ggTally.moneyInError));
+    out(`  last answer per transfer, naive:    ${fmtCodes(naiveTally.finalCodes)}`);
+    out(`  last answer per transfer, guidgate: ${fmtCodes(ggTally.finalCodes)}`);
+
+    // Settle guidgate's open cases: wait past the processing time, inquire, then re-send what never left.
+    simGg.resetFaults();
+    await gg.close();
+    out('');
+    out(`settling guidgate: waiting ${FAULTS.processingMs} ms (the --min-age), then resolve and reprocess…`);
+    const store = openSqliteStore({ path: db });
+    const account = createAccountClient({ baseUrl: simGg.url, timeoutMs: 2000 });
+    try {
+      await new Promise((r) => setTimeout(r, (FAULTS.processingMs ?? 0) + 300));
+      const resolved = await resolveUnknown({ store, account }, { minAgeMs: FAULTS.processingMs ?? 0, graceMs: 500 });
+      out(`  resolve:   ${resolved.processed} found processed → DONE, ${resolved.absent} absent → FAILED, ${resolved.stillUnknown} still unknown`);
+      const reprocessed = await reprocessFailed({ store, account }, { maxAttempts: 10, timeoutMs: 2000 });
+      out(`  reprocess: ${reprocessed.done} sent again and answered, ${reprocessed.failed} failed, ${reprocessed.unknown} unknown`);
+      const counts = await store.countByStatus();
+      const settled = Object.fromEntries(Object.entries(counts).filter(([, v]) => v.count > 0).map(([k, v]) => [k, v.count]));
+      const final = simGg.stats();
+      out(`  settled ledger: ${fmtCodes(settled)}; account calls ${final.totalCalls}, applied ${final.totalApplied} (of ${opts.transfers} transfers), double debits ${final.doubleApplied.length}`);
+      out(
+        `${naiveTally.doubleDebits > 0 ? `The naive relay debited ${naiveTally.doubleDebits} transfers twice or more` : 'The naive relay got lucky this time (no double debit)'}; ` +
+          (final.doubleApplied.length === 0 && settled['DONE'] === opts.transfers && final.totalApplied === opts.transfers
+            ? 'guidgate none, and every transfer ended applied exactly once.'
+            : `guidgate: ${final.doubleApplied.length} double debits, ${settled['DONE'] ?? 0} of ${opts.transfers} transfers DONE. THIS IS A DEFECT.`),
+      );
+      return { naive: naiveTally, guidgate: ggTally, settled, settledDoubles: final.doubleApplied.length };
+    } finally {
+      await account.close();
+      await store.close();
+    }
+  } finally {
+    for (const c of cleanup.reverse()) await c().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

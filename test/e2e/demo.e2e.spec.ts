@@ -1,0 +1,32 @@
+/** `guidgate demo` as a user runs it: a real process, real sockets, its printed table and its exit code. */
+import { describe, it, expect } from 'vitest';
+import { cli } from '../support/commandsSeed.js';
+
+const rowOf = (out: string, label: string): [number, number] => {
+  const m = new RegExp(`^${label}\\s+(\\d+)\\s+(\\d+)$`, 'm').exec(out);
+  if (m === null) throw new Error(`no '${label}' row in:\n${out}`);
+  return [Number(m[1]), Number(m[2])];
+};
+
+describe('guidgate demo', () => {
+  it('the same resending load double-debits through the naive relay and never through guidgate, which then settles every transfer exactly once', async () => {
+    const r = await cli(['demo', '--transfers', '60', '--concurrency', '12']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const [naiveDoubles, ggDoubles] = rowOf(r.stdout, 'double debits');
+    const [naiveMoney, ggMoney] = rowOf(r.stdout, 'money moved in error \\(fen\\)');
+    const [, ggCalls] = rowOf(r.stdout, 'account system calls');
+    expect(naiveDoubles).toBeGreaterThan(0);
+    expect(naiveMoney).toBeGreaterThan(0);
+    expect(ggDoubles).toBe(0);
+    expect(ggMoney).toBe(0);
+    expect(ggCalls).toBeLessThanOrEqual(60);
+    expect(r.stdout).toMatch(/settled ledger: DONE×60; account calls \d+, applied 60 \(of 60 transfers\), double debits 0/);
+  }, 60_000);
+
+  it('bad usage exits 2 and names the flag', async () => {
+    const r = await cli(['demo', '--transfers', 'lots']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--transfers/);
+  });
+});

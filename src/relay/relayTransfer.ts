@@ -80,8 +80,10 @@ export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'm
 
   if (recorded.recorded === 'error') return codeReply('E901', guid);
   if (recorded.recorded === false) {
-    // The row moved while we were calling. A definite answer we hold is still the truth of this call.
-    if (outcome.kind === 'definite') return definiteReply(outcome.code, outcome.body, false);
+    // The row moved while we were calling (the sweep, an inquiry, a later attempt): the ledger is the truth,
+    // not this call's answer. An answer to a superseded attempt (an E500 from attempt 1 while attempt 2 is
+    // in flight or done) must not reach the channel, and a row an inquiry settled replies with the stored
+    // bytes, the same ones every later resend gets.
     return recorded.state === null ? codeReply('E901', guid) : replyForState(recorded.state, deps.maxAttempts);
   }
   switch (outcome.kind) {

@@ -144,15 +144,12 @@ process.stdout.write('ready\\n');`;
   }, 60_000);
 
   /**
-   * KNOWN ISSUE, reported, not fixed (it.fails: this test passes while the defect is there; flip it to `it`
-   * once fixed). Only reachable when the orphan sweep, `resolve` and `reprocess` all run while the owner of a
-   * SENT row is still waiting for its call: a clock jump, or a relay stalled for longer than --grace AND
-   * --min-age. The late E500 of attempt 1 cannot be recorded (the row is SENT for attempt 2), yet
-   * `sendClaimed` hands it to the channel; attempt 2 is applied (0000), so the same GUID gets E500 first and
-   * 0000 on resend: the definite answer is not the same bytes every time, and E500 tells the channel the
-   * transfer did not happen while it did.
+   * Found by the schedules (stalled owner, then sweep, resolve and reprocess while its call was still out):
+   * `sendClaimed` handed the late E500 of attempt 1 to the channel although the row had been sent again as
+   * attempt 2, which was applied (0000): the same GUID got E500 first and 0000 on resend. Fixed: an outcome
+   * that cannot be recorded is never replied; the reply follows the ledger as it is now.
    */
-  it.fails('a definite answer that arrives after its row was sent again is not given to the channel (E500 first, 0000 later)', async () => {
+  it('a definite answer that arrives after its row was sent again is not given to the channel (found when sendClaimed replied a stale E500)', async () => {
     let now = 1_767_225_600_000;
     const clock = () => now;
     const sim = await startSimulator({ port: 0, latencyMs: 300, faults: { byGuid: { 'STALE-1': 'e500' } } });

@@ -28,8 +28,9 @@ export function intArg(min: number, max = Number.MAX_SAFE_INTEGER) {
 
 export function choiceArg<T extends string>(choices: readonly T[]) {
   return (value: string): T => {
-    const v = value.toUpperCase() as T;
-    if (!choices.includes(v)) throw new InvalidArgumentError(`'${value}' is not one of ${choices.join(', ')}`);
+    // Case does not matter on the command line (`full`, `FULL`); the choice comes back as declared.
+    const v = choices.find((c) => c.toUpperCase() === value.toUpperCase());
+    if (v === undefined) throw new InvalidArgumentError(`'${value}' is not one of ${choices.join(', ')}`);
     return v;
   };
 }

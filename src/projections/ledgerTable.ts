@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { LedgerQuery } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
-import { LEDGER_COLUMNS, rowToState, stateToRow } from './ledgerRow.js';
+import { LEDGER_COLUMNS, rowToState, stateToRow, type LedgerRow } from './ledgerRow.js';
 
 const placeholders = LEDGER_COLUMNS.map((c) => `@${c}`).join(', ');
 const updates = LEDGER_COLUMNS.filter((c) => c !== 'guid').map((c) => `${c} = excluded.${c}`).join(', ');
@@ -48,6 +48,10 @@ export function ledgerTable(db: Database.Database) {
   return {
     write(state: LedgerState): void {
       upsert.run(stateToRow(state));
+    },
+    /** Writes a row already made with `stateToRow` (so that only SQLite can fail here). */
+    writeRow(row: LedgerRow): void {
+      upsert.run(row);
     },
     read(guid: string): LedgerState | null {
       const row = selectOne.get(guid);

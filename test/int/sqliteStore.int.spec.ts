@@ -82,6 +82,35 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
     await store.close();
   });
 
+  it('an append of several events that meets a taken seq partway leaves none of its own events; the rest of the batch commits', async () => {
+    const store = open();
+    // A stray event at seq 1 with no seq 0 and no ledger row: Claimed (seq 0) goes in, Sent (seq 1) cannot.
+    store.db.prepare("INSERT INTO events (guid, seq, type, at, data) VALUES ('x', 1, 'Sent', 1, '{\"attempt\":1,\"timeoutMs\":1}')").run();
+    const [a, x, b] = await Promise.all([store.execute('a', submit()), store.execute('x', submit()), store.execute('b', submit())]);
+    expect(a.kind).toBe('applied');
+    expect(x.kind).toBe('refused');
+    expect(b.kind).toBe('applied');
+    expect((await store.readStream('x')).map((e) => [e.seq, e.type])).toEqual([[1, 'Sent']]);
+    expect(await store.getLedger('x')).toBeNull();
+    expect((await store.readStream('a')).map((e) => e.seq)).toEqual([0, 1]);
+    await store.close();
+  });
+
+  it('SQLite failing after a unit began writing fails the whole batch: nothing of any unit in it is durable', async () => {
+    const store = open();
+    // The events of 'boom' go in, then its ledger row is refused by SQLite itself.
+    store.db.exec("CREATE TRIGGER boom BEFORE INSERT ON ledger WHEN NEW.guid = 'boom' BEGIN SELECT RAISE(ABORT, 'boom'); END");
+    const results = await Promise.allSettled([store.execute('a', submit()), store.execute('boom', submit()), store.execute('b', submit())]);
+    for (const r of results) {
+      expect(r.status).toBe('rejected');
+      if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(LedgerUnavailableError);
+    }
+    expect(await store.readAll(-1, 100)).toEqual([]);
+    expect(await store.queryLedger({})).toEqual([]);
+    expect((await store.execute('a', submit())).kind).toBe('applied');
+    await store.close();
+  });
+
   it('a ledger locked by another process past the busy timeout rejects the whole batch as unavailable, writing nothing', async () => {
     const store = open({ busyTimeoutMs: 100 });
     const other = new Database(store.path);

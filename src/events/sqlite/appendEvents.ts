@@ -15,13 +15,33 @@ export function eventsTable(db: Database.Database) {
     "UPDATE events SET data = json_set(data, '$.response', json('null')) WHERE guid = ? AND type IN ('Answered', 'Resolved')",
   );
 
+  const deleteAt = db.prepare('DELETE FROM events WHERE position = ?');
+
   return {
     append(guid: string, firstSeq: number, events: readonly NewEvent[]): StoredEvent[] {
-      return events.map((e, i) => {
-        const seq = firstSeq + i;
-        const info = insert.run(guid, seq, e.type, e.at, JSON.stringify(e.data));
-        return { ...e, guid, seq, position: Number(info.lastInsertRowid) } as StoredEvent;
-      });
+      return this.insertEncoded(this.encode(guid, firstSeq, events));
+    },
+    /** Everything an append needs, computed before anything is written (this is where JS can throw). */
+    encode(guid: string, firstSeq: number, events: readonly NewEvent[]): EncodedEvents {
+      return { guid, firstSeq, events, data: events.map((e) => JSON.stringify(e.data)) };
+    },
+    /**
+     * Inserts encoded events; only SQLite can fail here. If a later insert of several fails, the earlier
+     * ones of this call are deleted again before the error leaves, so an append is all or nothing without
+     * a savepoint (a savepoint per append made SQLite copy every page it touched into a sub-journal).
+     */
+    insertEncoded({ guid, firstSeq, events, data }: EncodedEvents): StoredEvent[] {
+      const stored: StoredEvent[] = [];
+      try {
+        events.forEach((e, i) => {
+          const info = insert.run(guid, firstSeq + i, e.type, e.at, data[i]);
+          stored.push({ ...e, guid, seq: firstSeq + i, position: Number(info.lastInsertRowid) } as StoredEvent);
+        });
+      } catch (err) {
+        for (const e of stored) deleteAt.run(e.position);
+        throw err;
+      }
+      return stored;
     },
     redact(guid: string): void {
       redactRequest.run(guid);
@@ -36,6 +56,13 @@ export function eventsTable(db: Database.Database) {
   };
 }
 export type EventsTable = ReturnType<typeof eventsTable>;
+
+export interface EncodedEvents {
+  readonly guid: string;
+  readonly firstSeq: number;
+  readonly events: readonly NewEvent[];
+  readonly data: readonly string[];
+}
 
 /** True for the error SQLite raises when an insert breaks the (guid, seq) key: the claim was lost. */
 export function isUniqueViolation(err: unknown): boolean {

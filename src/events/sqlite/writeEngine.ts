@@ -5,6 +5,7 @@ import { LedgerCorruptError, LedgerUnavailableError } from '../errors.js';
 import { evolve } from '../evolve.js';
 import type { AppendResult, ExecuteResult } from '../store.js';
 import { ledgerTable } from '../../projections/ledgerTable.js';
+import { stateToRow } from '../../projections/ledgerRow.js';
 import { foldLog } from '../../projections/rebuild.js';
 import { eventsTable, isUniqueViolation } from './appendEvents.js';
 import { rowToEvent } from './eventRows.js';
@@ -61,27 +62,46 @@ export function createWriteEngine(db: Database.Database) {
   const release = db.prepare('RELEASE op');
   const deleteLedger = db.prepare('DELETE FROM ledger');
 
-  /** The compare-and-set append, inside the write transaction. */
+  /**
+   * Set while an append is writing: an error then may have left part of it behind, so it fails the whole
+   * batch (rolled back, nothing durable, no call made) instead of only this unit.
+   */
+  let writing = false;
+
+  /**
+   * The compare-and-set append, inside the write transaction. Everything that can throw in JS (decoding
+   * the current row, evolve, encoding the events and the row) happens before the first write, so a unit's
+   * own problem leaves nothing behind and needs no savepoint. (A savepoint per unit made SQLite copy every
+   * page the unit touched into its sub-journal: about 40% of the writer's CPU; see README, Performance.)
+   * A unique violation (another writer, maybe another process, appended this seq first) undoes this
+   * append's own inserts and is "lost"; any other failure while writing fails the whole batch.
+   */
   function appendInTx(guid: string, expectedSeq: number, newEvents: readonly NewEvent[]): AppendResult {
     const current = ledger.read(guid);
     if ((current?.lastSeq ?? -1) !== expectedSeq) return { won: false, state: current };
     let state = current;
     for (const e of newEvents) state = evolve(state, e, guid);
     if (state === null || newEvents.length === 0) return { won: false, state: current };
-    savepoint.run();
+    const encoded = events.encode(guid, expectedSeq + 1, newEvents);
+    const row = stateToRow(state);
+    const purged = newEvents.some((e) => e.type === 'Purged');
+
+    writing = true;
+    let stored: StoredEvent[];
     try {
-      const stored: StoredEvent[] = events.append(guid, expectedSeq + 1, newEvents);
-      if (newEvents.some((e) => e.type === 'Purged')) events.redact(guid);
-      ledger.write(state);
-      release.run();
-      return { won: true, state, events: stored };
+      stored = events.insertEncoded(encoded);
     } catch (err) {
-      rollbackTo.run();
-      release.run();
       // The log already holds this seq although the projection said otherwise: someone moved first.
-      if (isUniqueViolation(err)) return { won: false, state: ledger.read(guid) };
+      if (isUniqueViolation(err)) {
+        writing = false;
+        return { won: false, state: ledger.read(guid) };
+      }
       throw err;
     }
+    if (purged) events.redact(guid);
+    ledger.writeRow(row);
+    writing = false;
+    return { won: true, state, events: stored };
   }
 
   function runOne(w: WriteOp): unknown {
@@ -114,6 +134,18 @@ export function createWriteEngine(db: Database.Database) {
       try {
         begin.run();
         for (const w of batch) {
+          if (w.op === 'execute' || w.op === 'append') {
+            // The hot path: no savepoint (see appendInTx); a failure before the first write is this unit's alone.
+            writing = false;
+            try {
+              outcomes.push({ ok: true, value: runOne(w) });
+            } catch (err) {
+              if (err instanceof Database.SqliteError || writing) throw err;
+              outcomes.push({ ok: false, error: toOpError(err) });
+            }
+            continue;
+          }
+          // Rare maintenance units write many rows: a savepoint makes each all or nothing.
           savepoint.run();
           try {
             outcomes.push({ ok: true, value: runOne(w) });

@@ -8,7 +8,8 @@ import type { ConnectionOptions } from './openDatabase.js';
 import { openDatabase } from './openDatabase.js';
 import { createWriteEngine, type OpOutcome, type WriteOp } from './writeEngine.js';
 
-export type ToWriter = { readonly id: number; readonly op: WriteOp } | { readonly close: true };
+/** Units of work submitted in one turn of the request thread's event loop travel as one message. */
+export type ToWriter = { readonly units: ReadonlyArray<{ readonly id: number; readonly op: WriteOp }> } | { readonly close: true };
 export type FromWriter = { readonly ready: true } | { readonly openError: string } | { readonly results: ReadonlyArray<readonly [number, OpOutcome]> } | { readonly closed: true };
 
 const port = parentPort!;
@@ -47,7 +48,7 @@ port.on('message', (msg: ToWriter) => {
     port.close();
     return;
   }
-  queue.push(msg);
+  for (const unit of msg.units) queue.push(unit);
   if (!scheduled) {
     scheduled = true;
     // Let every message already waiting arrive first: they all join this batch.

@@ -54,6 +54,46 @@ export function fingerprintOf(f: { guid: string; from: string; to: string; amoun
   return createHash('sha256').update(canonical).digest('hex');
 }
 
+/** The contract's fields: a body naming one of them twice is ambiguous (see duplicateField). */
+const CONTRACT_FIELDS = new Set(['guid', 'from', 'to', 'amount', 'currency']);
+
+/**
+ * The first contract field that appears twice among the top-level keys of `text` (valid JSON, an object),
+ * or null. JSON.parse keeps the last of duplicate keys; an account system may keep the first, and would then
+ * apply a transfer under a GUID (or an amount) the ledger never saw. A hand-written scan because it only
+ * needs the top-level keys of text JSON.parse has already accepted, so it can skip every value unparsed.
+ */
+export function duplicateField(text: string): string | null {
+  const seen = new Set<string>();
+  let depth = 0;
+  let expectKey = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      let j = i + 1;
+      while (text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c ? 2 : 1;
+      if (depth === 1 && expectKey) {
+        expectKey = false;
+        // Escapes spell the same key differently ("gu\u0069d" is guid): compare decoded keys.
+        const key = JSON.parse(text.slice(i, j + 1)) as string;
+        if (CONTRACT_FIELDS.has(key)) {
+          if (seen.has(key)) return key;
+          seen.add(key);
+        }
+      }
+      i = j;
+    } else if (c === 0x7b || c === 0x5b) {
+      depth++;
+      if (depth === 1) expectKey = true;
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--;
+    } else if (c === 0x2c && depth === 1) {
+      expectKey = true;
+    }
+  }
+  return null;
+}
+
 const invalid = (field: string, message: string): E.Either<InvalidRequest, never> => E.left({ field, message });
 
 /**
@@ -75,6 +115,8 @@ export function decodeTransferRequest(raw: Buffer, idempotencyKey: string | unde
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json)) return invalid('body', 'body must be a JSON object');
   const obj = json as Record<string, unknown>;
+  const twice = duplicateField(text);
+  if (twice !== null) return invalid(twice, `${twice} appears more than once in the body`);
 
   const decoded = TransferFields.decode(obj);
   if (E.isLeft(decoded)) {

@@ -205,6 +205,8 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
     ['amount string', '{"guid":"g1","from":"A1","to":"B2","amount":"1"}', 'amount'],
     ['currency lowercase', '{"guid":"g1","from":"A1","to":"B2","amount":1,"currency":"cny"}', 'currency'],
     ['empty body', '', 'body'],
+    ['guid twice (JSON.parse keeps the last; an account system may keep the first)', '{"guid":"g1","from":"A1","to":"B2","amount":1,"guid":"g2"}', 'guid'],
+    ['amount twice, one spelled with an escape', '{"guid":"g1","from":"A1","to":"B2","amount":1,"\\u0061mount":100000}', 'amount'],
   ])('E400 for %s, naming the field, storing nothing', async (_name, body, field) => {
     h ??= await startHarness(tmp());
     const r = await h.post(body);

@@ -4,10 +4,11 @@
  * which target goes first, so drift on a shared machine hits both; ratios are per round and their median.
  * Also: the replay path (every GUID already DONE), the duplicate storm (E903) and raw appends/s.
  *
- * Usage: node dist/bench/bench.js [--rounds 3] [--seconds 5] [--connections 50] [--json]
+ * Usage: node dist/bench/bench.js [--rounds 5] [--seconds 5] [--connections 50] [--json]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,7 +18,7 @@ import { openSqliteStore } from '../src/events/sqlite/sqliteStore.js';
 
 const { values } = parseArgs({
   options: {
-    rounds: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '5' },
     seconds: { type: 'string', default: '5' },
     connections: { type: 'string', default: '50' },
     json: { type: 'boolean', default: false },
@@ -44,14 +45,30 @@ function start(args: string[], marker: RegExp): Promise<string> {
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
       const m = marker.exec(out);
-      if (m) resolve(m[1]!);
+      if (m) {
+        pids.set(args[0] === 'simulator' ? 'simulator' : m[1]!, child.pid!);
+        resolve(m[1]!);
+      }
     });
     child.on('exit', (code) => reject(new Error(`${args[0]} exited ${code}: ${out}`)));
   });
 }
 
+/** CPU time (user + system) a process has used so far, in µs; null where /proc is not there (not Linux). */
+function cpuOf(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) / 100) * 1e6; // clock ticks (USER_HZ = 100)
+  } catch {
+    return null;
+  }
+}
+
 interface Load {
   rps: number;
+  /** CPU µs per request, by process: the relay under test, the simulator, and this process (autocannon). */
+  cpu?: { relay: number | null; simulator: number | null; loadGenerator: number };
   p50: number;
   p99: number;
   errors: number;
@@ -59,7 +76,11 @@ interface Load {
 }
 
 let seq = 0;
+const pids = new Map<string, number>();
 async function load(url: string, body: () => string, expectStatus: number, durationS = seconds): Promise<Load> {
+  const relayPid = pids.get(url);
+  const simPid = pids.get('simulator');
+  const before = { relay: cpuOf(relayPid), sim: cpuOf(simPid), self: process.cpuUsage() };
   const r = await autocannon({
     url,
     connections,
@@ -68,7 +89,17 @@ async function load(url: string, body: () => string, expectStatus: number, durat
     requests: [{ method: 'POST', path: '/v1/transfers', headers: { 'content-type': 'application/json' }, setupRequest: (req) => ({ ...req, body: body() }) }],
   });
   const statusCount = expectStatus === 200 ? r['2xx'] : expectStatus === 409 ? r['4xx'] : r['5xx'];
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, unexpected: r.requests.total - statusCount };
+  const n = Math.max(1, r.requests.total);
+  const self = process.cpuUsage(before.self);
+  const per = (now: number | null, then: number | null) => (now === null || then === null ? null : (now - then) / n);
+  return {
+    rps: r.requests.average,
+    cpu: { relay: per(cpuOf(relayPid), before.relay), simulator: per(cpuOf(simPid), before.sim), loadGenerator: (self.user + self.system) / n },
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    errors: r.errors + r.timeouts,
+    unexpected: r.requests.total - statusCount,
+  };
 }
 
 const uniqueBody = (tag: string) => () =>
@@ -79,6 +110,17 @@ const median = (xs: number[]) => {
   const m = Math.floor(s.length / 2);
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
+
+function cpuMedians(loads: Load[]): { relay: number | null; simulator: number | null; loadGenerator: number; total: number | null } {
+  const pick = (f: (l: Load) => number | null | undefined) => {
+    const xs = loads.map(f).filter((x): x is number => typeof x === 'number');
+    return xs.length === loads.length && xs.length > 0 ? median(xs) : null;
+  };
+  const relay = pick((l) => l.cpu?.relay);
+  const simulator = pick((l) => l.cpu?.simulator);
+  const loadGenerator = pick((l) => l.cpu?.loadGenerator) ?? 0;
+  return { relay, simulator, loadGenerator, total: relay === null || simulator === null ? null : relay + simulator + loadGenerator };
+}
 
 try {
   const sim = await start(['simulator', '--port', '0'], /simulator listening on (http:\/\/\S+)/);
@@ -143,6 +185,11 @@ try {
     replay: { guidgate: replayG, naive: replayN, ratio: replayG.rps / replayN.rps },
     storm,
     appendsPerSec,
+    cores: availableParallelism(),
+    cpuPerRequest: {
+      naive: cpuMedians(perRound.map((r) => r.naive)),
+      guidgate: cpuMedians(perRound.map((r) => r.guidgate)),
+    },
   };
   if (values.json) {
     process.stdout.write(JSON.stringify(summary, null, 2) + '\n');
@@ -162,6 +209,16 @@ try {
       `| replay (every GUID DONE) | ${f(replayG.rps)} | ${f(replayN.rps)} | ${summary.replay.ratio.toFixed(2)}x | ${replayG.p99} ms |`,
       `| duplicate storm (E903) | ${f(storm.rps)} | | | ${storm.p99} ms |`,
       `| raw claims (Claimed+Sent), 50 in flight, FULL | ${f(appendsPerSec)} /s | | | |`,
+      '',
+      `CPU per request (median of the rounds, µs; ${summary.cores} cores shared by every process below):`,
+      '',
+      '| | relay | simulator | load generator | total | requests/s the cores allow |',
+      '|---|---|---|---|---|---|',
+      ...(['naive', 'guidgate'] as const).map((k) => {
+        const c = summary.cpuPerRequest[k];
+        const u = (x: number | null) => (x === null ? 'n/a' : x.toFixed(0));
+        return `| ${k} | ${u(c.relay)} | ${u(c.simulator)} | ${u(c.loadGenerator)} | ${u(c.total)} | ${c.total === null ? 'n/a' : f((summary.cores * 1e6) / c.total)} |`;
+      }),
       '',
       `errors or unexpected statuses: ${[...perRound.flatMap((r) => [r.naive, r.guidgate]), replayG, replayN, storm].reduce((a, l) => a + l.errors + l.unexpected, 0)}`,
     ];

@@ -96,6 +96,25 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
     await store.close();
   });
 
+  it('an event SQLite could not store is refused before anything of its unit is written; the rest of the batch commits', async () => {
+    const store = open();
+    const [a, bad, b] = await Promise.allSettled([
+      store.execute('a', submit()),
+      store.appendEvents('x', -1, [{ type: 'Claimed', at: { not: 'a time' } as unknown as number, data: { request: 'r', fingerprint: 'f' } }]),
+      store.execute('b', submit()),
+    ]);
+    expect([a.status, bad.status, b.status]).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(await store.readStream('x')).toEqual([]);
+    expect((await store.queryLedger({})).map((r) => r.guid)).toEqual(['a', 'b']);
+    await store.close();
+  });
+
+  it('close() twice at once resolves both', async () => {
+    const store = open();
+    await store.execute('a', submit());
+    await expect(Promise.all([store.close(), store.close()])).resolves.toBeDefined();
+  });
+
   it('SQLite failing after a unit began writing fails the whole batch: nothing of any unit in it is durable', async () => {
     const store = open();
     // The events of 'boom' go in, then its ledger row is refused by SQLite itself.
@@ -197,6 +216,18 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
     const { bytesBefore, bytesAfter } = await store.reclaimSpace();
     expect(bytesAfter).toBeLessThan(bytesBefore / 2);
     expect(await store.countLedger({ statuses: ['PURGED'] })).toBe(300);
+    await store.close();
+  });
+});
+
+describe('SQLite event store, writer thread: units that cannot cross to the writer', () => {
+  const tmp = useTempDir();
+  it('are rejected as unavailable, never left pending, and the writer keeps working', async () => {
+    const store = openSqliteStore({ path: join(tmp(), 'l.db'), writer: 'thread' });
+    const notPlainData = { request: 'r', fingerprint: 'f', callback: () => 1 } as unknown as { request: string; fingerprint: string };
+    await expect(store.appendEvents('x', -1, [{ type: 'Claimed', at: 1, data: notPlainData }])).rejects.toBeInstanceOf(LedgerUnavailableError);
+    expect((await store.execute('a', submit())).kind).toBe('applied');
+    expect(await store.readStream('x')).toEqual([]);
     await store.close();
   });
 });

@@ -23,7 +23,14 @@ export function eventsTable(db: Database.Database) {
     },
     /** Everything an append needs, computed before anything is written (this is where JS can throw). */
     encode(guid: string, firstSeq: number, events: readonly NewEvent[]): EncodedEvents {
-      return { guid, firstSeq, events, data: events.map((e) => JSON.stringify(e.data)) };
+      const data = events.map((e) => {
+        // What SQLite would refuse mid-write is refused here, before anything of the unit is written.
+        if (!Number.isSafeInteger(e.at)) throw new TypeError(`event ${e.type} has no valid time`);
+        const json: unknown = JSON.stringify(e.data);
+        if (typeof json !== 'string') throw new TypeError(`event ${e.type} has no data`);
+        return json;
+      });
+      return { guid, firstSeq, events, data };
     },
     /**
      * Inserts encoded events; only SQLite can fail here. If a later insert of several fails, the earlier
@@ -38,7 +45,9 @@ export function eventsTable(db: Database.Database) {
           stored.push({ ...e, guid, seq: firstSeq + i, position: Number(info.lastInsertRowid) } as StoredEvent);
         });
       } catch (err) {
-        for (const e of stored) deleteAt.run(e.position);
+        // Only a lost seq leaves the transaction open and this append's first rows in it; any other
+        // SQLite error fails the whole batch, which may already have been rolled back by SQLite itself.
+        if (isUniqueViolation(err) && db.inTransaction) for (const e of stored) deleteAt.run(e.position);
         throw err;
       }
       return stored;

@@ -133,10 +133,20 @@ function threadWriter(options: { path: string; synchronous: Synchronous; busyTim
     if (outbox.length === 0) return;
     const units = outbox;
     outbox = [];
-    worker.postMessage({ units } satisfies ToWriter);
+    try {
+      worker.postMessage({ units } satisfies ToWriter);
+    } catch (err) {
+      // A unit that cannot be copied to the writer (not plain data): none of this message was written.
+      const why = `ledger write not submitted: ${err instanceof Error ? err.message : String(err)}`;
+      for (const u of units) {
+        pending.get(u.id)?.reject(new LedgerUnavailableError(why));
+        pending.delete(u.id);
+      }
+    }
   };
   let broken: string | null = null;
   let closed: (() => void) | null = null;
+  let closing: Promise<void> | null = null;
 
   const failAll = (why: string) => {
     broken ??= why;
@@ -173,14 +183,16 @@ function threadWriter(options: { path: string; synchronous: Synchronous; busyTim
     },
     healthy: () => broken === null,
     close() {
+      if (closing !== null) return closing;
       if (broken !== null) return worker.terminate().then(() => undefined);
-      return new Promise<void>((resolve) => {
+      closing = new Promise<void>((resolve) => {
         closed = resolve;
         send(); // units submitted in this turn go first
         worker.postMessage({ close: true } satisfies ToWriter);
       }).then(() => {
         broken = 'ledger is closed';
       });
+      return closing;
     },
   };
 }

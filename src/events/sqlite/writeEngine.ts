@@ -47,9 +47,11 @@ function toOpError(err: unknown): OpError {
 
 /**
  * The write side of the ledger, synchronous: a batch of units of work runs in ONE transaction (one fsync:
- * group commit), each unit inside its own savepoint so that a unit's own problem (a corrupt row, an
- * impossible event) undoes only that unit. SQLite's own errors (I/O, full, busy, read-only) fail the whole
- * batch: nothing of it is durable, so no request in it may call the account system.
+ * group commit). A unit's own problem (a corrupt row, an impossible event) fails only that unit and leaves
+ * nothing of it: appends do all their JS work before their first write (see appendInTx), the rare
+ * maintenance units run inside a savepoint. SQLite's own errors (I/O, full, busy, read-only), and anything
+ * failing once an append has begun writing, fail the whole batch: nothing of it is durable, so no request
+ * in it may call the account system.
  */
 export function createWriteEngine(db: Database.Database) {
   const events = eventsTable(db);

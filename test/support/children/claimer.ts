@@ -24,6 +24,10 @@ const won: string[] = [];
 for (const guid of guids) {
   const r = await store.execute(guid, { type: 'Submit', request: `{"guid":"${guid}"}`, fingerprint: guid, timeoutMs: 1000, maxAttempts: 3 });
   if (r.kind === 'applied') won.push(guid);
+  // Leave the lock free for a moment: SQLite's busy handler is not fair (a waiting process sleeps in
+  // growing steps while the holder takes the lock again at once), and with fast commits one process
+  // could otherwise claim everything before the others woke up, and the race would not be a race.
+  await new Promise((resolve) => setTimeout(resolve, 1));
 }
 await store.close();
 process.stdout.write(JSON.stringify({ pid: process.pid, won }) + '\n');

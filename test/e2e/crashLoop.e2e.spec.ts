@@ -17,6 +17,7 @@ import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Agent } from 'undici';
 import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { makePrng } from '../../src/simulator/faults.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { foldStream, isDefinite, ledgerReader, replyCode } from '../support/model.js';
 import { guidgate, jsonSummary, post, sigkill, spawnServe, type ServeProcess } from '../support/scheduleProcess.js';
@@ -31,16 +32,8 @@ const GRACE = '200ms';
 // resolve that honours --min-age (above latency + processing) may settle what the kills left UNKNOWN.
 const MIN_AGE = '800ms';
 
-/** A small seeded PRNG, so a failing loop can be told apart from another by its seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let r = Math.imul(a ^ (a >>> 15), 1 | a);
-    r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
-    return ((r ^ (r >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A seeded PRNG (the simulator's), so a failing loop can be told apart from another by its seed. */
+const prng = makePrng;
 
 describe('crash loop: SIGKILL the relay process at random moments under a resending load', () => {
   const dir = mkdtempSync(join(tmpdir(), 'guidgate-crashloop-'));

@@ -186,6 +186,46 @@ export class InvariantViolation extends Error {
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
+ * Starts a round's actions in the order the releaser picks, `gapsMs[i]` real milliseconds apart; each is
+ * launched without waiting for it. Shared by the in-process and the process schedules.
+ */
+export async function releaseRound<A>(
+  s: Releaser,
+  round: { readonly actions: readonly A[]; readonly gapsMs: readonly number[] },
+  ri: number,
+  describe: (a: A) => string,
+  launch: (a: A, label: string) => void,
+): Promise<void> {
+  round.actions.forEach((a, i) => {
+    const label = `r${ri}.${i} ${describe(a)}`;
+    void s.schedule(Promise.resolve(label), label).then(() => launch(a, label));
+  });
+  for (let i = 0; i < round.actions.length; i++) {
+    await s.waitNext(1);
+    const gap = round.gapsMs[i] ?? 0;
+    if (gap > 0) await sleep(gap);
+  }
+}
+
+/** A channel sends one request at a time, but stops waiting for its previous one after `patienceMs`. */
+export function onChannel(busy: Array<Promise<unknown>>, ch: number, patienceMs: number, send: () => Promise<void>): Promise<void> {
+  const prev = busy[ch]!;
+  const mine = (async () => {
+    await Promise.race([prev, sleep(patienceMs)]);
+    await send();
+  })();
+  busy[ch] = mine;
+  return mine;
+}
+
+/** Gives one GUID a fault in the simulator (`answer` clears it), keeping the others'. */
+export function setGuidFault(sim: Simulator, faultMap: Record<string, FaultMode>, guid: string, mode: FaultMode): void {
+  if (mode === 'answer') delete faultMap[guid];
+  else faultMap[guid] = mode;
+  sim.setFaults({ byGuid: { ...faultMap } });
+}
+
+/**
  * Watches every POST /transfer the relay (and reprocess) makes. At the moment of each call the row must be
  * SENT at an attempt no earlier call used: every call has its own durable Sent, and no call is made for an
  * UNKNOWN (or any other) row. It also counts calls per GUID so the simulator's own count can be compared.
@@ -475,20 +515,11 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
   const launch = (a: Action, label: string): void => {
     const run = async (): Promise<void> => {
       switch (a.do) {
-        case 'send': {
-          const prev = channelBusy[a.ch]!;
-          const mine = (async () => {
-            await Promise.race([prev, sleep(sc.patienceMs)]);
-            await send(a.g, a.v, label);
-          })();
-          channelBusy[a.ch] = mine;
-          await mine;
+        case 'send':
+          await onChannel(channelBusy, a.ch, sc.patienceMs, () => send(a.g, a.v, label));
           return;
-        }
         case 'fault':
-          if (a.mode === 'answer') delete faultMap[guids[a.g]!];
-          else faultMap[guids[a.g]!] = a.mode;
-          sim.setFaults({ byGuid: { ...faultMap } });
+          setGuidFault(sim, faultMap, guids[a.g]!, a.mode);
           log(label);
           return;
         case 'refuse':
@@ -567,15 +598,7 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
   try {
     current = await startRelay(sc.timeoutMs);
     for (const [ri, round] of sc.rounds.entries()) {
-      round.actions.forEach((a, i) => {
-        const label = `r${ri}.${i} ${describeAction(a)}`;
-        void s.schedule(Promise.resolve(label), label).then(() => launch(a, label));
-      });
-      for (let i = 0; i < round.actions.length; i++) {
-        await s.waitNext(1);
-        const gap = round.gapsMs[i] ?? 0;
-        if (gap > 0) await sleep(gap);
-      }
+      await releaseRound(s, round, ri, describeAction, launch);
       if (round.settle) await drain();
       await checkpoint(`after round ${ri}${round.settle ? ' (quiet)' : ''}`);
     }

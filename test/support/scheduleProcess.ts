@@ -34,7 +34,7 @@ import {
   type LedgerReader,
   type Variant,
 } from './model.js';
-import { InvariantViolation, sleep, type Releaser } from './schedule.js';
+import { InvariantViolation, onChannel, releaseRound, setGuidFault, sleep, type Releaser } from './schedule.js';
 
 export const BIN = join(REPO_ROOT, 'bin', 'guidgate');
 
@@ -391,19 +391,10 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
   const launch = (a: PAction, label: string) => {
     const run = async (): Promise<void> => {
       switch (a.do) {
-        case 'send': {
-          const prev = channelBusy[a.ch]!;
-          const mine = (async () => {
-            await Promise.race([prev, sleep(sc.patienceMs)]);
-            await send(a.g, a.v, a.relay, label);
-          })();
-          channelBusy[a.ch] = mine;
-          return mine;
-        }
+        case 'send':
+          return onChannel(channelBusy, a.ch, sc.patienceMs, () => send(a.g, a.v, a.relay, label));
         case 'fault':
-          if (a.mode === 'answer') delete faultMap[guids[a.g]!];
-          else faultMap[guids[a.g]!] = a.mode;
-          sim.setFaults({ byGuid: { ...faultMap } });
+          setGuidFault(sim, faultMap, guids[a.g]!, a.mode);
           log(label);
           return;
         case 'refuse':
@@ -470,15 +461,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
   let healRounds = 0;
   try {
     for (const [ri, round] of sc.rounds.entries()) {
-      round.actions.forEach((a, i) => {
-        const label = `r${ri}.${i} ${describe(a)}`;
-        void s.schedule(Promise.resolve(label), label).then(() => launch(a, label));
-      });
-      for (let i = 0; i < round.actions.length; i++) {
-        await s.waitNext(1);
-        const gap = round.gapsMs[i] ?? 0;
-        if (gap > 0) await sleep(gap);
-      }
+      await releaseRound(s, round, ri, describe, launch);
       if (round.settle) await drain();
       await checkpoint(`after round ${ri}`);
     }

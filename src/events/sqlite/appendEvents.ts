@@ -18,9 +18,6 @@ export function eventsTable(db: Database.Database) {
   const deleteAt = db.prepare('DELETE FROM events WHERE position = ?');
 
   return {
-    append(guid: string, firstSeq: number, events: readonly NewEvent[]): StoredEvent[] {
-      return this.insertEncoded(this.encode(guid, firstSeq, events));
-    },
     /** Everything an append needs, computed before anything is written (this is where JS can throw). */
     encode(guid: string, firstSeq: number, events: readonly NewEvent[]): EncodedEvents {
       const data = events.map((e) => {

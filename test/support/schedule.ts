@@ -59,16 +59,17 @@ export type Action =
   | { readonly do: 'reprocess'; readonly maxAttempts: number }
   | { readonly do: 'purge'; readonly retentionMs: number };
 
-export interface Round {
+export interface Round<A = Action> {
   /** Released one at a time in the order fast-check's scheduler picks, each started without waiting for it. */
-  readonly actions: readonly Action[];
+  readonly actions: readonly A[];
   /** Real milliseconds between one release and the next. */
   readonly gapsMs: readonly number[];
   /** Wait for everything in flight before the round's checkpoint (a quiet point). */
   readonly settle: boolean;
 }
 
-export interface Schedule {
+/** What every schedule has, in-process or over processes; `A` is its kind of action. */
+export interface ScheduleBase<A> {
   /** One per GUID `G0`, `G1`, …: what the account system answers it with when healthy. */
   readonly kinds: readonly Kind[];
   /** K channels; each sends one request at a time but gives up waiting after `patienceMs` and goes on. */
@@ -77,11 +78,14 @@ export interface Schedule {
   /** The account system's behaviour per GUID at the start (simulator `byGuid`). */
   readonly faults: readonly FaultMode[];
   readonly e500Rate: number;
+  readonly rounds: readonly Round<A>[];
+}
+
+export interface Schedule extends ScheduleBase<Action> {
   readonly timeoutMs: number;
   readonly graceMs: number;
   readonly maxAttempts: number;
   readonly processingMs: number;
-  readonly rounds: readonly Round[];
 }
 
 const MODES: readonly FaultMode[] = ['answer', 'late-answer', 'reset', 'hold', 'garbage', 'e500'];
@@ -216,6 +220,38 @@ export function onChannel(busy: Array<Promise<unknown>>, ch: number, patienceMs:
   })();
   busy[ch] = mine;
   return mine;
+}
+
+/** The account system's side of a schedule action: a GUID's fault, or a window of refused connections. */
+export function simulatorStep(
+  sim: Simulator,
+  faultMap: Record<string, FaultMode>,
+  refusals: Promise<void>[],
+  guids: readonly string[],
+  a: { readonly do: 'fault'; readonly g: number; readonly mode: FaultMode } | { readonly do: 'refuse'; readonly ms: number },
+): void {
+  if (a.do === 'fault') setGuidFault(sim, faultMap, guids[a.g]!, a.mode);
+  else refusals.push(sim.refuseConnections(a.ms));
+}
+
+/** What the channels sent per GUID (which payload variants), and which variant a ledger fingerprint is. */
+export class SentBook {
+  readonly variants = new Map<string, Set<Variant>>();
+  constructor(
+    private readonly guids: readonly string[],
+    private readonly kinds: readonly Kind[],
+  ) {}
+  fingerprintOf(g: number, v: Variant): string {
+    return contractFingerprint(fieldsOf(this.guids[g]!, this.kinds[g]!, v, g));
+  }
+  classOf(g: number, fingerprint: string): Variant | null {
+    return VARIANTS.find((v) => this.fingerprintOf(g, v) === fingerprint) ?? null;
+  }
+  note(guid: string, v: Variant): void {
+    let set = this.variants.get(guid);
+    if (set === undefined) this.variants.set(guid, (set = new Set()));
+    set.add(v);
+  }
 }
 
 /** Gives one GUID a fault in the simulator (`answer` clears it), keeping the others'. */
@@ -423,22 +459,21 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
   };
 
   // Per GUID: which variants the channels sent, the first definite answer, the last reply per variant.
-  const sentVariants = new Map<string, Set<Variant>>();
+  const book = new SentBook(guids, sc.kinds);
+  const sentVariants = book.variants;
   const firstDefinite = new Map<string, string>();
   const lastReply = new Map<string, { code: string; body: string; replayed: boolean }>();
   const replies: Record<string, number> = {};
   let sends = 0;
 
-  const fingerprintOf = (g: number, v: Variant) => contractFingerprint(fieldsOf(guids[g]!, sc.kinds[g]!, v, g));
-  const classOf = (g: number, fp: string): Variant | null => VARIANTS.find((v) => fingerprintOf(g, v) === fp) ?? null;
+  const fingerprintOf = (g: number, v: Variant) => book.fingerprintOf(g, v);
+  const classOf = (g: number, fp: string) => book.classOf(g, fp);
 
   const send = async (g: number, v: Variant, label: string): Promise<void> => {
     const guid = guids[g]!;
     const req = channelRequest(guid, sc.kinds[g]!, v, g);
     sends++;
-    let set = sentVariants.get(guid);
-    if (set === undefined) sentVariants.set(guid, (set = new Set()));
-    set.add(v);
+    book.note(guid, v);
     const inc = current;
     if (inc === null || inc.dead) {
       log(`${label}: relay down (connection refused)`);
@@ -519,12 +554,9 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
           await onChannel(channelBusy, a.ch, sc.patienceMs, () => send(a.g, a.v, label));
           return;
         case 'fault':
-          setGuidFault(sim, faultMap, guids[a.g]!, a.mode);
-          log(label);
-          return;
         case 'refuse':
+          simulatorStep(sim, faultMap, refusals, guids, a);
           log(label);
-          refusals.push(sim.refuseConnections(a.ms));
           return;
         case 'crash': {
           if (current === null || restarting !== null) return;

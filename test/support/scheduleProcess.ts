@@ -20,8 +20,6 @@ import { startSimulator, type FaultMode, type Simulator } from '../../src/simula
 import { REPO_ROOT } from './children.js';
 import {
   channelRequest,
-  contractFingerprint,
-  fieldsOf,
   foldStream,
   healthyCode,
   isDefinite,
@@ -29,12 +27,11 @@ import {
   ledgerReader,
   replyCode,
   statesBetween,
-  VARIANTS,
   type Kind,
   type LedgerReader,
   type Variant,
 } from './model.js';
-import { InvariantViolation, onChannel, releaseRound, setGuidFault, sleep, type Releaser } from './schedule.js';
+import { InvariantViolation, onChannel, releaseRound, SentBook, simulatorStep, sleep, type Releaser, type Round, type ScheduleBase } from './schedule.js';
 
 export const BIN = join(REPO_ROOT, 'bin', 'guidgate');
 
@@ -59,20 +56,8 @@ export type PAction =
   | { readonly do: 'purge'; readonly retention: '0ms' | '2s' }
   | { readonly do: 'pause'; readonly ms: number };
 
-export interface PRound {
-  readonly actions: readonly PAction[];
-  readonly gapsMs: readonly number[];
-  readonly settle: boolean;
-}
-
-export interface PSchedule {
-  readonly kinds: readonly Kind[];
-  readonly channels: number;
-  readonly patienceMs: number;
-  readonly faults: readonly FaultMode[];
-  readonly e500Rate: number;
-  readonly rounds: readonly PRound[];
-}
+export type PRound = Round<PAction>;
+export type PSchedule = ScheduleBase<PAction>;
 
 const MODES: readonly FaultMode[] = ['late-answer', 'reset', 'hold', 'garbage', 'e500'];
 const modeArb = fc.oneof({ weight: 4, arbitrary: fc.constant<FaultMode>('answer') }, { weight: 5, arbitrary: fc.constantFrom<FaultMode>(...MODES) });
@@ -335,21 +320,20 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
   };
   const refusals: Promise<void>[] = [];
 
-  const sentVariants = new Map<string, Set<Variant>>();
+  const book = new SentBook(guids, sc.kinds);
+  const sentVariants = book.variants;
   const firstDefinite = new Map<string, string>();
   const lastReply = new Map<string, string>();
   const replies: Record<string, number> = {};
   let sends = 0;
-  const fp = (g: number, v: Variant) => contractFingerprint(fieldsOf(guids[g]!, sc.kinds[g]!, v, g));
-  const classOf = (g: number, f: string): Variant | null => VARIANTS.find((v) => fp(g, v) === f) ?? null;
+  const fp = (g: number, v: Variant) => book.fingerprintOf(g, v);
+  const classOf = (g: number, f: string) => book.classOf(g, f);
 
   const send = async (g: number, v: Variant, relay: 0 | 1, label: string): Promise<void> => {
     const guid = guids[g]!;
     const req = channelRequest(guid, sc.kinds[g]!, v, g);
     sends++;
-    let set = sentVariants.get(guid);
-    if (set === undefined) sentVariants.set(guid, (set = new Set()));
-    set.add(v);
+    book.note(guid, v);
     const target = w.relays[relay];
     if (target === null || target === undefined) {
       log(`${label}: relay ${relay} is down`);
@@ -394,12 +378,9 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
         case 'send':
           return onChannel(channelBusy, a.ch, sc.patienceMs, () => send(a.g, a.v, a.relay, label));
         case 'fault':
-          setGuidFault(sim, faultMap, guids[a.g]!, a.mode);
-          log(label);
-          return;
         case 'refuse':
+          simulatorStep(sim, faultMap, refusals, guids, a);
           log(label);
-          refusals.push(sim.refuseConnections(a.ms));
           return;
         case 'kill':
           if (await w.kill(a.relay, a.downMs)) log(`${label}: restarted`);

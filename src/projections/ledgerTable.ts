@@ -47,7 +47,7 @@ export function ledgerTable(db: Database.Database) {
 
   return {
     write(state: LedgerState): void {
-      upsert.run(stateToRow(state));
+      this.writeRow(stateToRow(state));
     },
     /** Writes a row already made with `stateToRow` (so that only SQLite can fail here). */
     writeRow(row: LedgerRow): void {

@@ -30,9 +30,10 @@ export function eventsTable(db: Database.Database) {
       return { guid, firstSeq, events, data };
     },
     /**
-     * Inserts encoded events; only SQLite can fail here. If a later insert of several fails, the earlier
-     * ones of this call are deleted again before the error leaves, so an append is all or nothing without
-     * a savepoint (a savepoint per append made SQLite copy every page it touched into a sub-journal).
+     * Inserts encoded events; only SQLite can fail here. If a later insert of several meets a taken seq,
+     * the earlier ones of this call are deleted again before the error leaves, so a lost append leaves
+     * nothing without a savepoint (a savepoint per append made SQLite copy every page it touched into a
+     * sub-journal). Any other error fails the caller's whole batch.
      */
     insertEncoded({ guid, firstSeq, events, data }: EncodedEvents): StoredEvent[] {
       const stored: StoredEvent[] = [];

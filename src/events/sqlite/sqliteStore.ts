@@ -127,7 +127,7 @@ function threadWriter(options: { path: string; synchronous: Synchronous; busyTim
   const pending = new Map<number, Pending>();
   let nextId = 1;
   // One message per turn of the event loop, not per unit: each message costs a wake-up and a clone on both
-  // sides, which measured about a third of the ledger's CPU per request.
+  // sides (measured: the ledger's CPU per request fell from 122 to 102 µs with one message per turn).
   let outbox: Array<{ id: number; op: WriteOp }> = [];
   const send = () => {
     if (outbox.length === 0) return;

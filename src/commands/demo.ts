@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { openSqliteStore } from '../events/sqlite/sqliteStore.js';
+import { openSqliteStore } from '../store/sqlite/sqliteStore.js';
 import { createAccountClient } from '../relay/accountClient.js';
 import { startNaive } from '../relay/naive.js';
 import { startSimulator, type Faults, type Simulator } from '../simulator/index.js';

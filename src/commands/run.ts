@@ -5,7 +5,7 @@
  */
 import type { Status } from '../events/codecs.js';
 import { LedgerCorruptError, LedgerUnavailableError } from '../events/errors.js';
-import { openSqliteStore, type SqliteEventStore } from '../events/sqlite/sqliteStore.js';
+import { openSqliteStore, type SqliteEventStore } from '../store/sqlite/sqliteStore.js';
 import type { LedgerState } from '../events/state.js';
 import { formatDuration } from '../cli/duration.js';
 import type { AccountClient } from '../relay/accountClient.js';

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { openSqliteStore, type Synchronous } from '../events/sqlite/sqliteStore.js';
+import { openSqliteStore, type Synchronous } from '../store/sqlite/sqliteStore.js';
 import { createAccountClient } from '../relay/accountClient.js';
 import { buildApp } from '../relay/app.js';
 import { createMetrics } from '../relay/metrics.js';

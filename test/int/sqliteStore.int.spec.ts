@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
-import { SCHEMA_VERSION } from '../../src/events/sqlite/schema.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { Command } from '../../src/events/decide.js';
 import { useTempDir } from '../support/tmp.js';

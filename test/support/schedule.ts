@@ -18,7 +18,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
-import { openSqliteStore, type SqliteEventStore } from '../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { EventStore } from '../../src/events/store.js';
 import { createAccountClient, type AccountClient, type CallOutcome } from '../../src/relay/accountClient.js';

@@ -3,7 +3,7 @@
  * one transaction per claim, and prints which it won. Prints "ready" once open and starts on "go" from
  * stdin, so that all children start together. Args: dbPath count seed
  */
-import { openSqliteStore } from '../../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore } from '../../../src/store/sqlite/sqliteStore.js';
 
 const [dbPath, countArg, seedArg] = process.argv.slice(2);
 const count = Number(countArg);

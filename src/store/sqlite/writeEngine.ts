@@ -1,10 +1,10 @@
 import Database from 'better-sqlite3';
-import type { NewEvent, StoredEvent } from '../codecs.js';
-import { decide, type Command } from '../decide.js';
-import { LedgerCorruptError, LedgerUnavailableError } from '../errors.js';
-import { evolve } from '../evolve.js';
-import type { AppendResult, ExecuteResult } from '../store.js';
-import { ledgerTable } from '../../projections/ledgerTable.js';
+import type { NewEvent, StoredEvent } from '../../events/codecs.js';
+import { decide, type Command } from '../../events/decide.js';
+import { LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
+import { evolve } from '../../events/evolve.js';
+import type { AppendResult, ExecuteResult } from '../../events/store.js';
+import { ledgerTable } from './ledgerTable.js';
 import { stateToRow } from '../../projections/ledgerRow.js';
 import { foldLog } from '../../projections/rebuild.js';
 import { eventsTable, isUniqueViolation } from './appendEvents.js';

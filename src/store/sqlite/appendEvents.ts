@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { NewEvent, StoredEvent } from '../codecs.js';
+import type { NewEvent, StoredEvent } from '../../events/codecs.js';
 
 /**
  * The SQL of the log. `insert` appends one event at an explicit seq; the UNIQUE (guid, seq) key makes a

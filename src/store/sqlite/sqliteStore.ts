@@ -4,12 +4,12 @@ import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import * as t from 'io-ts';
 import { isLeft } from 'fp-ts/lib/Either.js';
-import { STATUSES, Status, type NewEvent, type StoredEvent } from '../codecs.js';
-import type { Command } from '../decide.js';
-import { LedgerCorruptError, LedgerUnavailableError } from '../errors.js';
-import type { LedgerState } from '../state.js';
-import type { AppendResult, EventStore, ExecuteResult, LedgerQuery, ProjectionDifference, StatusSummary } from '../store.js';
-import { ledgerTable } from '../../projections/ledgerTable.js';
+import { STATUSES, Status, type NewEvent, type StoredEvent } from '../../events/codecs.js';
+import type { Command } from '../../events/decide.js';
+import { LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
+import type { LedgerState } from '../../events/state.js';
+import type { AppendResult, EventStore, ExecuteResult, LedgerQuery, ProjectionDifference, StatusSummary } from '../../events/store.js';
+import { ledgerTable } from './ledgerTable.js';
 import { foldLog, compareProjection } from '../../projections/rebuild.js';
 import { eventsTable } from './appendEvents.js';
 import { rowToEvent } from './eventRows.js';
@@ -65,7 +65,7 @@ function writerScript(): string {
   const here = fileURLToPath(import.meta.url);
   const js = here.replace(/sqliteStore\.(ts|js)$/, 'writerWorker.js');
   if (here.endsWith('.js') && existsSync(js)) return js;
-  const dist = js.replace(/([\\/])src([\\/]events[\\/]sqlite[\\/])/, '$1dist$1src$2');
+  const dist = js.replace(/([\\/])src([\\/]store[\\/]sqlite[\\/])/, '$1dist$1src$2');
   if (!existsSync(dist)) throw new LedgerUnavailableError(`writer thread script ${dist} is missing: run npm run build`);
   return dist;
 }

@@ -1,5 +1,5 @@
 import { decide, type Command } from '../events/decide.js';
-import type { EventStore } from '../events/store.js';
+import type { EventLog, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient, InquiryOutcome } from '../relay/accountClient.js';
 import { sweepOrphans, type SweepSummary } from '../relay/sweepOrphans.js';
@@ -28,7 +28,7 @@ export interface ResolveSummary {
 export type ResolveRowOutcome = 'candidate' | 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped' | 'ledger-error';
 
 export interface ResolveDeps {
-  readonly store: EventStore;
+  readonly store: EventLog & LedgerReadModel;
   readonly account: AccountClient;
   readonly clock?: () => number;
 }
@@ -73,7 +73,7 @@ export function resolveExitCode(s: ResolveSummary): 0 | 1 {
 }
 
 /** What `sweepOrphans` would do now, by asking `decide` about each row without appending anything. */
-async function previewSweep(store: EventStore, graceMs: number, now: number): Promise<SweepSummary> {
+async function previewSweep(store: EventLog & LedgerReadModel, graceMs: number, now: number): Promise<SweepSummary> {
   let neverSent = 0;
   let orphaned = 0;
   for await (const row of pagedRows(store, { statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1 })) {

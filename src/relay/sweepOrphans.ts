@@ -1,4 +1,4 @@
-import type { EventStore } from '../events/store.js';
+import type { EventLog, LedgerReadModel } from '../events/store.js';
 
 export interface SweepSummary {
   /** RECEIVED rows that never got their Sent: FAILED (never sent). */
@@ -13,7 +13,7 @@ export interface SweepSummary {
  * after it no owner can be (every call is bounded by its timeout). The decision per row is `decide`'s, taken
  * inside the write transaction, so a row its owner settles meanwhile is left alone.
  */
-export async function sweepOrphans(store: EventStore, graceMs: number, now: number): Promise<SweepSummary> {
+export async function sweepOrphans(store: EventLog & LedgerReadModel, graceMs: number, now: number): Promise<SweepSummary> {
   const candidates = await store.queryLedger({ statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1 });
   const results = await Promise.all(candidates.map((row) => store.execute(row.guid, { type: 'SweepOrphan', graceMs })));
   let neverSent = 0;

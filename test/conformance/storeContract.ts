@@ -225,6 +225,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect((await store.queryLedger({ sentAtOrBefore: 1999 })).map((r) => r.guid)).toEqual(['a']);
         expect((await store.queryLedger({ attemptsBelow: 1 })).map((r) => r.guid)).toEqual([]);
         expect((await store.queryLedger({ attemptsAtLeast: 1, afterGuid: 'a', limit: 5 })).map((r) => r.guid)).toEqual(['b']);
+        expect(await store.queryLedger({ attemptsAtLeast: 2 })).toEqual([]);
+        expect((await store.queryLedger({ afterGuid: 'a', limit: 1 })).map((r) => r.guid)).toEqual(['b']);
         expect(await store.queryLedger({ statuses: [] })).toEqual([]);
         expect(await store.countLedger({ statuses: ['SENT', 'UNKNOWN'] })).toBe(2);
         expect(await store.countByStatus()).toMatchObject({ SENT: { count: 1, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });

@@ -112,7 +112,8 @@ export function createWriteEngine(db: Database.Database) {
         const decided = decide(state, w.command, w.now);
         if (decided._tag === 'Left') return { kind: 'refused', refusal: decided.left } satisfies ExecuteResult;
         const result = appendInTx(w.guid, state?.lastSeq ?? -1, decided.right);
-        // Unreachable while we hold the write lock; if it happens, the answer is "someone moved first".
+        // Lost although we hold the write lock: the projection is behind the log (its row promised a seq the
+        // log's unique key already holds). Someone moved first; answer from the state as it is now.
         if (!result.won) return { kind: 'refused', refusal: { reason: 'exists', state: result.state } } satisfies ExecuteResult;
         return { kind: 'applied', state: result.state, events: result.events } satisfies ExecuteResult;
       }

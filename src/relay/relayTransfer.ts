@@ -52,14 +52,14 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   // (pure; the time only stamps events that are not appended here) says whether a write would be refused.
   if (existing !== null) {
     const refused = decide(existing, submit, 0);
-    if (E.isLeft(refused)) return { reply: replyForRefusal(refused.left, maxAttempts), request };
+    if (E.isLeft(refused)) return { reply: replyForRefusal(request.guid, refused.left, maxAttempts), request };
   }
 
   let claimed: LedgerState;
   try {
     const result = await store.execute(request.guid, submit);
     // Someone moved first (another request, another process): answer from the state as it is now.
-    if (result.kind === 'refused') return { reply: replyForRefusal(result.refusal, maxAttempts), request };
+    if (result.kind === 'refused') return { reply: replyForRefusal(request.guid, result.refusal, maxAttempts), request };
     claimed = result.state;
   } catch (err) {
     return { reply: ledgerUnavailable(deps, request.guid, err), request };

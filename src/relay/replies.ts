@@ -44,10 +44,10 @@ export function replyForState(state: LedgerState): Reply {
 }
 
 /** The reply to a Submit that `decide` refused: the GUID's request differs, or the row answers as it stands. */
-export function replyForRefusal(refusal: Refusal, maxAttempts: number): Reply {
+export function replyForRefusal(guid: string, refusal: Refusal, maxAttempts: number): Reply {
   const { reason, state } = refusal;
-  if (state === null) return codeReply('E503', undefined);
-  if (reason === 'fingerprint-mismatch') return codeReply('E904', state.guid);
+  if (reason === 'fingerprint-mismatch') return codeReply('E904', guid);
+  if (state === null) return codeReply('E503', guid);
   if (reason === 'attempt-cap') return codeReply('E902', state.guid, { message: `not sent; the attempt cap (${maxAttempts}) is used up` });
   return replyForState(state);
 }

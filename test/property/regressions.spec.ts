@@ -118,7 +118,7 @@ describe('regressions: found while building the schedules', () => {
    * version is read again inside the IMMEDIATE migration transaction.
    */
   it('several processes opening one new ledger file at the same moment all start', async () => {
-    const store = join(REPO_ROOT, 'dist', 'src', 'events', 'sqlite', 'sqliteStore.js');
+    const store = join(REPO_ROOT, 'dist', 'src', 'store', 'sqlite', 'sqliteStore.js');
     const child = (path: string) => `import { openSqliteStore } from ${JSON.stringify(store)};
 process.stdin.once('data', () => {
   try { const s = openSqliteStore({ path: ${JSON.stringify(path)} }); void s.close().then(() => process.exit(0)); }

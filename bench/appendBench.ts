@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { openSqliteStore, type Synchronous } from '../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore, type Synchronous } from '../src/store/sqlite/sqliteStore.js';
 
 const { values } = parseArgs({
   options: { seconds: { type: 'string', default: '3' }, inflight: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } },

@@ -14,7 +14,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import { openSqliteStore } from '../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore } from '../src/store/sqlite/sqliteStore.js';
 
 const { values } = parseArgs({
   options: {

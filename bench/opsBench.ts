@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { openSqliteStore, type SqliteEventStore } from '../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore, type SqliteEventStore } from '../src/store/sqlite/sqliteStore.js';
 import { createAccountClient } from '../src/relay/accountClient.js';
 import { purgeDone } from '../src/commands/purge.js';
 import { reprocessFailed } from '../src/commands/reprocess.js';

@@ -1,4 +1,4 @@
-import type { EventStore } from '../events/store.js';
+import type { EventLog } from '../events/store.js';
 
 export interface HistoryEntry {
   readonly seq: number;
@@ -9,7 +9,7 @@ export interface HistoryEntry {
 }
 
 /** `guidgate history GUID`: the GUID's events in order, for auditors (an empty list: no such GUID). */
-export async function readHistory(store: EventStore, guid: string): Promise<HistoryEntry[]> {
+export async function readHistory(store: EventLog, guid: string): Promise<HistoryEntry[]> {
   const events = await store.readStream(guid);
   return events.map((e) => ({ seq: e.seq, type: e.type, at: e.at, data: e.data }));
 }

@@ -1,5 +1,5 @@
 import type { Status } from '../events/codecs.js';
-import type { EventStore } from '../events/store.js';
+import type { LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import { pagedRows, type RowFilter } from './rows.js';
 
@@ -20,7 +20,7 @@ export function ledgerView(row: LedgerState): LedgerView {
 }
 
 /** `guidgate ledger`: the matching rows in GUID order, read a page at a time. */
-export function listLedger(store: EventStore, opts: LedgerListOptions = {}): AsyncGenerator<LedgerState> {
+export function listLedger(store: LedgerReadModel, opts: LedgerListOptions = {}): AsyncGenerator<LedgerState> {
   const clock = opts.clock ?? Date.now;
   const filter: RowFilter = {
     ...(opts.statuses === undefined ? {} : { statuses: opts.statuses }),

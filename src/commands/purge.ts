@@ -1,5 +1,4 @@
-import { statSync } from 'node:fs';
-import type { EventStore } from '../events/store.js';
+import type { EventLog, LedgerMaintenance, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import { countRows, pagedRows, PAGE_SIZE, type RowFilter } from './rows.js';
 
@@ -17,7 +16,7 @@ export interface PurgeSummary {
 }
 
 export interface PurgeDeps {
-  readonly store: EventStore;
+  readonly store: EventLog & LedgerReadModel & LedgerMaintenance;
   readonly clock?: () => number;
 }
 
@@ -33,21 +32,6 @@ export interface PurgeOptions {
 
 /** A day: a channel may still resend within it, and a resend after the purge gets E905, not the answer. */
 export const SHORT_RETENTION_MS = 86_400_000;
-
-/** The ledger's bytes on disk when the store is a file (SQLite); 0 when it cannot tell. */
-function bytesOnDisk(store: EventStore): number {
-  const path = (store as { path?: unknown }).path;
-  if (typeof path !== 'string' || path === ':memory:') return 0;
-  let total = 0;
-  for (const p of [path, `${path}-wal`]) {
-    try {
-      total += statSync(p).size;
-    } catch {
-      /* no such file */
-    }
-  }
-  return total;
-}
 
 /**
  * `guidgate purge`: DONE rows whose last event is older than now − retention become PURGED tombstones (the raw
@@ -66,7 +50,7 @@ export async function purgeDone(deps: PurgeDeps, opts: PurgeOptions): Promise<Pu
   const tombstonesBefore = now - opts.tombstoneRetentionMs;
   const summary: PurgeSummary = { purged: 0, tombstonesRemoved: 0, bytesBefore: 0, bytesAfter: 0, dryRun, candidates: 0 };
 
-  const sizeAtStart = bytesOnDisk(store);
+  const sizeAtStart = await store.spaceOnDisk();
   const total = await countRows(store, filter, undefined);
   opts.onProgress?.(0, total);
   let done = 0;

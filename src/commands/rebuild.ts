@@ -1,4 +1,4 @@
-import type { EventStore, ProjectionDifference } from '../events/store.js';
+import type { LedgerMaintenance, ProjectionDifference } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import { stateToRow, type LedgerRow } from '../projections/ledgerRow.js';
 
@@ -26,11 +26,11 @@ export function differenceView(d: ProjectionDifference): DifferenceView {
 }
 
 /** `guidgate rebuild --verify`: the projection compared with a fold of the log; changes nothing. */
-export async function verifyLedger(store: EventStore): Promise<DifferenceView[]> {
+export async function verifyLedger(store: LedgerMaintenance): Promise<DifferenceView[]> {
   return (await store.verifyProjection()).map(differenceView);
 }
 
 /** `guidgate rebuild`: the projection replaced by a fold of the log. */
-export async function rebuildLedger(store: EventStore): Promise<{ rows: number }> {
+export async function rebuildLedger(store: LedgerMaintenance): Promise<{ rows: number }> {
   return store.rebuildProjection();
 }

@@ -1,9 +1,8 @@
-import type { EventStore } from '../events/store.js';
+import type { EventLog, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../relay/accountClient.js';
-import { DEFINITE_CODE } from '../relay/codes.js';
 import { createMetrics, type Metrics } from '../relay/metrics.js';
-import { sendClaimed } from '../relay/relayTransfer.js';
+import { sendClaimed, type SendResult } from '../relay/relayTransfer.js';
 import { countRows, forEachBounded, pagedRows, type RowFilter } from './rows.js';
 
 export interface ReprocessSummary {
@@ -25,7 +24,7 @@ export interface ReprocessSummary {
 export type ReprocessRowOutcome = 'candidate' | 'done' | 'failed' | 'unknown' | 'skipped' | 'ledger-error';
 
 export interface ReprocessDeps {
-  readonly store: EventStore;
+  readonly store: EventLog & LedgerReadModel;
   /** Its call timeout should be `timeoutMs`: that is what the Sent event records for the orphan sweep. */
   readonly account: AccountClient;
   readonly metrics?: Metrics | undefined;
@@ -55,16 +54,27 @@ export function reprocessExitCode(s: ReprocessSummary): 0 | 1 {
   return s.failed > 0 && s.done + s.unknown === 0 ? 1 : 0;
 }
 
-/** The store as `sendClaimed` sees it, telling us whether recording the outcome hit a ledger failure. */
-function watchWrites(store: EventStore): { store: EventStore; failed: () => boolean } {
-  let failed = false;
-  const watched: EventStore = Object.create(store) as EventStore;
-  watched.execute = (guid, command) =>
-    store.execute(guid, command).catch((err: unknown) => {
-      failed = true;
-      throw err;
-    });
-  return { store: watched, failed: () => failed };
+/** How one send counts in the summary, read from what `sendClaimed` says happened. */
+export function countSend(r: SendResult): { outcome: Exclude<ReprocessRowOutcome, 'candidate' | 'skipped'>; detail: string } {
+  if (!r.sent) return { outcome: 'ledger-error', detail: 'the stored request is missing: not sent' };
+  const { call, recorded } = r;
+  // The call was made but its outcome is not in the ledger: the row stays SENT until the sweep makes it UNKNOWN.
+  if (recorded.recorded === 'error') return { outcome: 'ledger-error', detail: 'sent, but the outcome could not be recorded (the sweep will make the row UNKNOWN)' };
+  if (recorded.recorded === false) {
+    // Someone moved first while we called: the row as it is now says how it ended.
+    const now = recorded.state;
+    if (now?.status === 'DONE') return { outcome: 'done', detail: now.code ?? 'DONE' };
+    if (now?.status === 'FAILED') return { outcome: 'failed', detail: 'E902' };
+    return { outcome: 'unknown', detail: now?.status ?? 'E901' };
+  }
+  switch (call.kind) {
+    case 'definite':
+      return { outcome: 'done', detail: call.code };
+    case 'failed':
+      return { outcome: 'failed', detail: 'E902' };
+    case 'unknown':
+      return { outcome: 'unknown', detail: 'E901' };
+  }
 }
 
 /**
@@ -113,23 +123,10 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
       return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
     }
 
-    const watched = watchWrites(store);
-    const reply = await sendClaimed({ store: watched.store, account, metrics, maxAttempts: opts.maxAttempts }, claimed);
-    if (watched.failed() || reply.code === 'E503') {
-      // The call was made but its outcome is not in the ledger: the row stays SENT until the sweep makes it UNKNOWN.
-      summary.ledgerErrors++;
-      return progressed(row, 'ledger-error', reply.code === 'E503' ? 'the stored request is missing: not sent' : 'sent, but the outcome could not be recorded (the sweep will make the row UNKNOWN)');
-    }
-    if (DEFINITE_CODE.test(reply.code)) {
-      summary.done++;
-      return progressed(row, 'done', reply.code);
-    }
-    if (reply.code === 'E902') {
-      summary.failed++;
-      return progressed(row, 'failed', reply.code);
-    }
-    summary.unknown++;
-    return progressed(row, 'unknown', reply.code);
+    const counted = countSend(await sendClaimed({ store, account, metrics }, claimed));
+    if (counted.outcome === 'ledger-error') summary.ledgerErrors++;
+    else summary[counted.outcome]++;
+    return progressed(row, counted.outcome, counted.detail);
   };
 
   try {

@@ -1,8 +1,8 @@
 import { decide, type Command } from '../events/decide.js';
-import type { EventStore } from '../events/store.js';
+import type { EventLog, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
-import type { AccountClient, InquiryOutcome } from '../relay/accountClient.js';
-import { sweepOrphans, type SweepSummary } from '../relay/sweepOrphans.js';
+import type { AccountClient } from '../relay/accountClient.js';
+import { sweepOrphans } from '../relay/sweepOrphans.js';
 import { countRows, forEachBounded, pagedRows, type RowFilter } from './rows.js';
 
 export interface ResolveSummary {
@@ -28,7 +28,7 @@ export interface ResolveSummary {
 export type ResolveRowOutcome = 'candidate' | 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped' | 'ledger-error';
 
 export interface ResolveDeps {
-  readonly store: EventStore;
+  readonly store: EventLog & LedgerReadModel;
   readonly account: AccountClient;
   readonly clock?: () => number;
 }
@@ -51,17 +51,6 @@ export interface ResolveOptions {
 }
 
 /**
- * Did the inquiry get an HTTP answer from the other side? `processed` and `absent` did; an `unknown` did when
- * the client saw a response it could not use (its details then start with `HTTP nnn`, `code …` or
- * `response body over …`, see accountClient.ts); every other `unknown` is a connection that could not be made,
- * was reset, or timed out: the account system could not be reached for that row.
- */
-export function inquiryGotAnswer(outcome: InquiryOutcome): boolean {
-  if (outcome.kind !== 'unknown') return true;
-  return /^(HTTP \d{3}|code |response body over )/.test(outcome.detail);
-}
-
-/**
  * Exit status of a resolve run (CONTRACT.md §5): 0 when the run completed, even if some inquiries failed;
  * 1 when the ledger failed, or when the account system could not be reached for any row, i.e. there was at
  * least one inquiry and not one of them got an answer.
@@ -70,20 +59,6 @@ export function resolveExitCode(s: ResolveSummary): 0 | 1 {
   if (s.ledgerErrors > 0) return 1;
   const answered = s.processed + s.absent + s.skipped + (s.stillUnknown - s.unreachable);
   return s.unreachable > 0 && answered === 0 ? 1 : 0;
-}
-
-/** What `sweepOrphans` would do now, by asking `decide` about each row without appending anything. */
-async function previewSweep(store: EventStore, graceMs: number, now: number): Promise<SweepSummary> {
-  let neverSent = 0;
-  let orphaned = 0;
-  for await (const row of pagedRows(store, { statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1 })) {
-    const decided = decide(row, { type: 'SweepOrphan', graceMs }, now);
-    if (decided._tag === 'Left') continue;
-    const last = decided.right[decided.right.length - 1];
-    if (last?.type === 'ConnectFailed') neverSent++;
-    else if (last?.type === 'TimedOut') orphaned++;
-  }
-  return { neverSent, orphaned };
 }
 
 /**
@@ -118,7 +93,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
   const filter: RowFilter = { statuses: ['UNKNOWN'], sentAtOrBefore: now - opts.minAgeMs };
   let total: number;
   try {
-    const swept = dryRun ? await previewSweep(store, opts.graceMs, now) : await sweepOrphans(store, opts.graceMs, now);
+    const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun });
     summary.swept = { neverSent: swept.neverSent, orphaned: swept.orphaned };
     total = await countRows(store, filter, opts.limit);
   } catch {
@@ -141,9 +116,8 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     const answer = await account.inquire(row.guid);
     if (answer.kind === 'unknown') {
       summary.stillUnknown++;
-      const reached = inquiryGotAnswer(answer);
-      if (!reached) summary.unreachable++;
-      return progressed(row, reached ? 'still-unknown' : 'unreachable', answer.detail);
+      if (!answer.reached) summary.unreachable++;
+      return progressed(row, answer.reached ? 'still-unknown' : 'unreachable', answer.detail);
     }
     const command: Command =
       answer.kind === 'processed'

@@ -1,4 +1,4 @@
-import type { EventStore, LedgerQuery } from '../events/store.js';
+import type { LedgerQuery, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 
 /**
@@ -14,7 +14,7 @@ export type RowFilter = Omit<LedgerQuery, 'afterGuid' | 'limit'>;
  * The ledger rows matching `filter`, in GUID order, read a page at a time (keyset paging on the GUID).
  * Rows that change while the caller works on a page simply stop matching: each row comes at most once.
  */
-export async function* pagedRows(store: EventStore, filter: RowFilter, opts: { limit?: number | undefined; pageSize?: number } = {}): AsyncGenerator<LedgerState> {
+export async function* pagedRows(store: LedgerReadModel, filter: RowFilter, opts: { limit?: number | undefined; pageSize?: number } = {}): AsyncGenerator<LedgerState> {
   const pageSize = Math.max(1, opts.pageSize ?? PAGE_SIZE);
   let remaining = opts.limit ?? Number.POSITIVE_INFINITY;
   let afterGuid: string | undefined;
@@ -29,7 +29,7 @@ export async function* pagedRows(store: EventStore, filter: RowFilter, opts: { l
 }
 
 /** How many rows a run over `filter` will visit (for the progress bar). */
-export async function countRows(store: EventStore, filter: RowFilter, limit: number | undefined): Promise<number> {
+export async function countRows(store: LedgerReadModel, filter: RowFilter, limit: number | undefined): Promise<number> {
   const n = await store.countLedger(filter);
   return limit === undefined ? n : Math.min(n, limit);
 }

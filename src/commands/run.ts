@@ -5,7 +5,8 @@
  */
 import type { Status } from '../events/codecs.js';
 import { LedgerCorruptError, LedgerUnavailableError } from '../events/errors.js';
-import { openSqliteStore, type SqliteEventStore } from '../events/sqlite/sqliteStore.js';
+import { openStore } from '../store/openStore.js';
+import type { EventStore } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import { formatDuration } from '../cli/duration.js';
 import type { AccountClient } from '../relay/accountClient.js';
@@ -39,10 +40,10 @@ export function age(ms: number): string {
 }
 
 /** Opens the ledger, runs `work`, closes it; a ledger that cannot be opened, read or written exits 1. */
-async function withLedger(command: string, db: string, work: (store: SqliteEventStore) => Promise<Exit>): Promise<Exit> {
-  let store: SqliteEventStore;
+async function withLedger(command: string, db: string, work: (store: EventStore) => Promise<Exit>): Promise<Exit> {
+  let store: EventStore;
   try {
-    store = openSqliteStore({ path: db });
+    store = await openStore(db);
   } catch (e) {
     err(`guidgate ${command}: cannot open the ledger at ${db}: ${e instanceof Error ? e.message : String(e)}`);
     return 1;

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { openSqliteStore, type Synchronous } from '../events/sqlite/sqliteStore.js';
+import { openStore } from '../store/openStore.js';
+import type { Synchronous } from '../store/openStore.js';
 import { createAccountClient } from '../relay/accountClient.js';
 import { buildApp } from '../relay/app.js';
 import { createMetrics } from '../relay/metrics.js';
@@ -33,7 +34,7 @@ export interface RunningRelay {
 export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const out = opts.out ?? ((line: string) => process.stdout.write(`${line}\n`));
   // The writer thread keeps commits (fsync) off the event loop that parses and answers requests.
-  const store = openSqliteStore({ path: opts.db, synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: opts.writer ?? 'thread' });
+  const store = await openStore(opts.db, { synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: opts.writer ?? 'thread' });
 
   let simulator: Simulator | null = null;
   let accountUrl = opts.accountUrl;

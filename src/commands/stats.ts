@@ -1,5 +1,5 @@
 import { STATUSES, type Status } from '../events/codecs.js';
-import type { EventStore } from '../events/store.js';
+import type { LedgerReadModel } from '../events/store.js';
 
 export interface OldestRow {
   /** `updated_at` of the oldest row in that status (ms since the epoch). */
@@ -17,7 +17,7 @@ export interface LedgerStats {
 }
 
 /** `guidgate stats`. */
-export async function ledgerStats(store: EventStore, opts: { maxAttempts: number; clock?: () => number }): Promise<LedgerStats> {
+export async function ledgerStats(store: LedgerReadModel, opts: { maxAttempts: number; clock?: () => number }): Promise<LedgerStats> {
   const now = (opts.clock ?? Date.now)();
   const byStatus = await store.countByStatus();
   const deadLetters = await store.countLedger({ statuses: ['FAILED'], attemptsAtLeast: opts.maxAttempts });

@@ -14,8 +14,11 @@ export const STATUSES: readonly Status[] = Object.keys(Status.keys) as Status[];
 
 const NonNegativeInt = t.refinement(t.number, (n) => Number.isSafeInteger(n) && n >= 0, 'NonNegativeInt');
 const PositiveInt = t.refinement(t.number, (n) => Number.isSafeInteger(n) && n >= 1, 'PositiveInt');
-/** A definite answer's code: 0000, B2xx (B then three digits starting with 2) or E500. */
-export const DefiniteCode = t.refinement(t.string, (s) => /^(0000|B2\d\d|E500)$/.test(s), 'DefiniteCode');
+/** A definite answer's code: 0000, B2xx (B then three digits starting with 2) or E500. The one place this rule lives. */
+export function isDefiniteCode(code: string): boolean {
+  return /^(0000|B2\d\d|E500)$/.test(code);
+}
+export const DefiniteCode = t.refinement(t.string, isDefiniteCode, 'DefiniteCode');
 
 const withDetail = <P extends t.Props>(props: P) => t.intersection([t.type(props), t.partial({ detail: t.string })]);
 
@@ -33,9 +36,13 @@ export const AnsweredData = t.type({
 });
 export const TimedOutReason = t.keyof({ timeout: null, reset: null, 'non-definite': null, orphaned: null });
 export type TimedOutReason = t.TypeOf<typeof TimedOutReason>;
+/** Why a call's outcome is unknown, as the account client reports it (`orphaned` is the sweep's alone). */
+export type CallUnknownReason = Exclude<TimedOutReason, 'orphaned'>;
 export const TimedOutData = withDetail({ attempt: PositiveInt, reason: TimedOutReason });
 export const ConnectFailedReason = t.keyof({ refused: null, 'connect-timeout': null, 'never-sent': null });
 export type ConnectFailedReason = t.TypeOf<typeof ConnectFailedReason>;
+/** Why a call certainly never left, as the account client reports it (`never-sent` is the sweep's alone). */
+export type CallFailedReason = Exclude<ConnectFailedReason, 'never-sent'>;
 /** attempt is 0 when a RECEIVED row was swept before any Sent. */
 export const ConnectFailedData = withDetail({ attempt: NonNegativeInt, reason: ConnectFailedReason });
 export const ResolvedData = t.union([

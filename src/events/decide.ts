@@ -1,5 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
-import type { ConnectFailedReason, NewEvent, TimedOutReason } from './codecs.js';
+import { isDefiniteCode, type CallFailedReason, type CallUnknownReason, type NewEvent } from './codecs.js';
 import type { LedgerState } from './state.js';
 
 /** What a caller asks of one GUID's stream. `decide` turns it into events or a refusal. */
@@ -10,8 +10,8 @@ export type Command =
   /** Resend the stored bytes of a RECEIVED or FAILED row (reprocess). */
   | { type: 'Send'; timeoutMs: number; maxAttempts: number }
   | { type: 'RecordAnswer'; attempt: number; code: string; response: string; latencyMs: number }
-  | { type: 'RecordTimeout'; attempt: number; reason: Exclude<TimedOutReason, 'orphaned'>; detail?: string }
-  | { type: 'RecordConnectFailure'; attempt: number; reason: Exclude<ConnectFailedReason, 'never-sent'>; detail?: string }
+  | { type: 'RecordTimeout'; attempt: number; reason: CallUnknownReason; detail?: string }
+  | { type: 'RecordConnectFailure'; attempt: number; reason: CallFailedReason; detail?: string }
   | { type: 'SweepOrphan'; graceMs: number }
   | { type: 'Resolve'; outcome: 'processed'; code: string; response: string }
   | { type: 'Resolve'; outcome: 'absent' }
@@ -31,8 +31,6 @@ export interface Refusal {
   readonly reason: RefusalReason;
   readonly state: LedgerState | null;
 }
-
-const DEFINITE = /^(0000|B2\d\d|E500)$/;
 
 const refuse = (reason: RefusalReason, state: LedgerState | null): E.Either<Refusal, never> => E.left({ reason, state });
 
@@ -69,7 +67,7 @@ export function decide(state: LedgerState | null, command: Command, now: number)
 
     case 'RecordAnswer': {
       if (state === null) return refuse('not-found', state);
-      if (!DEFINITE.test(command.code)) return refuse('not-definite', state);
+      if (!isDefiniteCode(command.code)) return refuse('not-definite', state);
       if (state.attempts !== command.attempt) return refuse('stale-attempt', state);
       if (state.status === 'SENT') {
         return E.right([
@@ -124,7 +122,7 @@ export function decide(state: LedgerState | null, command: Command, now: number)
       if (command.outcome === 'absent') {
         return E.right([{ type: 'Resolved', at: now, data: { source: 'inquiry', outcome: 'absent', code: null, response: null } }]);
       }
-      if (!DEFINITE.test(command.code)) return refuse('not-definite', state);
+      if (!isDefiniteCode(command.code)) return refuse('not-definite', state);
       return E.right([
         { type: 'Resolved', at: now, data: { source: 'inquiry', outcome: 'processed', code: command.code, response: command.response } },
       ]);

@@ -1,4 +1,5 @@
-import type { NewEvent } from './codecs.js';
+import type { NewEvent, StoredEvent } from './codecs.js';
+import { LedgerCorruptError } from './errors.js';
 import type { LedgerState } from './state.js';
 
 export class EvolveError extends Error {
@@ -52,4 +53,19 @@ export function foldEvents(guid: string, events: readonly NewEvent[], initial: L
   let state = initial;
   for (const e of events) state = evolve(state, e, guid);
   return state;
+}
+
+/**
+ * The whole log (in global order) folded into one state per GUID with the same `evolve` the inline projection
+ * uses; a gap in a stream's seqs means the log was changed by something other than guidgate.
+ */
+export function foldLog(events: Iterable<StoredEvent>): Map<string, LedgerState> {
+  const states = new Map<string, LedgerState>();
+  for (const e of events) {
+    const prev = states.get(e.guid) ?? null;
+    const expected = (prev?.lastSeq ?? -1) + 1;
+    if (e.seq !== expected) throw new LedgerCorruptError(`${e.guid}: seq ${e.seq} where ${expected} was due (gap in the log)`);
+    states.set(e.guid, evolve(prev, e, e.guid));
+  }
+  return states;
 }

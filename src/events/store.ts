@@ -2,6 +2,18 @@ import type { Status, NewEvent, StoredEvent } from './codecs.js';
 import type { Command, Refusal } from './decide.js';
 import type { LedgerState } from './state.js';
 
+/**
+ * The store contract, split by who uses it: the relay and the row commands write through `EventLog` and read
+ * through `LedgerReadModel`; `purge` and `rebuild` use `LedgerMaintenance`; whoever opened the store owns its
+ * `StoreLifecycle`. A store value (SQLite today, see src/store/openStore.ts) implements all four; a caller
+ * asks for the narrowest one it needs.
+ *
+ * Every method is async so that an async driver (PostgreSQL) can stand behind it; writes may be grouped into
+ * shared transactions. Failures to reach, read or write the ledger reject with a `StoreError` (errors.ts:
+ * a stable `code` and the `cause`); everything the domain can say (lost a race, refused a transition) comes
+ * back as a value.
+ */
+
 export type AppendResult =
   | { readonly won: true; readonly state: LedgerState; readonly events: readonly StoredEvent[] }
   /** Someone else moved first: `state` is the stream's state now; answer from it. */
@@ -40,38 +52,50 @@ export interface ProjectionDifference {
   readonly rebuilt: LedgerState | null;
 }
 
-/**
- * The ledger as the relay and the commands see it. Every method is async so that an async driver
- * (PostgreSQL) can stand behind the same interface; writes may be grouped into shared transactions.
- * Failures to reach or write the ledger reject with `LedgerUnavailableError`; everything the domain can
- * say (lost a race, refused a transition) comes back as a value.
- */
-export interface EventStore {
+/** The event log: every write goes through here, each append a compare-and-set on the stream's last seq. */
+export interface EventLog {
   /** Compare-and-set append: wins only if the stream's last seq is still `expectedSeq` (-1: no stream yet). */
   appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[]): Promise<AppendResult>;
   /**
-   * Read the state, `decide`, append: one unit of work, the state read inside the write transaction.
-   * When it appends `Purged`, the raw request and response also leave the GUID's earlier events.
+   * Read the state, `decide`, append: one unit of work, the state read inside the write transaction (a claim
+   * is `execute(guid, Submit | Claim)`). When it appends `Purged`, the raw request and response also leave
+   * the GUID's earlier events.
    */
   execute(guid: string, command: Command): Promise<ExecuteResult>;
   readStream(guid: string): Promise<StoredEvent[]>;
   /** The whole log in global order, from after `afterPosition`. */
   readAll(afterPosition: number, limit: number): Promise<StoredEvent[]>;
+}
+
+/** The ledger read model: the inline projection, one row per GUID, updated in the append's transaction. */
+export interface LedgerReadModel {
   getLedger(guid: string): Promise<LedgerState | null>;
   /** Rows matching `query`, in GUID order. */
   queryLedger(query: LedgerQuery): Promise<LedgerState[]>;
   countLedger(query: LedgerQuery): Promise<number>;
-  /** Deletes tombstones (PURGED rows) whose last change is before `before`, with their events. */
-  removeTombstones(before: number): Promise<number>;
-  /** Gives the space freed by purges back to the file system; returns the ledger's size on disk before and after. */
-  reclaimSpace(): Promise<{ bytesBefore: number; bytesAfter: number }>;
   /** Rows per status and the oldest `updated_at` among them (null when none). */
   countByStatus(): Promise<Record<Status, StatusSummary>>;
+}
+
+/** Maintenance: tombstones, space, and the projection checked against (or rebuilt from) the log. */
+export interface LedgerMaintenance {
+  /** Deletes tombstones (PURGED rows) whose last change is before `before`, with their events. */
+  removeTombstones(before: number): Promise<number>;
+  /** The ledger's size on disk in bytes (0 when the store cannot tell). */
+  spaceOnDisk(): Promise<number>;
+  /** Gives the space freed by purges back to the file system; returns the ledger's size on disk before and after. */
+  reclaimSpace(): Promise<{ bytesBefore: number; bytesAfter: number }>;
   /** Replaces the projection with a fold of the log. */
   rebuildProjection(): Promise<{ rows: number }>;
   /** Compares the projection with a fold of the log; changes nothing. */
   verifyProjection(): Promise<ProjectionDifference[]>;
-  /** Resolves when the ledger answers a read. */
+}
+
+export interface StoreLifecycle {
+  /** Resolves when the ledger answers a read and can take writes. */
   ping(): Promise<void>;
   close(): Promise<void>;
 }
+
+/** What opening a ledger gives: every part of the contract. */
+export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, StoreLifecycle {}

@@ -1,22 +1,8 @@
-import type { StoredEvent } from '../events/codecs.js';
-import { LedgerCorruptError } from '../events/errors.js';
-import { evolve } from '../events/evolve.js';
 import type { LedgerState } from '../events/state.js';
 import type { ProjectionDifference } from '../events/store.js';
 import { diffStates } from './ledgerRow.js';
 
-/** Folds the log (in global order) into one state per GUID with the same `evolve` the projection uses. */
-export function foldLog(events: Iterable<StoredEvent>): Map<string, LedgerState> {
-  const states = new Map<string, LedgerState>();
-  for (const e of events) {
-    const prev = states.get(e.guid) ?? null;
-    const expected = (prev?.lastSeq ?? -1) + 1;
-    if (e.seq !== expected) throw new LedgerCorruptError(`${e.guid}: seq ${e.seq} where ${expected} was due (gap in the log)`);
-    states.set(e.guid, evolve(prev, e, e.guid));
-  }
-  return states;
-}
-
+/** The projection's rows against a fold of the log (`foldLog`): what `rebuild --verify` reports. */
 export function compareProjection(rebuilt: Map<string, LedgerState>, rows: readonly LedgerState[]): ProjectionDifference[] {
   const diffs: ProjectionDifference[] = [];
   const seen = new Set<string>();

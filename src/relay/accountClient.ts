@@ -18,18 +18,19 @@ import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'node:http';
 import { isRight } from 'fp-ts/lib/Either.js';
 import * as t from 'io-ts';
-import { DefiniteCode } from '../events/codecs.js';
+import { DefiniteCode, type CallFailedReason, type CallUnknownReason } from '../events/codecs.js';
 import { classifyFailure } from './classifyFailure.js';
 
 export type CallOutcome =
   | { kind: 'definite'; code: string; body: string; status: 200; latencyMs: number } // HTTP 200 + JSON object whose code matches /^(0000|B2\d\d|E500)$/
-  | { kind: 'unknown'; reason: 'timeout' | 'reset' | 'non-definite'; detail: string; latencyMs: number }
-  | { kind: 'failed'; reason: 'refused' | 'connect-timeout'; detail: string; latencyMs: number };
+  | { kind: 'unknown'; reason: CallUnknownReason; detail: string; latencyMs: number }
+  | { kind: 'failed'; reason: CallFailedReason; detail: string; latencyMs: number };
 
 export type InquiryOutcome =
   | { kind: 'processed'; code: string; body: string } // 200 + definite code
   | { kind: 'absent' } // 404
-  | { kind: 'unknown'; detail: string }; // anything else / no answer / network error
+  /** Anything else. `reached`: the account system answered (with something we cannot use), or no answer came at all. */
+  | { kind: 'unknown'; reached: boolean; detail: string };
 
 export interface AccountClientOptions {
   baseUrl: string;
@@ -269,16 +270,17 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
       case 'response': {
         if (result.status === 404) return { kind: 'absent' };
         const d = decodeDefinite(result.status, result.bytes);
-        return d.ok ? { kind: 'processed', code: d.code, body: d.text } : { kind: 'unknown', detail: d.detail };
+        return d.ok ? { kind: 'processed', code: d.code, body: d.text } : { kind: 'unknown', reached: true, detail: d.detail };
       }
       case 'deadline':
-        return { kind: 'unknown', detail: `no complete answer within ${inquiryTimeoutMs}ms` };
+        return { kind: 'unknown', reached: false, detail: `no complete answer within ${inquiryTimeoutMs}ms` };
       case 'local-abort':
-        return { kind: 'unknown', detail: result.detail };
+        // Only an answer we stopped reading (too large) aborts locally: the other side did answer.
+        return { kind: 'unknown', reached: true, detail: result.detail };
       case 'redispatch':
-        return { kind: 'unknown', detail: 'client tried to re-dispatch the request; refused' };
+        return { kind: 'unknown', reached: false, detail: 'client tried to re-dispatch the request; refused' };
       case 'error':
-        return { kind: 'unknown', detail: classifyFailure(result.error).detail };
+        return { kind: 'unknown', reached: false, detail: classifyFailure(result.error).detail };
     }
   }
 

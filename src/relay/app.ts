@@ -3,7 +3,7 @@ import type { EventStore } from '../events/store.js';
 import type { AccountClient } from './accountClient.js';
 import { REPLY_CODES } from './codes.js';
 import type { Metrics } from './metrics.js';
-import { relayTransfer } from './relayTransfer.js';
+import { relayTransfer, type RelayDeps } from './relayTransfer.js';
 import { codeReply, type Reply } from './replies.js';
 import { GUID_PATTERN } from './transferRequest.js';
 
@@ -57,12 +57,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   app.setNotFoundHandler((req, reply) => send(reply, codeReply('E404', undefined, { message: `no route ${req.method} ${req.url.split('?')[0]}` })));
 
+  // Every E503 of a transfer is logged once, with the store error's code and cause.
+  const relayDeps: RelayDeps = { ...deps, log: (line) => app.log.error(line, 'ledger unavailable') };
+
   app.post('/v1/transfers', async (req, reply) => {
     const started = performance.now();
     const header = req.headers['idempotency-key'];
     if (Array.isArray(header)) return send(reply, codeReply('E400', undefined, { message: 'Idempotency-Key given more than once', field: 'Idempotency-Key' }));
     const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    const { reply: r, request } = await relayTransfer(deps, body, header);
+    const { reply: r, request } = await relayTransfer(relayDeps, body, header);
     req.log.info({
       guid: request?.guid,
       code: r.code,
@@ -84,17 +87,19 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       const view = { ...rest, ...(row.status === 'DONE' ? { response } : {}) };
       reply.code(200).header('content-type', 'application/json; charset=utf-8');
       return reply.send(JSON.stringify(view));
-    } catch {
+    } catch (err) {
+      req.log.error({ err }, 'ledger unavailable');
       return send(reply, codeReply('E503', guid));
     }
   });
 
-  app.get('/healthz', async (_req, reply) => {
+  app.get('/healthz', async (req, reply) => {
     try {
       await deps.store.ping();
       reply.code(200).header('content-type', 'application/json; charset=utf-8');
       return reply.send(JSON.stringify({ status: 'ok' }));
-    } catch {
+    } catch (err) {
+      req.log.error({ err }, 'ledger unavailable');
       return send(reply, codeReply('E503', undefined));
     }
   });

@@ -14,9 +14,10 @@
  * A request written to a keep-alive socket that the server had already closed surfaces as ECONNRESET,
  * EPIPE or UND_ERR_SOCKET: UNKNOWN, because nothing proves the server did not read and process it.
  */
+import type { CallFailedReason, CallUnknownReason } from '../events/codecs.js';
 
-export type FailedReason = 'refused' | 'connect-timeout';
-export type UnknownReason = 'timeout' | 'reset' | 'non-definite';
+export type FailedReason = CallFailedReason;
+export type UnknownReason = CallUnknownReason;
 
 export type FailureClass =
   | { outcome: 'FAILED'; reason: FailedReason; detail: string } // certain that no byte of the request was written

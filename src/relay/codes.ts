@@ -14,5 +14,3 @@ export const REPLY_CODES = {
 } as const;
 export type ReplyCode = keyof typeof REPLY_CODES;
 
-/** Codes whose body is the account system's own answer, byte for byte, with HTTP 200. */
-export const DEFINITE_CODE = /^(0000|B2\d\d|E500)$/;

@@ -1,9 +1,9 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
-import type { EventStore } from '../events/store.js';
+import type { LedgerReadModel } from '../events/store.js';
 
 /** Prometheus metrics of one relay. prom-client: the standard exposition format without hand-written text. */
-export function createMetrics(store: EventStore, clock: () => number) {
+export function createMetrics(store: LedgerReadModel, clock: () => number) {
   const registry = new Registry();
   const replies = new Counter({ name: 'guidgate_replies_total', help: 'Replies to channels, by code', labelNames: ['code'], registers: [registry] });
   const calls = new Counter({

@@ -1,4 +1,4 @@
-import type { EventStore } from '../events/store.js';
+import type { EventLog } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { CallOutcome } from './accountClient.js';
 
@@ -14,7 +14,7 @@ export type Recorded =
  * Records the outcome of one call to the account system for `attempt`, by compare-and-set on the row
  * being SENT at that attempt. The relay and `reprocess` both use it: one code path for every send.
  */
-export async function recordOutcome(store: EventStore, guid: string, attempt: number, outcome: CallOutcome): Promise<Recorded> {
+export async function recordOutcome(store: EventLog, guid: string, attempt: number, outcome: CallOutcome): Promise<Recorded> {
   try {
     const result = await store.execute(
       guid,

@@ -1,18 +1,20 @@
 import * as E from 'fp-ts/lib/Either.js';
-import type { EventStore } from '../events/store.js';
+import { decide, type Command } from '../events/decide.js';
+import type { EventLog, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
-import type { AccountClient } from './accountClient.js';
+import type { AccountClient, CallOutcome } from './accountClient.js';
 import type { Metrics } from './metrics.js';
-import { recordOutcome } from './recordOutcome.js';
-import { codeReply, definiteReply, replyForState, type Reply } from './replies.js';
+import { recordOutcome, type Recorded } from './recordOutcome.js';
+import { codeReply, definiteReply, replyForRefusal, replyForState, type Reply } from './replies.js';
 import { decodeTransferRequest, type TransferRequest } from './transferRequest.js';
 
 export interface RelayDeps {
-  readonly store: EventStore;
+  readonly store: EventLog & LedgerReadModel;
   readonly account: AccountClient;
   readonly metrics: Metrics;
   readonly timeoutMs: number;
   readonly maxAttempts: number;
+  /** Where an E503's cause is logged (once per reply); without it the cause is dropped. */
   readonly log?: (line: Record<string, unknown>) => void;
 }
 
@@ -20,6 +22,13 @@ export interface RelayResult {
   readonly reply: Reply;
   /** Known once the body decoded; for the request log. */
   readonly request?: TransferRequest;
+}
+
+/** The ledger failed: E503, the account system not called, and the cause logged once. */
+function ledgerUnavailable(deps: Pick<RelayDeps, 'log'>, guid: string, err: unknown): Reply {
+  const code = typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : 'LEDGER_UNAVAILABLE';
+  deps.log?.({ guid, reply: 'E503', error: code, cause: err instanceof Error ? err.message : String(err) });
+  return codeReply('E503', guid);
 }
 
 /**
@@ -31,64 +40,68 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   if (E.isLeft(decoded)) return { reply: codeReply('E400', undefined, { message: decoded.left.message, field: decoded.left.field }) };
   const request = decoded.right;
   const { store, maxAttempts } = deps;
+  const submit: Command = { type: 'Submit', request: request.body, fingerprint: request.fingerprint, timeoutMs: deps.timeoutMs, maxAttempts };
 
   let existing: LedgerState | null;
   try {
     existing = await store.getLedger(request.guid);
-  } catch {
-    return { reply: codeReply('E503', request.guid), request };
+  } catch (err) {
+    return { reply: ledgerUnavailable(deps, request.guid, err), request };
   }
-  // The common resend paths answer from one read and never touch the write path.
+  // The common resend paths answer from one read and never touch the write path: `decide` on the row read
+  // (pure; the time only stamps events that are not appended here) says whether a write would be refused.
   if (existing !== null) {
-    if (existing.fingerprint !== request.fingerprint) return { reply: codeReply('E904', request.guid), request };
-    if (existing.status !== 'FAILED' || existing.attempts >= maxAttempts) return { reply: replyForState(existing, maxAttempts), request };
+    const refused = decide(existing, submit, 0);
+    if (E.isLeft(refused)) return { reply: replyForRefusal(request.guid, refused.left, maxAttempts), request };
   }
 
   let claimed: LedgerState;
   try {
-    const result = await store.execute(request.guid, {
-      type: 'Submit',
-      request: request.body,
-      fingerprint: request.fingerprint,
-      timeoutMs: deps.timeoutMs,
-      maxAttempts,
-    });
-    if (result.kind === 'refused') {
-      // Someone moved first (another request, another process): answer from the state as it is now.
-      const { reason, state } = result.refusal;
-      if (reason === 'fingerprint-mismatch') return { reply: codeReply('E904', request.guid), request };
-      return { reply: state === null ? codeReply('E503', request.guid) : replyForState(state, maxAttempts), request };
-    }
+    const result = await store.execute(request.guid, submit);
+    // Someone moved first (another request, another process): answer from the state as it is now.
+    if (result.kind === 'refused') return { reply: replyForRefusal(request.guid, result.refusal, maxAttempts), request };
     claimed = result.state;
-  } catch {
-    return { reply: codeReply('E503', request.guid), request };
+  } catch (err) {
+    return { reply: ledgerUnavailable(deps, request.guid, err), request };
   }
 
-  return { reply: await sendClaimed(deps, claimed), request };
+  return { reply: replyForSend(await sendClaimed(deps, claimed)), request };
 }
+
+/** What `sendClaimed` did: not sent (and why), or the call's outcome and what recording it gave. */
+export type SendResult =
+  | { readonly sent: false; readonly guid: string; readonly why: 'no-stored-request' }
+  | { readonly sent: true; readonly guid: string; readonly call: CallOutcome; readonly recorded: Recorded };
 
 /**
  * Sends a row this process has just moved to SENT (its stored bytes, never the resend's) and records the
  * outcome. Shared by the relay and `reprocess`.
  */
-export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'metrics' | 'maxAttempts'>, claimed: LedgerState): Promise<Reply> {
+export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'metrics'>, claimed: LedgerState): Promise<SendResult> {
   const { guid, attempts: attempt } = claimed;
-  if (claimed.request === null) return codeReply('E503', guid);
-  const outcome = await deps.account.transfer(claimed.request);
-  deps.metrics.call(outcome.kind, outcome.latencyMs);
-  const recorded = await recordOutcome(deps.store, guid, attempt, outcome);
+  if (claimed.request === null) return { sent: false, guid, why: 'no-stored-request' };
+  const call = await deps.account.transfer(claimed.request);
+  deps.metrics.call(call.kind, call.latencyMs);
+  return { sent: true, guid, call, recorded: await recordOutcome(deps.store, guid, attempt, call) };
+}
 
+/** The channel's reply to a send (CONTRACT.md §2): the call's outcome if it was recorded, else the ledger's. */
+export function replyForSend(r: SendResult): Reply {
+  // A purged request cannot be sent; nothing left, and the ledger is what is missing.
+  if (!r.sent) return codeReply('E503', r.guid);
+  const { guid, call, recorded } = r;
+  // The call was made but its outcome is not in the ledger: the request did leave.
   if (recorded.recorded === 'error') return codeReply('E901', guid);
   if (recorded.recorded === false) {
     // The row moved while we were calling (the sweep, an inquiry, a later attempt): the ledger is the truth,
     // not this call's answer. An answer to a superseded attempt (an E500 from attempt 1 while attempt 2 is
     // in flight or done) must not reach the channel, and a row an inquiry settled replies with the stored
     // bytes, the same ones every later resend gets.
-    return recorded.state === null ? codeReply('E901', guid) : replyForState(recorded.state, deps.maxAttempts);
+    return recorded.state === null ? codeReply('E901', guid) : replyForState(recorded.state);
   }
-  switch (outcome.kind) {
+  switch (call.kind) {
     case 'definite':
-      return definiteReply(outcome.code, outcome.body, false);
+      return definiteReply(call.code, call.body, false);
     case 'unknown':
       return codeReply('E901', guid);
     case 'failed':

@@ -1,4 +1,5 @@
 import { REPLY_CODES, type ReplyCode } from './codes.js';
+import type { Refusal } from '../events/decide.js';
 import type { LedgerState } from '../events/state.js';
 
 export interface Reply {
@@ -21,10 +22,10 @@ export function definiteReply(code: string, body: string, replayed: boolean): Re
 }
 
 /**
- * What a request for an existing GUID gets, by state (CONTRACT.md §2). FAILED is not here: whether it is
- * sent again depends on the attempt cap and is decided with the ledger's compare-and-set.
+ * What a request for an existing GUID gets, by state (CONTRACT.md §2). Whether a FAILED row is sent again
+ * is `decide`'s (the attempt cap); this only says what its reply is when it is not.
  */
-export function replyForState(state: LedgerState, maxAttempts: number): Reply {
+export function replyForState(state: LedgerState): Reply {
   switch (state.status) {
     case 'DONE':
       return state.response !== null && state.code !== null
@@ -38,6 +39,15 @@ export function replyForState(state: LedgerState, maxAttempts: number): Reply {
     case 'PURGED':
       return codeReply('E905', state.guid, { originalCode: state.code });
     case 'FAILED':
-      return codeReply('E902', state.guid, state.attempts >= maxAttempts ? { message: `not sent; the attempt cap (${maxAttempts}) is used up` } : {});
+      return codeReply('E902', state.guid);
   }
+}
+
+/** The reply to a Submit that `decide` refused: the GUID's request differs, or the row answers as it stands. */
+export function replyForRefusal(guid: string, refusal: Refusal, maxAttempts: number): Reply {
+  const { reason, state } = refusal;
+  if (reason === 'fingerprint-mismatch') return codeReply('E904', guid);
+  if (state === null) return codeReply('E503', guid);
+  if (reason === 'attempt-cap') return codeReply('E902', state.guid, { message: `not sent; the attempt cap (${maxAttempts}) is used up` });
+  return replyForState(state);
 }

@@ -1,4 +1,7 @@
-import type { EventStore } from '../events/store.js';
+import { isRight } from 'fp-ts/lib/Either.js';
+import type { NewEvent } from '../events/codecs.js';
+import { decide, type Command } from '../events/decide.js';
+import type { EventLog, LedgerReadModel } from '../events/store.js';
 
 export interface SweepSummary {
   /** RECEIVED rows that never got their Sent: FAILED (never sent). */
@@ -11,16 +14,22 @@ export interface SweepSummary {
  * Settles the rows a dead process left behind (CONTRACT.md §4). A SENT row is only an orphan once its own
  * call timeout plus the grace has passed: before that its owner may still be waiting for the answer, and
  * after it no owner can be (every call is bounded by its timeout). The decision per row is `decide`'s, taken
- * inside the write transaction, so a row its owner settles meanwhile is left alone.
+ * inside the write transaction, so a row its owner settles meanwhile is left alone. With `dryRun` the same
+ * decision is taken on each row as read, and nothing is appended: what the sweep would do now.
  */
-export async function sweepOrphans(store: EventStore, graceMs: number, now: number): Promise<SweepSummary> {
+export async function sweepOrphans(store: EventLog & LedgerReadModel, graceMs: number, now: number, opts: { readonly dryRun?: boolean } = {}): Promise<SweepSummary> {
   const candidates = await store.queryLedger({ statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1 });
-  const results = await Promise.all(candidates.map((row) => store.execute(row.guid, { type: 'SweepOrphan', graceMs })));
+  const command: Command = { type: 'SweepOrphan', graceMs };
+  const appended: ReadonlyArray<readonly NewEvent[]> = opts.dryRun === true
+    ? candidates.map((row) => {
+        const decided = decide(row, command, now);
+        return isRight(decided) ? decided.right : [];
+      })
+    : (await Promise.all(candidates.map((row) => store.execute(row.guid, command)))).map((r) => (r.kind === 'applied' ? r.events : []));
   let neverSent = 0;
   let orphaned = 0;
-  for (const r of results) {
-    if (r.kind !== 'applied') continue;
-    const last = r.events[r.events.length - 1];
+  for (const events of appended) {
+    const last = events[events.length - 1];
     if (last?.type === 'ConnectFailed') neverSent++;
     else if (last?.type === 'TimedOut') orphaned++;
   }

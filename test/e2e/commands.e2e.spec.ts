@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect, afterEach } from 'vitest';
-import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { REPO_ROOT, runToEnd } from '../support/children.js';
 import { cli, seedRow, sleep, snapshot, transferBody } from '../support/commandsSeed.js';

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Agent } from 'undici';
-import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { makePrng } from '../../src/simulator/faults.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { foldStream, isDefinite, ledgerReader, replyCode } from '../support/model.js';

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { spawn } from 'node:child_process';
 import { childScript, runToEnd, waitForLine } from '../support/children.js';
 import { useTempDir } from '../support/tmp.js';

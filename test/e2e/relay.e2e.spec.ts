@@ -1,7 +1,7 @@
 import { createServer } from 'node:net';
 import Database from 'better-sqlite3';
 import { describe, it, expect, afterEach } from 'vitest';
-import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { REPLY_CODES } from '../../src/relay/codes.js';
 import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';

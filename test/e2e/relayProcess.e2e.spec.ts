@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it, expect, afterEach } from 'vitest';
-import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { REPO_ROOT } from '../support/children.js';
 import { httpRequest, transfer } from '../support/relayHarness.js';

@@ -374,21 +374,21 @@ describe('inquire', () => {
     ['500', 500, '{"code":"E500"}'],
     ['200 non-definite code', 200, '{"code":"E400"}'],
     ['200 not JSON', 200, 'ok'],
-  ])('%s → unknown', async (_n, status, body) => {
+  ])('%s → unknown, the account system reached', async (_n, status, body) => {
     const s = await httpServer((_req, res) => answer(res, status, body));
-    expect((await client({ baseUrl: s.url }).inquire('g-x')).kind).toBe('unknown');
+    expect(await client({ baseUrl: s.url }).inquire('g-x')).toMatchObject({ kind: 'unknown', reached: true });
   });
 
-  it('refused → unknown (an inquiry never fails)', async () => {
+  it('refused → unknown (an inquiry never fails), the account system not reached', async () => {
     const port = await freePort();
-    expect((await client({ baseUrl: `http://127.0.0.1:${port}` }).inquire('g-r')).kind).toBe('unknown');
+    expect(await client({ baseUrl: `http://127.0.0.1:${port}` }).inquire('g-r')).toMatchObject({ kind: 'unknown', reached: false });
   });
 
   it('no answer → unknown after inquiryTimeoutMs', async () => {
     const s = await httpServer(() => undefined);
     const t0 = performance.now();
     const out = await client({ baseUrl: s.url, timeoutMs: 2000, inquiryTimeoutMs: 200 }).inquire('g-t');
-    expect(out.kind).toBe('unknown');
+    expect(out).toMatchObject({ kind: 'unknown', reached: false });
     expect(performance.now() - t0).toBeLessThan(1000);
   });
 });

@@ -5,7 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { describe, it, expect, afterEach } from 'vitest';
-import { openSqliteStore, type SqliteEventStore } from '../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
 import { createAccountClient, type AccountClient } from '../../src/relay/accountClient.js';
 import { purgeDone } from '../../src/commands/purge.js';
 import { reprocessExitCode, reprocessFailed } from '../../src/commands/reprocess.js';

@@ -1,9 +1,14 @@
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { recordOutcome } from '../../src/relay/recordOutcome.js';
 import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
 import { useTempDir } from '../support/tmp.js';
+import { createAccountClient, type AccountClient } from '../../src/relay/accountClient.js';
+import { createMetrics } from '../../src/relay/metrics.js';
+import { replyForSend, sendClaimed } from '../../src/relay/relayTransfer.js';
+import { countSend } from '../../src/commands/reprocess.js';
+import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 
 const submit = { type: 'Submit', request: '{"guid":"L"}', fingerprint: 'f', timeoutMs: 1000, maxAttempts: 3 } as const;
 const answer = { kind: 'definite', code: '0000', body: '{"code":"0000","late":true}', status: 200, latencyMs: 9000 } as const;
@@ -54,5 +59,64 @@ describe('recording an outcome against a row that moved', () => {
     await store.close();
     const r = await recordOutcome(store, 'L', 1, answer);
     expect(r.recorded).toBe('error');
+  });
+});
+
+describe('sendClaimed says what happened; the reply and the reprocess count are read from it', () => {
+  const tmp = useTempDir();
+  const submit = { type: 'Submit', request: '{"guid":"L","from":"ACC-1","to":"ACC-2","amount":100}', fingerprint: 'f', timeoutMs: 2000, maxAttempts: 3 } as const;
+
+  const withSimulator = async (work: (account: AccountClient, sim: Simulator) => Promise<void>): Promise<void> => {
+    const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
+    const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 2000 });
+    try {
+      await work(account, sim);
+    } finally {
+      await account.close();
+      await sim.close();
+    }
+  };
+
+  it('sent and recorded: the definite answer is the reply and counts as done', async () => {
+    const store = openSqliteStore({ path: join(tmp(), 'l.db') });
+    const claimed = await store.execute('L', submit);
+    if (claimed.kind !== 'applied') throw new Error('not claimed');
+    await withSimulator(async (account) => {
+      const r = await sendClaimed({ store, account, metrics: createMetrics(store, Date.now) }, claimed.state);
+      expect(r).toMatchObject({ sent: true, call: { kind: 'definite', code: '0000' }, recorded: { recorded: true, state: { status: 'DONE' } } });
+      const reply = replyForSend(r);
+      expect([reply.status, reply.code, reply.replayed]).toEqual([200, '0000', false]);
+      expect(countSend(r)).toEqual({ outcome: 'done', detail: '0000' });
+    });
+    await store.close();
+  });
+
+  it('sent, but the outcome could not be recorded: E901 (the request left) and a ledger error, never "done"', async () => {
+    const store = openSqliteStore({ path: join(tmp(), 'l.db') });
+    const claimed = await store.execute('L', submit);
+    if (claimed.kind !== 'applied') throw new Error('not claimed');
+    const metrics = createMetrics(store, Date.now);
+    await store.close();
+    await withSimulator(async (account, sim) => {
+      const r = await sendClaimed({ store, account, metrics }, claimed.state);
+      expect(r).toMatchObject({ sent: true, call: { kind: 'definite' }, recorded: { recorded: 'error', error: { code: 'LEDGER_CLOSED' } } });
+      expect(replyForSend(r).code).toBe('E901');
+      expect(countSend(r).outcome).toBe('ledger-error');
+      expect(sim.guidStats('L')).toMatchObject({ calls: 1 });
+    });
+  });
+
+  it('a row without its stored request is not sent: E503 and a ledger error, and the account system is not called', async () => {
+    const store = openSqliteStore({ path: join(tmp(), 'l.db') });
+    const claimed = await store.execute('L', submit);
+    if (claimed.kind !== 'applied') throw new Error('not claimed');
+    await withSimulator(async (account, sim) => {
+      const r = await sendClaimed({ store, account, metrics: createMetrics(store, Date.now) }, { ...claimed.state, request: null });
+      expect(r).toEqual({ sent: false, guid: 'L', why: 'no-stored-request' });
+      expect(replyForSend(r).code).toBe('E503');
+      expect(countSend(r).outcome).toBe('ledger-error');
+      expect(sim.stats().totalCalls).toBe(0);
+    });
+    await store.close();
   });
 });

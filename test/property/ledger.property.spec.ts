@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { decide, type Command } from '../../src/events/decide.js';
 import { evolve } from '../../src/events/evolve.js';
 import type { LedgerState } from '../../src/events/state.js';

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { createAccountClient } from '../../src/relay/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
 import { createMetrics } from '../../src/relay/metrics.js';
@@ -114,11 +114,11 @@ describe('regressions: found while building the schedules', () => {
   /**
    * Two processes opening the same NEW ledger file at once (two `serve`s started together, or `serve` and
    * `resolve`): both read `user_version` 0 before either migrated, and the second then failed with "table
-   * events already exists" (22 of 40 processes in 10 rounds of 4). Fixed in src/events/sqlite/schema.ts: the
+   * events already exists" (22 of 40 processes in 10 rounds of 4). Fixed in src/store/sqlite/schema.ts: the
    * version is read again inside the IMMEDIATE migration transaction.
    */
   it('several processes opening one new ledger file at the same moment all start', async () => {
-    const store = join(REPO_ROOT, 'dist', 'src', 'events', 'sqlite', 'sqliteStore.js');
+    const store = join(REPO_ROOT, 'dist', 'src', 'store', 'sqlite', 'sqliteStore.js');
     const child = (path: string) => `import { openSqliteStore } from ${JSON.stringify(store)};
 process.stdin.once('data', () => {
   try { const s = openSqliteStore({ path: ${JSON.stringify(path)} }); void s.close().then(() => process.exit(0)); }

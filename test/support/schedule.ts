@@ -18,7 +18,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
-import { openSqliteStore, type SqliteEventStore } from '../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { EventStore } from '../../src/events/store.js';
 import { createAccountClient, type AccountClient, type CallOutcome } from '../../src/relay/accountClient.js';
@@ -338,6 +338,7 @@ export function crashable(store: EventStore, dead: () => boolean): EventStore {
     queryLedger: (...a) => (dead() ? gone() : store.queryLedger(...a)),
     countLedger: (...a) => (dead() ? gone() : store.countLedger(...a)),
     removeTombstones: (...a) => (dead() ? gone() : store.removeTombstones(...a)),
+    spaceOnDisk: () => (dead() ? gone() : store.spaceOnDisk()),
     reclaimSpace: () => (dead() ? gone() : store.reclaimSpace()),
     countByStatus: () => (dead() ? gone() : store.countByStatus()),
     rebuildProjection: () => (dead() ? gone() : store.rebuildProjection()),

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { Agent, request } from 'undici';
-import { openSqliteStore, type SqliteEventStore } from '../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
 import { createAccountClient } from '../../src/relay/accountClient.js';
 import { resolveUnknown } from '../../src/commands/resolve.js';
 import { reprocessFailed } from '../../src/commands/reprocess.js';

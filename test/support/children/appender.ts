@@ -3,7 +3,7 @@
  * resolve, purge) in a loop until it is killed. Prints "ready" once the first batch has committed.
  * Args: dbPath guidPrefix
  */
-import { openSqliteStore } from '../../../src/events/sqlite/sqliteStore.js';
+import { openSqliteStore } from '../../../src/store/sqlite/sqliteStore.js';
 import type { Command } from '../../../src/events/decide.js';
 
 const [dbPath, prefix] = process.argv.slice(2);

@@ -1,9 +1,9 @@
 /**
  * Child process for the multi-process race: claims every GUID of a shared list, in its own random order,
  * one transaction per claim, and prints which it won. Prints "ready" once open and starts on "go" from
- * stdin, so that all children start together. Args: dbPath count seed
+ * stdin, so that all children start together. Args: db count seed (db: anything `openStore` takes)
  */
-import { openSqliteStore } from '../../../src/events/sqlite/sqliteStore.js';
+import { openStore } from '../../../src/store/openStore.js';
 
 const [dbPath, countArg, seedArg] = process.argv.slice(2);
 const count = Number(countArg);
@@ -16,7 +16,7 @@ for (let i = guids.length - 1; i > 0; i--) {
   [guids[i], guids[j]] = [guids[j]!, guids[i]!];
 }
 
-const store = openSqliteStore({ path: dbPath!, busyTimeoutMs: 30_000 });
+const store = await openStore(dbPath!, { busyTimeoutMs: 30_000 });
 process.stdout.write('ready\n');
 await new Promise<void>((resolve) => process.stdin.once('data', () => resolve()));
 process.stdin.pause();

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
-import type { LedgerQuery } from '../events/store.js';
-import type { LedgerState } from '../events/state.js';
-import { LEDGER_COLUMNS, rowToState, stateToRow, type LedgerRow } from './ledgerRow.js';
+import type { LedgerQuery } from '../../events/store.js';
+import type { LedgerState } from '../../events/state.js';
+import { LEDGER_COLUMNS, rowToState, stateToRow, type LedgerRow } from '../../projections/ledgerRow.js';
 
 const placeholders = LEDGER_COLUMNS.map((c) => `@${c}`).join(', ');
 const updates = LEDGER_COLUMNS.filter((c) => c !== 'guid').map((c) => `${c} = excluded.${c}`).join(', ');

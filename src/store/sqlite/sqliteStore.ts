@@ -4,13 +4,13 @@ import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import * as t from 'io-ts';
 import { isLeft } from 'fp-ts/lib/Either.js';
-import { STATUSES, Status, type NewEvent, type StoredEvent } from '../codecs.js';
-import type { Command } from '../decide.js';
-import { LedgerCorruptError, LedgerUnavailableError } from '../errors.js';
-import type { LedgerState } from '../state.js';
-import type { AppendResult, EventStore, ExecuteResult, LedgerQuery, ProjectionDifference, StatusSummary } from '../store.js';
-import { ledgerTable } from '../../projections/ledgerTable.js';
-import { foldLog, compareProjection } from '../../projections/rebuild.js';
+import { STATUSES, Status, type NewEvent, type StoredEvent } from '../../events/codecs.js';
+import type { Command } from '../../events/decide.js';
+import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
+import type { LedgerState } from '../../events/state.js';
+import type { AppendResult, EventStore, ExecuteResult, LedgerQuery, ProjectionDifference, StatusSummary } from '../../events/store.js';
+import { ledgerTable } from './ledgerTable.js';
+import { compareProjection } from '../../projections/rebuild.js';
 import { eventsTable } from './appendEvents.js';
 import { rowToEvent } from './eventRows.js';
 import { openDatabase, unavailable, type Synchronous } from './openDatabase.js';
@@ -65,7 +65,7 @@ function writerScript(): string {
   const here = fileURLToPath(import.meta.url);
   const js = here.replace(/sqliteStore\.(ts|js)$/, 'writerWorker.js');
   if (here.endsWith('.js') && existsSync(js)) return js;
-  const dist = js.replace(/([\\/])src([\\/]events[\\/]sqlite[\\/])/, '$1dist$1src$2');
+  const dist = js.replace(/([\\/])src([\\/]store[\\/]sqlite[\\/])/, '$1dist$1src$2');
   if (!existsSync(dist)) throw new LedgerUnavailableError(`writer thread script ${dist} is missing: run npm run build`);
   return dist;
 }
@@ -207,22 +207,20 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   let closed = false;
 
   function write<O extends WriteOp>(op: O): Promise<WriteResult<O>> {
-    if (closed) return Promise.reject(new LedgerUnavailableError('ledger is closed'));
+    if (closed) return Promise.reject(new LedgerClosedError());
     return w.submit(op) as Promise<WriteResult<O>>;
   }
 
-  function read<T>(what: string, fn: () => T): Promise<T> {
+  /** Runs `fn` on this thread's connection: reads, and the few maintenance steps that cannot run in a batch. */
+  function onConnection<T>(what: string, fn: () => T): Promise<T> {
     try {
-      if (closed) throw new LedgerUnavailableError('ledger is closed');
+      if (closed) throw new LedgerClosedError();
       return Promise.resolve(fn());
     } catch (err) {
       return Promise.reject(err instanceof LedgerCorruptError ? err : unavailable(err, what));
     }
   }
-
-  function foldWholeLog(): Map<string, LedgerState> {
-    return foldLog(events.all(-1, Number.MAX_SAFE_INTEGER).map(rowToEvent));
-  }
+  const read = <T>(fn: () => T) => onConnection('read', fn);
 
   return {
     path,
@@ -234,25 +232,29 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
       return write({ op: 'execute', guid, command, now: clock() });
     },
     readStream(guid: string): Promise<StoredEvent[]> {
-      return read('read', () => events.stream(guid).map(rowToEvent));
+      return read(() => events.stream(guid).map(rowToEvent));
     },
     readAll(afterPosition: number, limit: number): Promise<StoredEvent[]> {
-      return read('read', () => events.all(afterPosition, limit).map(rowToEvent));
+      return read(() => events.all(afterPosition, limit).map(rowToEvent));
     },
     getLedger(guid: string) {
-      return read('read', () => ledger.read(guid));
+      return read(() => ledger.read(guid));
     },
     queryLedger(query: LedgerQuery) {
-      return read('read', () => ledger.query(query));
+      return read(() => ledger.query(query));
     },
     countLedger(query: LedgerQuery) {
-      return read('read', () => ledger.count(query));
+      return read(() => ledger.count(query));
     },
     removeTombstones(before: number) {
       return write({ op: 'removeTombstones', before });
     },
+    spaceOnDisk() {
+      return onConnection('size', () => fileBytes(path));
+    },
     reclaimSpace() {
-      return read('vacuum', () => {
+      // Not a batch unit: a WAL checkpoint cannot run inside the writer's transaction.
+      return onConnection('vacuum', () => {
         const bytesBefore = fileBytes(path);
         db.pragma('incremental_vacuum');
         // Fold the WAL back into the file and truncate it, so the freed pages leave the disk too.
@@ -261,7 +263,7 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
       });
     },
     countByStatus() {
-      return read('read', () => {
+      return read(() => {
         const summary = Object.fromEntries(STATUSES.map((s) => [s, { count: 0, oldestUpdatedAt: null }])) as Record<Status, StatusSummary>;
         for (const raw of ledger.countByStatus()) {
           const row = StatusCount.decode(raw);
@@ -276,10 +278,10 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     },
     verifyProjection(): Promise<ProjectionDifference[]> {
       // One read transaction: the log and the projection are compared as of the same instant.
-      return read('verify', () => db.transaction(() => compareProjection(foldWholeLog(), ledger.query({})))());
+      return onConnection('verify', () => db.transaction(() => compareProjection(events.foldAll(), ledger.query({})))());
     },
     ping() {
-      return read('ping', () => {
+      return onConnection('ping', () => {
         if (!w.healthy()) throw new LedgerUnavailableError('ledger writer thread is not running');
         db.prepare('SELECT 1').get();
       });

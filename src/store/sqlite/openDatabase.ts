@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { LedgerUnavailableError } from '../errors.js';
+import { LedgerUnavailableError } from '../../events/errors.js';
 import { migrate } from './schema.js';
 
 export type Synchronous = 'FULL' | 'NORMAL' | 'EXTRA';

@@ -1,14 +1,12 @@
 import Database from 'better-sqlite3';
-import type { NewEvent, StoredEvent } from '../codecs.js';
-import { decide, type Command } from '../decide.js';
-import { LedgerCorruptError, LedgerUnavailableError } from '../errors.js';
-import { evolve } from '../evolve.js';
-import type { AppendResult, ExecuteResult } from '../store.js';
-import { ledgerTable } from '../../projections/ledgerTable.js';
+import type { NewEvent, StoredEvent } from '../../events/codecs.js';
+import { decide, type Command } from '../../events/decide.js';
+import { LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
+import { foldEvents } from '../../events/evolve.js';
+import type { AppendResult, ExecuteResult } from '../../events/store.js';
+import { ledgerTable } from './ledgerTable.js';
 import { stateToRow } from '../../projections/ledgerRow.js';
-import { foldLog } from '../../projections/rebuild.js';
 import { eventsTable, isUniqueViolation } from './appendEvents.js';
-import { rowToEvent } from './eventRows.js';
 
 /** A unit of work for the writer; plain data, so it can cross to a worker thread. */
 export type WriteOp =
@@ -81,8 +79,7 @@ export function createWriteEngine(db: Database.Database) {
   function appendInTx(guid: string, expectedSeq: number, newEvents: readonly NewEvent[]): AppendResult {
     const current = ledger.read(guid);
     if ((current?.lastSeq ?? -1) !== expectedSeq) return { won: false, state: current };
-    let state = current;
-    for (const e of newEvents) state = evolve(state, e, guid);
+    const state = foldEvents(guid, newEvents, current);
     if (state === null || newEvents.length === 0) return { won: false, state: current };
     const encoded = events.encode(guid, expectedSeq + 1, newEvents);
     const row = stateToRow(state);
@@ -115,12 +112,13 @@ export function createWriteEngine(db: Database.Database) {
         const decided = decide(state, w.command, w.now);
         if (decided._tag === 'Left') return { kind: 'refused', refusal: decided.left } satisfies ExecuteResult;
         const result = appendInTx(w.guid, state?.lastSeq ?? -1, decided.right);
-        // Unreachable while we hold the write lock; if it happens, the answer is "someone moved first".
+        // Lost although we hold the write lock: the projection is behind the log (its row promised a seq the
+        // log's unique key already holds). Someone moved first; answer from the state as it is now.
         if (!result.won) return { kind: 'refused', refusal: { reason: 'exists', state: result.state } } satisfies ExecuteResult;
         return { kind: 'applied', state: result.state, events: result.events } satisfies ExecuteResult;
       }
       case 'rebuild': {
-        const folded = foldLog(events.all(-1, Number.MAX_SAFE_INTEGER).map(rowToEvent));
+        const folded = events.foldAll();
         deleteLedger.run();
         for (const state of folded.values()) ledger.write(state);
         return { rows: folded.size };

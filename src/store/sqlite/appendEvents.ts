@@ -1,5 +1,8 @@
 import type Database from 'better-sqlite3';
-import type { NewEvent, StoredEvent } from '../codecs.js';
+import type { NewEvent, StoredEvent } from '../../events/codecs.js';
+import { foldLog } from '../../events/evolve.js';
+import type { LedgerState } from '../../events/state.js';
+import { rowToEvent } from './eventRows.js';
 
 /**
  * The SQL of the log. `insert` appends one event at an explicit seq; the UNIQUE (guid, seq) key makes a
@@ -59,6 +62,10 @@ export function eventsTable(db: Database.Database) {
     },
     all(afterPosition: number, limit: number): unknown[] {
       return selectAll.all(afterPosition, limit);
+    },
+    /** The whole log folded into one state per GUID: what rebuild writes and verify compares. */
+    foldAll(): Map<string, LedgerState> {
+      return foldLog(selectAll.all(-1, Number.MAX_SAFE_INTEGER).map(rowToEvent));
     },
   };
 }

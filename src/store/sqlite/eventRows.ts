@@ -1,7 +1,7 @@
 import * as t from 'io-ts';
 import { isLeft } from 'fp-ts/lib/Either.js';
-import { eventDataCodecs, type EventType, type StoredEvent } from '../codecs.js';
-import { LedgerCorruptError } from '../errors.js';
+import { eventDataCodecs, type EventType, type StoredEvent } from '../../events/codecs.js';
+import { LedgerCorruptError } from '../../events/errors.js';
 
 const Int = t.refinement(t.number, Number.isSafeInteger, 'Int');
 const EventRowCodec = t.type({

@@ -1,0 +1,306 @@
+/**
+ * The store contract (src/events/store.ts) as tests, written once. Every store runs it by passing a factory:
+ * `describeStoreContract('SQLite', sqliteFactory)`; a PostgreSQL factory creates and drops a database.
+ */
+import { spawn } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Command } from '../../src/events/decide.js';
+import type { StoreErrorCode } from '../../src/events/errors.js';
+import type { EventStore } from '../../src/events/store.js';
+import { childScript, runToEnd, spawnNode, waitForLine } from '../support/children.js';
+
+/**
+ * Changes made behind the store's back, the way a bug, an operator or another program could: the only
+ * way to show that the store notices (or survives) them. Each store implements them in its own terms.
+ */
+export interface StoreBackdoor {
+  /** The projection row says `lastSeq` although the log holds more: a projection behind the log. */
+  setProjectionSeq(guid: string, lastSeq: number): Promise<void>;
+  setProjectionStatus(guid: string, status: string, code: string | null): Promise<void>;
+  deleteProjectionRow(guid: string): Promise<void>;
+  /** An event written straight into the log, with no projection row. */
+  insertEvent(guid: string, seq: number, type: string, data: string): Promise<void>;
+  /** Every event's data of `guid` as stored, joined: what an auditor with the file would read. */
+  rawEventData(guid: string): Promise<string>;
+  /** From now on the store itself fails when it writes the projection row of `guid` (a failure mid-unit). */
+  failProjectionWritesOf(guid: string): Promise<void>;
+}
+
+export interface StoreFixture {
+  /** The `--db` value of this ledger: child processes open it with `openStore`. */
+  readonly db: string;
+  /** Opens (again) the same ledger. Every store opened here is closed by the suite. */
+  open(options?: { clock?: () => number }): Promise<EventStore>;
+  readonly backdoor: StoreBackdoor;
+}
+
+/** Makes a fresh, empty ledger per test, and removes it afterwards (async: a server may create a database). */
+export interface StoreFactory {
+  create(): Promise<StoreFixture>;
+  dispose(fixture: StoreFixture): Promise<void>;
+}
+
+const submit = (fp = 'fp', request = '{"guid":"g"}'): Command => ({ type: 'Submit', request, fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
+const sent = (at: number) => ({ type: 'Sent' as const, at, data: { attempt: 1, timeoutMs: 1 } });
+const claimed = (at: number, request = 'r', fingerprint = 'f') => ({ type: 'Claimed' as const, at, data: { request, fingerprint } });
+
+async function rejectsWith(p: Promise<unknown>, code: StoreErrorCode): Promise<void> {
+  const err: unknown = await p.then(
+    () => new Error('resolved, expected a rejection'),
+    (e: unknown) => e,
+  );
+  expect(err).toMatchObject({ code });
+}
+
+export function describeStoreContract(name: string, factory: StoreFactory): void {
+  describe(`store contract: ${name}`, () => {
+    let fixture: StoreFixture | undefined;
+    const stores: EventStore[] = [];
+
+    afterEach(async () => {
+      while (stores.length) await stores.pop()!.close();
+      if (fixture !== undefined) await factory.dispose(fixture);
+      fixture = undefined;
+    });
+
+    const fresh = async (): Promise<StoreFixture> => (fixture = await factory.create());
+    const open = async (f: StoreFixture, options?: { clock?: () => number }): Promise<EventStore> => {
+      const store = await f.open(options);
+      stores.push(store);
+      return store;
+    };
+
+    describe('event log: claim and compare-and-set', () => {
+      it('the claim is one append: of 50 concurrent Submits of one GUID exactly one wins, the others see it exists', async () => {
+        const store = await open(await fresh());
+        const results = await Promise.all(Array.from({ length: 50 }, () => store.execute('g', submit())));
+        expect(results.filter((r) => r.kind === 'applied')).toHaveLength(1);
+        expect(results.filter((r) => r.kind === 'refused' && r.refusal.reason === 'exists')).toHaveLength(49);
+        expect((await store.readStream('g')).map((e) => [e.seq, e.type])).toEqual([[0, 'Claimed'], [1, 'Sent']]);
+      });
+
+      it('processes racing to claim the same GUIDs: each GUID is claimed by exactly one of them', async () => {
+        const f = await fresh();
+        // Set up the ledger first, so that the children race on claims, not on creating it.
+        await (await open(f)).close();
+        stores.length = 0;
+        const count = 300;
+        const children = [1, 2, 3].map((seed) => spawn(process.execPath, [childScript('claimer'), f.db, String(count), String(seed * 7919)], { stdio: ['pipe', 'pipe', 'pipe'] }));
+        try {
+          await Promise.all(children.map((c) => waitForLine(c, 'ready')));
+          const done = children.map((c) => runToEnd(c));
+          for (const c of children) c.stdin!.write('go\n');
+          const won = (await Promise.all(done)).map((r) => {
+            expect(r.code, r.stderr).toBe(0);
+            return (JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{'))!) as { won: string[] }).won;
+          });
+          const all = won.flat();
+          expect(all).toHaveLength(count);
+          expect(new Set(all).size).toBe(count);
+          // The race was real: more than one process won something.
+          expect(won.filter((w) => w.length > 0).length).toBeGreaterThan(1);
+        } finally {
+          for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+        }
+        const store = await open(f);
+        const log = await store.readAll(-1, 10 * count);
+        expect(log.filter((e) => e.type === 'Claimed')).toHaveLength(count);
+        expect(log.filter((e) => e.type === 'Sent')).toHaveLength(count);
+        expect(await store.verifyProjection()).toEqual([]);
+      }, 120_000);
+
+      it('an append at a stale or future seq loses, as a value carrying the state now, and writes nothing', async () => {
+        const store = await open(await fresh());
+        expect((await store.appendEvents('g', -1, [claimed(1)])).won).toBe(true);
+        const again = await store.appendEvents('g', -1, [claimed(2, 'r2', 'f2')]);
+        expect(again).toEqual({ won: false, state: expect.objectContaining({ guid: 'g', lastSeq: 0, request: 'r', fingerprint: 'f' }) });
+        expect(await store.appendEvents('g', 5, [sent(3)])).toEqual({ won: false, state: expect.objectContaining({ lastSeq: 0 }) });
+        expect((await store.readStream('g')).map((e) => e.seq)).toEqual([0]);
+        const next = await store.appendEvents('g', 0, [sent(3)]);
+        expect(next).toMatchObject({ won: true, state: { status: 'SENT', lastSeq: 1 }, events: [{ guid: 'g', seq: 1, type: 'Sent' }] });
+        expect((await store.readStream('g')).map((e) => e.seq)).toEqual([0, 1]);
+      });
+
+      it('a projection behind the log: the append loses and never overwrites the log', async () => {
+        const f = await fresh();
+        const store = await open(f);
+        await store.execute('g', submit());
+        await f.backdoor.setProjectionSeq('g', 0);
+        const r = await store.appendEvents('g', 0, [sent(3)]);
+        expect(r.won).toBe(false);
+        // The same through decide: the lost append comes back as a refusal with the state now.
+        const e = await store.execute('g', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
+        expect(e.kind).toBe('refused');
+        expect((await store.readStream('g')).map((ev) => [ev.seq, ev.type])).toEqual([[0, 'Claimed'], [1, 'Sent']]);
+      });
+
+      it('readAll pages the whole log in global order', async () => {
+        const store = await open(await fresh());
+        for (const g of ['b', 'a', 'c']) await store.execute(g, submit(g));
+        const all = await store.readAll(-1, 100);
+        expect(all.map((e) => [e.guid, e.seq])).toEqual([['b', 0], ['b', 1], ['a', 0], ['a', 1], ['c', 0], ['c', 1]]);
+        const page = await store.readAll(all[1]!.position, 2);
+        expect(page.map((e) => [e.guid, e.seq])).toEqual([['a', 0], ['a', 1]]);
+      });
+    });
+
+    describe('batch isolation', () => {
+      it('a unit the domain refuses to fold fails alone; the others in its batch commit', async () => {
+        const store = await open(await fresh());
+        const [a, bad, b] = await Promise.allSettled([
+          store.execute('a', submit()),
+          // Sent before Claimed: evolve throws; only this unit fails.
+          store.appendEvents('x', -1, [sent(1)]),
+          store.execute('b', submit()),
+        ]);
+        expect([a.status, bad.status, b.status]).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+        expect(await store.readStream('x')).toEqual([]);
+        expect((await store.queryLedger({})).map((r) => r.guid)).toEqual(['a', 'b']);
+      });
+
+      it('an append of several events that meets a taken seq partway leaves none of its own events; the rest of the batch commits', async () => {
+        const f = await fresh();
+        const store = await open(f);
+        // A stray event at seq 1 with no seq 0 and no projection row: Claimed (seq 0) goes in, Sent (seq 1) cannot.
+        await f.backdoor.insertEvent('x', 1, 'Sent', '{"attempt":1,"timeoutMs":1}');
+        const [a, x, b] = await Promise.all([store.execute('a', submit()), store.execute('x', submit()), store.execute('b', submit())]);
+        expect([a.kind, x.kind, b.kind]).toEqual(['applied', 'refused', 'applied']);
+        expect((await store.readStream('x')).map((e) => [e.seq, e.type])).toEqual([[1, 'Sent']]);
+        expect(await store.getLedger('x')).toBeNull();
+        expect((await store.readStream('a')).map((e) => e.seq)).toEqual([0, 1]);
+      });
+
+      it('the store failing mid-unit fails the whole batch as LEDGER_UNAVAILABLE: nothing of any unit in it is durable', async () => {
+        const f = await fresh();
+        const store = await open(f);
+        await f.backdoor.failProjectionWritesOf('boom');
+        const results = await Promise.allSettled([store.execute('a', submit()), store.execute('boom', submit()), store.execute('b', submit())]);
+        for (const r of results) {
+          expect(r.status).toBe('rejected');
+          if (r.status === 'rejected') expect(r.reason).toMatchObject({ code: 'LEDGER_UNAVAILABLE' });
+        }
+        expect(await store.readAll(-1, 100)).toEqual([]);
+        expect(await store.queryLedger({})).toEqual([]);
+        expect((await store.execute('a', submit())).kind).toBe('applied');
+      });
+    });
+
+    describe('crash recovery', () => {
+      it('reopened after a writer was SIGKILLed mid-load: every acknowledged append is there, and the projection equals the log', async () => {
+        const f = await fresh();
+        await (await open(f)).close();
+        stores.length = 0;
+        const child = spawnNode(childScript('acker'), [f.db, 'k']);
+        let acked = '';
+        child.stdout!.on('data', (d: Buffer) => (acked += d.toString()));
+        try {
+          await waitForLine(child, 'ready');
+          await new Promise((r) => setTimeout(r, 50 + Math.floor(Math.random() * 150)));
+        } finally {
+          const exited = new Promise((r) => child.once('exit', r));
+          child.kill('SIGKILL');
+          await exited;
+        }
+        const guids = acked.split('\n').filter((l) => l.startsWith('k-'));
+        expect(guids.length).toBeGreaterThan(0);
+        const store = await open(f);
+        for (const g of guids) expect((await store.readStream(g)).map((e) => e.type), g).toEqual(['Claimed', 'Sent']);
+        expect(await store.verifyProjection()).toEqual([]);
+        // Nothing half-written either: every stream in the log is whole.
+        const log = await store.readAll(-1, 1_000_000);
+        for (const g of new Set(log.map((e) => e.guid))) expect((await store.readStream(g)).length, g).toBe(2);
+      }, 60_000);
+    });
+
+    describe('read model', () => {
+      it('query by status, age and attempts; counts and the oldest row per status', async () => {
+        let now = 1000;
+        const store = await open(await fresh(), { clock: () => now });
+        await store.execute('a', submit());
+        now = 2000;
+        await store.execute('b', submit());
+        await store.execute('b', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
+        expect((await store.queryLedger({ statuses: ['SENT'] })).map((r) => r.guid)).toEqual(['a']);
+        expect((await store.queryLedger({ statuses: ['SENT', 'UNKNOWN'], updatedBefore: 2000 })).map((r) => r.guid)).toEqual(['a']);
+        expect((await store.queryLedger({ sentAtOrBefore: 1999 })).map((r) => r.guid)).toEqual(['a']);
+        expect((await store.queryLedger({ attemptsBelow: 1 })).map((r) => r.guid)).toEqual([]);
+        expect((await store.queryLedger({ attemptsAtLeast: 1, afterGuid: 'a', limit: 5 })).map((r) => r.guid)).toEqual(['b']);
+        expect(await store.queryLedger({ attemptsAtLeast: 2 })).toEqual([]);
+        expect((await store.queryLedger({ afterGuid: 'a', limit: 1 })).map((r) => r.guid)).toEqual(['b']);
+        expect(await store.queryLedger({ statuses: [] })).toEqual([]);
+        expect(await store.countLedger({ statuses: ['SENT', 'UNKNOWN'] })).toBe(2);
+        expect(await store.countByStatus()).toMatchObject({ SENT: { count: 1, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
+      });
+
+      it('rows read back are decoded, not cast: a row changed behind the store is LEDGER_CORRUPT, not a state', async () => {
+        const f = await fresh();
+        const store = await open(f);
+        await store.execute('a', submit());
+        await f.backdoor.setProjectionStatus('a', 'BOGUS', null);
+        await rejectsWith(store.getLedger('a'), 'LEDGER_CORRUPT');
+      });
+    });
+
+    describe('maintenance', () => {
+      it('rebuild reproduces the projection from the log; verify names every row that differs, and changes nothing', async () => {
+        const f = await fresh();
+        const store = await open(f);
+        for (const g of ['a', 'b', 'c']) await store.execute(g, submit());
+        await store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"ok":1}', latencyMs: 3 });
+        await store.execute('b', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' });
+        expect(await store.verifyProjection()).toEqual([]);
+        await f.backdoor.setProjectionStatus('a', 'FAILED', 'E902');
+        await f.backdoor.deleteProjectionRow('c');
+        const diffs = await store.verifyProjection();
+        expect(diffs.map((d) => [d.guid, d.kind, d.columns])).toEqual([
+          ['a', 'differs', ['status', 'code']],
+          ['c', 'missing', []],
+        ]);
+        expect((await store.getLedger('a'))?.status).toBe('FAILED');
+        expect(await store.rebuildProjection()).toEqual({ rows: 3 });
+        expect(await store.verifyProjection()).toEqual([]);
+        expect(await store.getLedger('a')).toMatchObject({ status: 'DONE', code: '0000', response: '{"ok":1}' });
+        expect(await store.getLedger('c')).toMatchObject({ status: 'SENT', attempts: 1 });
+      });
+
+      it('Purged takes the raw request and response out of the log too; tombstones go with their events after their retention', async () => {
+        let now = 1000;
+        const f = await fresh();
+        const store = await open(f, { clock: () => now });
+        await store.execute('a', submit('fa', '{"guid":"a","from":"ACC-SECRET"}'));
+        await store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"code":"0000","bal":42}', latencyMs: 3 });
+        await store.execute('keep', submit('fk', '{"guid":"keep","from":"ACC-KEPT"}'));
+        expect(await f.backdoor.rawEventData('a')).toContain('ACC-SECRET');
+        now = 5000;
+        expect((await store.execute('a', { type: 'Purge', retentionMs: 1000 })).kind).toBe('applied');
+        const raw = await f.backdoor.rawEventData('a');
+        expect(raw).not.toContain('ACC-SECRET');
+        expect(raw).not.toContain('bal');
+        expect(await f.backdoor.rawEventData('keep')).toContain('ACC-KEPT');
+        expect(await store.getLedger('a')).toMatchObject({ status: 'PURGED', code: '0000', fingerprint: 'fa', request: null, response: null, createdAt: 1000, updatedAt: 5000 });
+        expect(await store.verifyProjection()).toEqual([]);
+        expect(await store.removeTombstones(5000)).toBe(0);
+        expect(await store.removeTombstones(5001)).toBe(1);
+        expect(await store.readStream('a')).toEqual([]);
+        expect(await store.getLedger('a')).toBeNull();
+        expect((await store.readStream('keep')).length).toBe(2);
+        expect(await store.spaceOnDisk()).toBeGreaterThanOrEqual(0);
+      });
+    });
+
+    describe('lifecycle', () => {
+      it('ping answers while open; after close (twice at once) every call is LEDGER_CLOSED', async () => {
+        const f = await fresh();
+        const store = await f.open();
+        await expect(store.ping()).resolves.toBeUndefined();
+        await store.execute('a', submit());
+        await expect(Promise.all([store.close(), store.close()])).resolves.toEqual([undefined, undefined]);
+        await rejectsWith(store.ping(), 'LEDGER_CLOSED');
+        await rejectsWith(store.getLedger('a'), 'LEDGER_CLOSED');
+        await rejectsWith(store.execute('b', submit()), 'LEDGER_CLOSED');
+        // What was acknowledged before the close is there when it opens again.
+        expect((await (await open(f)).getLedger('a'))?.status).toBe('SENT');
+      });
+    });
+  });
+}

@@ -1,0 +1,42 @@
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { describe, it, expect } from 'vitest';
+import { openStore } from '../../src/store/openStore.js';
+import { buildApp } from '../../src/relay/app.js';
+import { createAccountClient } from '../../src/relay/accountClient.js';
+import { createMetrics } from '../../src/relay/metrics.js';
+import { startSimulator } from '../../src/simulator/index.js';
+import { useTempDir } from '../support/tmp.js';
+
+describe('a ledger that cannot be written', () => {
+  const tmp = useTempDir();
+
+  it('every E503 of a transfer is logged once, with the store error code and its cause; the account system is not called', async () => {
+    const store = await openStore(join(tmp(), 'l.db'));
+    const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
+    const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
+    const lines: Array<Record<string, unknown>> = [];
+    const stream = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        for (const l of chunk.toString().split('\n')) if (l.trim() !== '') lines.push(JSON.parse(l) as Record<string, unknown>);
+        done();
+      },
+    });
+    const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3, logger: { level: 'info', stream } });
+    try {
+      await store.close();
+      const body = JSON.stringify({ guid: 'u-1', from: 'ACC-1', to: 'ACC-2', amount: 5 });
+      const res = await app.inject({ method: 'POST', url: '/v1/transfers', headers: { 'content-type': 'application/json' }, payload: body });
+      expect([res.statusCode, (res.json() as { code: string; guid: string }).code, (res.json() as { guid: string }).guid]).toEqual([503, 'E503', 'u-1']);
+      const unavailable = lines.filter((l) => l['msg'] === 'ledger unavailable');
+      expect(unavailable).toHaveLength(1);
+      expect(unavailable[0]).toMatchObject({ guid: 'u-1', reply: 'E503', error: 'LEDGER_CLOSED', cause: 'ledger is closed' });
+      expect(JSON.stringify(lines)).not.toContain('ACC-1');
+      expect(sim.stats().totalCalls).toBe(0);
+    } finally {
+      await app.close();
+      await account.close();
+      await sim.close();
+    }
+  });
+});

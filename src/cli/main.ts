@@ -1,6 +1,7 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { STATUSES, type Status } from '../events/codecs.js';
 import { choiceArg, DEFAULT_DB, durationArg, flag, intArg } from './options.js';
+import { registerKeysCommand } from './keys.js';
 
 const program = new Command('guidgate')
   .description('A durable GUID ledger in front of a non-idempotent account system')
@@ -191,6 +192,8 @@ program
   .action(async (o: { verify?: boolean; db: string; json?: boolean }) => {
     setExit(await (await run()).runRebuild(o));
   });
+
+registerKeysCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,5 +1,6 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventStore } from '../events/store.js';
+import { isSameClaim } from '../events/decide.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from './accountClient.js';
 import type { Metrics } from './metrics.js';
@@ -26,7 +27,7 @@ export interface RelayResult {
  * POST /v1/transfers, the contract's state table. The GUID is claimed and marked Sent durably before the
  * account system is called; a ledger that cannot be written means no call at all.
  */
-export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey: string | undefined): Promise<RelayResult> {
+export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey: string | undefined, channel?: string): Promise<RelayResult> {
   const decoded = decodeTransferRequest(raw, idempotencyKey);
   if (E.isLeft(decoded)) return { reply: codeReply('E400', undefined, { message: decoded.left.message, field: decoded.left.field }) };
   const request = decoded.right;
@@ -40,7 +41,7 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   }
   // The common resend paths answer from one read and never touch the write path.
   if (existing !== null) {
-    if (existing.fingerprint !== request.fingerprint) return { reply: codeReply('E904', request.guid), request };
+    if (!isSameClaim(existing, request.fingerprint, channel)) return { reply: codeReply('E904', request.guid), request };
     if (existing.status !== 'FAILED' || existing.attempts >= maxAttempts) return { reply: replyForState(existing, maxAttempts), request };
   }
 
@@ -50,6 +51,7 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
       type: 'Submit',
       request: request.body,
       fingerprint: request.fingerprint,
+      ...(channel === undefined ? {} : { channel }),
       timeoutMs: deps.timeoutMs,
       maxAttempts,
     });

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { openSqliteStore, type Synchronous } from '../events/sqlite/sqliteStore.js';
 import * as E from 'fp-ts/lib/Either.js';
+import { openSqliteStore, type Synchronous } from '../events/sqlite/sqliteStore.js';
 import { createAccountClient } from '../relay/accountClient.js';
 import { buildApp } from '../relay/app.js';
 import type { KeyRing } from '../relay/auth/keyRing.js';

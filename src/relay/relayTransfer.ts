@@ -25,7 +25,8 @@ export interface RelayResult {
 
 /**
  * POST /v1/transfers, the contract's state table. The GUID is claimed and marked Sent durably before the
- * account system is called; a ledger that cannot be written means no call at all.
+ * account system is called; a ledger that cannot be written means no call at all. `channel`: the name of the key
+ * the request came with (keys on); a GUID claimed under another key is E904 and shows nothing.
  */
 export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey: string | undefined, channel?: string): Promise<RelayResult> {
   const decoded = decodeTransferRequest(raw, idempotencyKey);

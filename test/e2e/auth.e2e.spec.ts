@@ -99,6 +99,15 @@ describe('keys and scopes over HTTP', () => {
     });
   });
 
+  it('a request is refused before its body is read: no token with a broken or oversized body is 401, not E400/413', async () => {
+    const broken = await call('POST', '/v1/transfers', null, '{"guid": "G-broken", ');
+    expect([broken.status, broken.json()['code']]).toEqual([401, 'E401']);
+    const big = await call('POST', '/v1/transfers', null, JSON.stringify(transfer({ pad: 'x'.repeat(100 * 1024) })));
+    expect([big.status, big.json()['code']]).toEqual([401, 'E401']);
+    // With the right key the same broken body is the relay's E400.
+    expect((await call('POST', '/v1/transfers', tokens['pay']!, '{"guid": "G-broken", ')).json()['code']).toBe('E400');
+  });
+
   it('/healthz needs no token', async () => {
     const r = await call('GET', '/healthz', null);
     expect(r.status).toBe(200);

@@ -1,6 +1,8 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { STATUSES, type Status } from '../events/codecs.js';
 import { choiceArg, DEFAULT_DB, durationArg, flag, intArg } from './options.js';
+import { registerKeysCommand } from './keys.js';
+import { addSecurityOptions, securityOptionsOrExit, type SecurityFlags } from './serveSecurity.js';
 
 const program = new Command('guidgate')
   .description('A durable GUID ledger in front of a non-idempotent account system')
@@ -9,8 +11,7 @@ const program = new Command('guidgate')
 
 const dbFlag = () => flag('--db <path>', 'ledger file').default(DEFAULT_DB);
 
-program
-  .command('serve')
+addSecurityOptions(program.command('serve'))
   .description('run the relay (with the bundled account simulator when no --account-url is given)')
   .addOption(flag('--port <n>', 'port to listen on').argParser(intArg(0, 65535)).default(8080))
   .addOption(flag('--host <host>', 'address to listen on').default('127.0.0.1'))
@@ -23,12 +24,14 @@ program
   .addOption(flag('--busy-timeout <duration>', 'how long to wait for another process holding the ledger lock').argParser(durationArg).default(5000, '5s'))
   .addOption(flag('--log-level <level>', 'fatal, error, warn, info, debug').default('info'))
   .addOption(flag('--writer <where>', 'where ledger commits run: thread (a worker thread, fsync off the request loop) or inline (the request thread)').argParser(choiceArg(['thread', 'inline'] as const)).default('thread'))
-  .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; logLevel: string; writer: 'thread' | 'inline' }) => {
+  .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; logLevel: string; writer: 'thread' | 'inline' } & SecurityFlags, cmd: Command) => {
+    const security = securityOptionsOrExit(cmd, o);
     // Loaded when used, so that the operator commands start without fastify.
     const { serve } = await import('../commands/serve.js');
     const relay = await serve({
       port: o.port, host: o.host, db: o.db, accountUrl: o.accountUrl, timeoutMs: o.timeout, graceMs: o.grace,
       maxAttempts: o.maxAttempts, synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, logLevel: o.logLevel, writer: o.writer,
+      ...security,
     });
     await new Promise<void>((resolve) => {
       const stop = () => resolve();
@@ -191,6 +194,8 @@ program
   .action(async (o: { verify?: boolean; db: string; json?: boolean }) => {
     setExit(await (await run()).runRebuild(o));
   });
+
+registerKeysCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,8 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { openStore } from '../store/openStore.js';
 import type { Synchronous } from '../store/openStore.js';
+import * as E from 'fp-ts/lib/Either.js';
 import { createAccountClient } from '../relay/accountClient.js';
 import { buildApp } from '../relay/app.js';
+import type { KeyRing } from '../relay/auth/keyRing.js';
 import { createMetrics } from '../relay/metrics.js';
 import { sweepOrphans } from '../relay/sweepOrphans.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
@@ -21,6 +23,12 @@ export interface ServeOptions {
   /** Where ledger commits run: `thread` (default) keeps their fsync off the request loop. */
   readonly writer?: 'inline' | 'thread';
   readonly out?: (line: string) => void;
+  /** Keys on (CONTRACT.md §6); re-read on SIGHUP. Absent: open mode (the command line allows it on loopback only). */
+  readonly keys?: KeyRing;
+  /** HTTPS; with `clientCa`, only clients whose certificate that CA signed get through (mutual TLS). */
+  readonly tls?: { readonly cert: Buffer; readonly key: Buffer; readonly clientCa?: Buffer };
+  /** CA certificates (PEM) for an `https://` account URL, instead of the system's. */
+  readonly accountCa?: Buffer;
 }
 
 export interface RunningRelay {
@@ -44,7 +52,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     out(`no --account-url given: started the bundled account simulator at ${simulator.url} (it is not idempotent; see /stats)`);
   }
 
-  const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs });
+  const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
   const metrics = createMetrics(store, Date.now);
   const app = buildApp({
     store,
@@ -53,7 +61,16 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     timeoutMs: opts.timeoutMs,
     maxAttempts: opts.maxAttempts,
     logger: { level: opts.logLevel },
+    ...(opts.keys === undefined ? {} : { keys: opts.keys.keys }),
+    ...(opts.tls === undefined ? {} : { https: httpsOptions(opts.tls) }),
   });
+  const reloadKeys = (): void => {
+    if (opts.keys === undefined) return;
+    const reloaded = opts.keys.reload();
+    if (E.isLeft(reloaded)) app.log.error({ keys: opts.keys.path, reason: reloaded.left.message }, 'SIGHUP: keys file refused; the old keys stay in force');
+    else app.log.warn({ keys: opts.keys.path, count: reloaded.right }, 'SIGHUP: keys reloaded');
+  };
+  if (opts.keys !== undefined) process.on('SIGHUP', reloadKeys);
 
   const sweep = async (): Promise<void> => {
     try {
@@ -77,7 +94,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : opts.port;
   const hostForUrl = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
-  const url = `http://${hostForUrl}:${port}`;
+  const url = `${opts.tls === undefined ? 'http' : 'https'}://${hostForUrl}:${port}`;
   out(`listening on ${url}`);
 
   let closing: Promise<void> | null = null;
@@ -92,6 +109,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     close() {
       closing ??= (async () => {
         clearInterval(timer);
+        process.off('SIGHUP', reloadKeys);
         shuttingDown = true;
         // Connections busy now become idle once their call is recorded and answered; close them then,
         // so keep-alive channels cannot hold the shutdown open.
@@ -108,4 +126,9 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
       return closing;
     },
   };
+}
+
+function httpsOptions(tls: NonNullable<ServeOptions['tls']>): import('node:https').ServerOptions {
+  const { cert, key, clientCa } = tls;
+  return clientCa === undefined ? { cert, key } : { cert, key, ca: clientCa, requestCert: true, rejectUnauthorized: true };
 }

@@ -26,7 +26,11 @@ const withDetail = <P extends t.Props>(props: P) => t.intersection([t.type(props
  * `request` and `response` are the raw bytes (as UTF-8 text) the relay sent and received; purge sets them to
  * null in the log itself so that only the tombstone survives.
  */
-export const ClaimedData = t.type({ request: t.union([t.string, t.null]), fingerprint: t.string });
+/** `channel`: the name of the key that claimed the GUID (CONTRACT.md §6); absent when `serve` ran without keys. */
+export const ClaimedData = t.intersection([
+  t.type({ request: t.union([t.string, t.null]), fingerprint: t.string }),
+  t.partial({ channel: t.string }),
+]);
 export const SentData = t.type({ attempt: PositiveInt, timeoutMs: NonNegativeInt });
 export const AnsweredData = t.type({
   attempt: PositiveInt,

@@ -5,8 +5,8 @@ import type { LedgerState } from './state.js';
 /** What a caller asks of one GUID's stream. `decide` turns it into events or a refusal. */
 export type Command =
   /** A channel request: a new GUID is claimed and marked Sent in one step; a FAILED one is sent again. */
-  | { type: 'Submit'; request: string; fingerprint: string; timeoutMs: number; maxAttempts: number }
-  | { type: 'Claim'; request: string; fingerprint: string }
+  | { type: 'Submit'; request: string; fingerprint: string; channel?: string; timeoutMs: number; maxAttempts: number }
+  | { type: 'Claim'; request: string; fingerprint: string; channel?: string }
   /** Resend the stored bytes of a RECEIVED or FAILED row (reprocess). */
   | { type: 'Send'; timeoutMs: number; maxAttempts: number }
   | { type: 'RecordAnswer'; attempt: number; code: string; response: string; latencyMs: number }
@@ -32,6 +32,20 @@ export interface Refusal {
   readonly state: LedgerState | null;
 }
 
+/**
+ * Whether a request may see and act on a GUID's row: the same request (fingerprint) and, when the request came
+ * with a key, the key that claimed it. Anything else is `fingerprint-mismatch` (E904): nothing sent, nothing
+ * changed, and no stored answer shown, since another key's answer is not this key's business.
+ */
+export function isSameClaim(state: LedgerState, fingerprint: string, channel: string | undefined): boolean {
+  return state.fingerprint === fingerprint && (channel === undefined || state.channel === channel);
+}
+
+function claimedEvent(command: { request: string; fingerprint: string; channel?: string }, now: number): NewEvent {
+  const { request, fingerprint, channel } = command;
+  return { type: 'Claimed', at: now, data: { request, fingerprint, ...(channel === undefined ? {} : { channel }) } };
+}
+
 const refuse = (reason: RefusalReason, state: LedgerState | null): E.Either<Refusal, never> => E.left({ reason, state });
 
 function sendAgain(state: LedgerState, timeoutMs: number, maxAttempts: number, now: number): E.Either<Refusal, NewEvent[]> {
@@ -48,18 +62,15 @@ export function decide(state: LedgerState | null, command: Command, now: number)
   switch (command.type) {
     case 'Submit':
       if (state === null) {
-        return E.right([
-          { type: 'Claimed', at: now, data: { request: command.request, fingerprint: command.fingerprint } },
-          { type: 'Sent', at: now, data: { attempt: 1, timeoutMs: command.timeoutMs } },
-        ]);
+        return E.right([claimedEvent(command, now), { type: 'Sent', at: now, data: { attempt: 1, timeoutMs: command.timeoutMs } }]);
       }
-      if (state.fingerprint !== command.fingerprint) return refuse('fingerprint-mismatch', state);
+      if (!isSameClaim(state, command.fingerprint, command.channel)) return refuse('fingerprint-mismatch', state);
       if (state.status !== 'FAILED') return refuse('exists', state);
       return sendAgain(state, command.timeoutMs, command.maxAttempts, now);
 
     case 'Claim':
-      if (state !== null) return refuse(state.fingerprint === command.fingerprint ? 'exists' : 'fingerprint-mismatch', state);
-      return E.right([{ type: 'Claimed', at: now, data: { request: command.request, fingerprint: command.fingerprint } }]);
+      if (state !== null) return refuse(isSameClaim(state, command.fingerprint, command.channel) ? 'exists' : 'fingerprint-mismatch', state);
+      return E.right([claimedEvent(command, now)]);
 
     case 'Send':
       if (state === null) return refuse('not-found', state);

@@ -21,6 +21,7 @@ export function evolve(state: LedgerState | null, event: NewEvent, guid: string)
       request: event.data.request,
       response: null,
       fingerprint: event.data.fingerprint,
+      channel: event.data.channel ?? null,
       attempts: 0,
       createdAt: event.at,
       updatedAt: event.at,

@@ -12,6 +12,8 @@ export interface LedgerState {
   readonly request: string | null;
   readonly response: string | null;
   readonly fingerprint: string;
+  /** The key that claimed the GUID; null when it was claimed without keys. */
+  readonly channel: string | null;
   readonly attempts: number;
   readonly createdAt: number;
   readonly updatedAt: number;

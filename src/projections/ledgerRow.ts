@@ -16,6 +16,7 @@ export const LedgerRowCodec = t.type({
   request: NullableString,
   response: NullableString,
   fingerprint: t.string,
+  channel: NullableString,
   attempts: Int,
   created_at: Int,
   updated_at: Int,
@@ -26,7 +27,7 @@ export const LedgerRowCodec = t.type({
 export type LedgerRow = t.TypeOf<typeof LedgerRowCodec>;
 
 export const LEDGER_COLUMNS = [
-  'guid', 'status', 'code', 'request', 'response', 'fingerprint', 'attempts',
+  'guid', 'status', 'code', 'request', 'response', 'fingerprint', 'channel', 'attempts',
   'created_at', 'updated_at', 'last_seq', 'sent_at', 'timeout_ms',
 ] as const;
 
@@ -44,6 +45,7 @@ export function rowToState(raw: unknown): LedgerState {
     request: r.request,
     response: r.response,
     fingerprint: r.fingerprint,
+    channel: r.channel,
     attempts: r.attempts,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
@@ -61,6 +63,7 @@ export function stateToRow(s: LedgerState): LedgerRow {
     request: s.request,
     response: s.response,
     fingerprint: s.fingerprint,
+    channel: s.channel,
     attempts: s.attempts,
     created_at: s.createdAt,
     updated_at: s.updatedAt,

@@ -42,6 +42,8 @@ export interface AccountClientOptions {
   inquiryTimeoutMs?: number;
   /** Pool size; default 128. */
   connections?: number;
+  /** CA certificates (PEM) an `https://` account system's certificate must chain to, instead of the system's. */
+  ca?: string | Buffer;
 }
 
 export interface AccountClient {
@@ -214,7 +216,7 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
     connections: opts.connections ?? 128,
     pipelining: 1,
     allowH2: false,
-    connect: { timeout: connectTimeoutMs },
+    connect: { timeout: connectTimeoutMs, ...(opts.ca === undefined ? {} : { ca: opts.ca }) },
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,

@@ -1,6 +1,9 @@
+import type { ServerOptions as HttpsServerOptions } from 'node:https';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { EventStore } from '../events/store.js';
 import type { AccountClient } from './accountClient.js';
+import { registerAuth, requestKey } from './auth/authHook.js';
+import type { Key } from './auth/keysFile.js';
 import { REPLY_CODES } from './codes.js';
 import type { Metrics } from './metrics.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
@@ -16,6 +19,10 @@ export interface AppDeps {
   readonly timeoutMs: number;
   readonly maxAttempts: number;
   readonly logger?: FastifyServerOptions['logger'];
+  /** Keys on (CONTRACT.md §6): the keys in force now. Absent: open mode. */
+  readonly keys?: () => readonly Key[];
+  /** Serve HTTPS (and mutual TLS with `requestCert`) instead of HTTP. */
+  readonly https?: HttpsServerOptions;
 }
 
 /** Account numbers in logs show only their last 4 characters. */
@@ -25,7 +32,9 @@ export function maskAccount(account: string): string {
 
 /** The relay's HTTP surface, separate from the process that listens (tests use it with real sockets too). */
 export function buildApp(deps: AppDeps): FastifyInstance {
-  const app = Fastify({
+  // The HTTPS server has the same request API; fastify's types only tell them apart by a type parameter.
+  const app = (Fastify as (o: FastifyServerOptions & { https?: HttpsServerOptions }) => FastifyInstance)({
+    ...(deps.https === undefined ? {} : { https: deps.https }),
     logger: deps.logger ?? false,
     // One line per transfer is written by the route itself (guid, code, latency, masked accounts).
     logController: new LogController({ disableRequestLogging: true }),
@@ -46,6 +55,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_req, body, done) => done(null, body));
 
+  if (deps.keys !== undefined) registerAuth(app, { keys: deps.keys, store: deps.store, metrics: deps.metrics });
+
   app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, req, reply) => {
     const status = err.statusCode ?? 500;
     if (status === 413) return send(reply, { ...codeReply('E400', undefined, { message: `body is over the limit of ${BODY_LIMIT} bytes`, field: 'body' }), status: 413 });
@@ -65,7 +76,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     const header = req.headers['idempotency-key'];
     if (Array.isArray(header)) return send(reply, codeReply('E400', undefined, { message: 'Idempotency-Key given more than once', field: 'Idempotency-Key' }));
     const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    const { reply: r, request } = await relayTransfer(relayDeps, body, header);
+    const { reply: r, request } = await relayTransfer(relayDeps, body, header, requestKey(req)?.name);
     req.log.info({
       guid: request?.guid,
       code: r.code,

@@ -4,6 +4,8 @@
  */
 export const REPLY_CODES = {
   E400: { http: 400, message: 'invalid request' },
+  E401: { http: 401, message: 'missing or unknown token' },
+  E403: { http: 403, message: 'this key lacks the scope this route needs' },
   E404: { http: 404, message: 'no such transfer' },
   E503: { http: 503, message: 'ledger unavailable; the account system was not called' },
   E901: { http: 504, message: 'sent, outcome unknown; it will be settled by inquiry, do not change the request' },

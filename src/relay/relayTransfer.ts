@@ -33,14 +33,17 @@ function ledgerUnavailable(deps: Pick<RelayDeps, 'log'>, guid: string, err: unkn
 
 /**
  * POST /v1/transfers, the contract's state table. The GUID is claimed and marked Sent durably before the
- * account system is called; a ledger that cannot be written means no call at all.
+ * account system is called; a ledger that cannot be written means no call at all. `channel`: the name of the key
+ * the request came with (keys on); a GUID claimed under another key is E904 and shows nothing.
  */
-export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey: string | undefined): Promise<RelayResult> {
+export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey: string | undefined, channel?: string): Promise<RelayResult> {
   const decoded = decodeTransferRequest(raw, idempotencyKey);
   if (E.isLeft(decoded)) return { reply: codeReply('E400', undefined, { message: decoded.left.message, field: decoded.left.field }) };
   const request = decoded.right;
   const { store, maxAttempts } = deps;
-  const submit: Command = { type: 'Submit', request: request.body, fingerprint: request.fingerprint, timeoutMs: deps.timeoutMs, maxAttempts };
+  const submit: Command = {
+    type: 'Submit', request: request.body, fingerprint: request.fingerprint, ...(channel === undefined ? {} : { channel }), timeoutMs: deps.timeoutMs, maxAttempts,
+  };
 
   let existing: LedgerState | null;
   try {

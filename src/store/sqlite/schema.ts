@@ -33,6 +33,8 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX ledger_status_sent ON ledger (status, sent_at);
   CREATE INDEX ledger_status_guid ON ledger (status, guid);
   `,
+  // The key that claimed the GUID (CONTRACT.md §6); NULL for rows claimed without keys.
+  `ALTER TABLE ledger ADD COLUMN channel TEXT;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -1,0 +1,94 @@
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { dirname } from 'node:path';
+import * as E from 'fp-ts/lib/Either.js';
+import { formatKeyLine, isKeyLine, KEY_NAME_PATTERN, newToken, parseKeysFile, SCOPES, tokenHash, type Scope } from '../relay/auth/keysFile.js';
+
+/** `guidgate keys add|list|remove` (CONTRACT.md §5, §6). Nothing here ever writes a token to the file. */
+
+export interface KeysCommandError {
+  /** 2: bad usage (a name or scope the file could not hold); 1: the file or the key is not as asked. */
+  readonly exit: 1 | 2;
+  readonly message: string;
+}
+
+export interface KeyListing {
+  readonly name: string;
+  readonly scopes: readonly Scope[];
+}
+
+const failed = (message: string): E.Either<KeysCommandError, never> => E.left({ exit: 1, message });
+
+interface KeysFileText {
+  readonly text: string;
+  readonly keys: readonly KeyListing[];
+}
+
+function readExisting(path: string): E.Either<KeysCommandError, KeysFileText | null> {
+  if (!existsSync(path)) return E.right(null);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    return failed(`cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  const parsed = parseKeysFile(text);
+  if (E.isLeft(parsed)) return failed(`${path} ${parsed.left.message}; fix the file first`);
+  return E.right({ text, keys: parsed.right.map((k) => ({ name: k.name, scopes: SCOPES.filter((s) => k.scopes.has(s)) })) });
+}
+
+/** Appends a new key and returns its token, which exists nowhere else: the caller shows it once. */
+export function addKey(path: string, name: string, scopes: readonly Scope[]): E.Either<KeysCommandError, string> {
+  if (!KEY_NAME_PATTERN.test(name)) return E.left({ exit: 2, message: `'${name}' is not a key name (^[A-Za-z0-9._-]{1,64}$)` });
+  if (scopes.length === 0) return E.left({ exit: 2, message: `give at least one scope (${SCOPES.join(', ')})` });
+  const existing = readExisting(path);
+  if (E.isLeft(existing)) return existing;
+  if (existing.right?.keys.some((k) => k.name === name)) return failed(`a key named ${name} already exists in ${path}; remove it first to replace it`);
+
+  const token = newToken();
+  const prefix = existing.right !== null && existing.right.text !== '' && !existing.right.text.endsWith('\n') ? '\n' : '';
+  try {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    // The mode applies when the file is created: it holds hashes only, but who may call is still nobody's business.
+    const fd = openSync(path, 'a', 0o600);
+    try {
+      writeSync(fd, `${prefix}${formatKeyLine(name, scopes, tokenHash(token))}\n`);
+    } finally {
+      closeSync(fd);
+    }
+  } catch (err) {
+    return failed(`cannot write ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  return E.right(token);
+}
+
+function readRequired(path: string): E.Either<KeysCommandError, KeysFileText> {
+  const existing = readExisting(path);
+  if (E.isLeft(existing)) return existing;
+  return existing.right === null ? failed(`no keys file at ${path}`) : E.right(existing.right);
+}
+
+export function listKeys(path: string): E.Either<KeysCommandError, readonly KeyListing[]> {
+  return E.map((file: KeysFileText) => file.keys)(readRequired(path));
+}
+
+/** Removes the key's line and keeps every other line (comments too) as it was; the file is replaced whole. */
+export function removeKey(path: string, name: string): E.Either<KeysCommandError, void> {
+  const file = readRequired(path);
+  if (E.isLeft(file)) return file;
+  if (!file.right.keys.some((k) => k.name === name)) return failed(`no key named ${name} in ${path}`);
+  const kept = file.right.text.split('\n').filter((line) => !(isKeyLine(line) && line.trim().split(/[ \t]+/)[0] === name));
+  const temp = `${path}.${process.pid}.tmp`;
+  try {
+    const fd = openSync(temp, 'wx', 0o600);
+    try {
+      writeSync(fd, kept.join('\n'));
+    } finally {
+      closeSync(fd);
+    }
+    // A rename: a serve reading the file on SIGHUP sees the old file or the new one, never half of one.
+    renameSync(temp, path);
+  } catch (err) {
+    return failed(`cannot rewrite ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  return E.right(undefined);
+}

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
 import * as t from 'io-ts';
+import { topLevelMembers } from '../json/topLevelMembers.js';
 
 export const GUID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const ACCOUNT_PATTERN = /^[A-Za-z0-9-]{1,34}$/;
@@ -60,36 +61,14 @@ const CONTRACT_FIELDS = new Set(['guid', 'from', 'to', 'amount', 'currency']);
 /**
  * The first contract field that appears twice among the top-level keys of `text` (valid JSON, an object),
  * or null. JSON.parse keeps the last of duplicate keys; an account system may keep the first, and would then
- * apply a transfer under a GUID (or an amount) the ledger never saw. A hand-written scan because it only
- * needs the top-level keys of text JSON.parse has already accepted, so it can skip every value unparsed.
+ * apply a transfer under a GUID (or an amount) the ledger never saw.
  */
 export function duplicateField(text: string): string | null {
   const seen = new Set<string>();
-  let depth = 0;
-  let expectKey = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x22) {
-      let j = i + 1;
-      while (text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c ? 2 : 1;
-      if (depth === 1 && expectKey) {
-        expectKey = false;
-        // Escapes spell the same key differently ("gu\u0069d" is guid): compare decoded keys.
-        const key = JSON.parse(text.slice(i, j + 1)) as string;
-        if (CONTRACT_FIELDS.has(key)) {
-          if (seen.has(key)) return key;
-          seen.add(key);
-        }
-      }
-      i = j;
-    } else if (c === 0x7b || c === 0x5b) {
-      depth++;
-      if (depth === 1) expectKey = true;
-    } else if (c === 0x7d || c === 0x5d) {
-      depth--;
-    } else if (c === 0x2c && depth === 1) {
-      expectKey = true;
-    }
+  for (const { key } of topLevelMembers(text)) {
+    if (!CONTRACT_FIELDS.has(key)) continue;
+    if (seen.has(key)) return key;
+    seen.add(key);
   }
   return null;
 }

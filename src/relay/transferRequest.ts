@@ -43,6 +43,14 @@ export interface TransferRequest {
   readonly to: string;
 }
 
+/**
+ * Is this Content-Type header `application/json` (any letter case, parameters such as `charset=utf-8` allowed)?
+ * Anything else is refused: a browser on another site can send text/plain or a form without asking first.
+ */
+export function isJsonMediaType(header: string | undefined): boolean {
+  return header !== undefined && header.split(';', 1)[0]!.trim().toLowerCase() === 'application/json';
+}
+
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** SHA-256 over the canonical JSON (sorted keys, no spaces) of the fields that identify a transfer. */

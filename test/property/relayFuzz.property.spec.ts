@@ -71,7 +71,9 @@ describe('property: arbitrary bodies and headers at POST /v1/transfers', () => {
         seen.add(String(json['code']));
         expect(String(json['code'])).toMatch(CONTRACT_CODES);
         if (json['code'] === 'E400') {
-          expect(r.status === 400 || r.status === 413).toBe(true);
+          expect(r.status === 400 || r.status === 413 || r.status === 415).toBe(true);
+          // 415 exactly when the media type is not application/json (contract v2 §2).
+          expect(r.status === 415).toBe(json['field'] === 'Content-Type');
           expect(typeof json['field']).toBe('string');
           expect(rows()).toBe(before);
           expect(h.sim.stats().totalCalls).toBe(callsBefore);

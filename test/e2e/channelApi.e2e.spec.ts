@@ -1,4 +1,3 @@
-import Database from 'better-sqlite3';
 import { describe, it, expect, afterEach } from 'vitest';
 import { join } from 'node:path';
 import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
@@ -7,7 +6,7 @@ import { buildApp } from '../../src/relay/app.js';
 import { REPLY_CODES } from '../../src/relay/codes.js';
 import { createMetrics } from '../../src/relay/metrics.js';
 import { startSimulator } from '../../src/simulator/index.js';
-import { httpRequest, startHarness, transfer, type Harness } from '../support/relayHarness.js';
+import { httpRequest, startHarness, transfer, ledgerRowCount, type Harness } from '../support/relayHarness.js';
 import { rawExchange } from '../support/rawHttp.js';
 import { useTempDir } from '../support/tmp.js';
 
@@ -19,16 +18,10 @@ describe('channel API v2 (real sockets, real ledger file, real simulator)', () =
     await h?.close();
     h = undefined;
   });
-  const rowCount = (db: string) => {
-    const d = new Database(db, { readonly: true });
-    const n = (d.prepare('SELECT COUNT(*) AS n FROM ledger').get() as { n: number }).n;
-    d.close();
-    return n;
-  };
   /** The reply is E400 naming `field` with this HTTP status, and nothing was stored or sent. */
   const refusedUntouched = (r: { status: number; json(): Record<string, unknown> }, status: number, field: string) => {
     expect([r.status, r.json()['code'], r.json()['field']]).toEqual([status, 'E400', field]);
-    expect(rowCount(h!.db)).toBe(0);
+    expect(ledgerRowCount(h!.db)).toBe(0);
     expect(h!.sim.stats().totalCalls).toBe(0);
   };
 
@@ -42,7 +35,7 @@ describe('channel API v2 (real sockets, real ledger file, real simulator)', () =
     const bare = await rawExchange(h.relay.url, `POST /v1/transfers HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
     expect(bare.reply.status).toBe(415);
     expect(JSON.parse(bare.reply.body)).toMatchObject({ code: 'E400', field: 'Content-Type' });
-    expect(rowCount(h.db)).toBe(0);
+    expect(ledgerRowCount(h.db)).toBe(0);
 
     for (const type of ['application/json; charset=utf-8', 'Application/JSON', ' application/json ;charset=UTF-8']) {
       const t = JSON.stringify(transfer());
@@ -114,7 +107,7 @@ describe('channel API v2 (real sockets, real ledger file, real simulator)', () =
     }
     const huge = await h.post(JSON.stringify({ ...transfer(), pad: 'x'.repeat(70 * 1024) }));
     expect([huge.status, huge.json()['code'], huge.json()['field']]).toEqual([413, 'E400', 'body']);
-    expect(rowCount(h.db)).toBe(0);
+    expect(ledgerRowCount(h.db)).toBe(0);
   });
 
   it('/healthz is 503/E503 with a reason when a transfer would get E503, and 200 {"status":"ok"} otherwise', async () => {

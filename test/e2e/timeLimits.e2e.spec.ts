@@ -1,7 +1,6 @@
 import net from 'node:net';
-import Database from 'better-sqlite3';
 import { describe, it, expect, afterEach } from 'vitest';
-import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
+import { startHarness, transfer, ledgerRowCount, type Harness } from '../support/relayHarness.js';
 import { parseRawReply, rawExchange } from '../support/rawHttp.js';
 import { useTempDir } from '../support/tmp.js';
 
@@ -34,12 +33,6 @@ describe('time limits (real sockets): body timeout, connection cap, bounded shut
     sockets.push(c.socket);
     return c.done;
   };
-  const rowCount = (db: string) => {
-    const d = new Database(db, { readonly: true });
-    const n = (d.prepare('SELECT COUNT(*) AS n FROM ledger').get() as { n: number }).n;
-    d.close();
-    return n;
-  };
 
   it('slow-body clients get 408/E400 within the body timeout and are cut off, while normal requests keep being served', async () => {
     h = await startHarness(tmp(), { relay: { bodyTimeoutMs: 800 } });
@@ -57,7 +50,7 @@ describe('time limits (real sockets): body timeout, connection cap, bounded shut
       expect(ms).toBeGreaterThanOrEqual(700);
       expect(ms).toBeLessThan(3_000);
     }
-    expect(rowCount(h.db)).toBe(5);
+    expect(ledgerRowCount(h.db)).toBe(5);
     expect(h.sim.stats().totalCalls).toBe(5);
   });
 

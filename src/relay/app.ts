@@ -93,7 +93,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // Node measures the request from its first byte to its last; the headers get no longer than the whole.
     requestTimeout: bodyTimeoutMs,
-    http: { headersTimeout: bodyTimeoutMs, connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(bodyTimeoutMs / 4))) },
+    http: {
+      requestTimeout: bodyTimeoutMs, // also here: Node refuses a headersTimeout over the requestTimeout it is built with
+      headersTimeout: bodyTimeoutMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(bodyTimeoutMs / 4))),
+    },
     frameworkErrors: (err, _req, reply) => send(reply, refusal(err.statusCode ?? 400, err.code)),
     clientErrorHandler: (err: Error & { code?: string }, socket: Socket) => {
       if (err.code === 'ECONNRESET' || socket.destroyed) return;

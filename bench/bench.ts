@@ -158,7 +158,7 @@ try {
   // Duplicate storm: one GUID held in flight at the account system; every duplicate gets E903 at once.
   await fetch(`${sim}/control/faults`, { method: 'POST', body: JSON.stringify({ byGuid: { 'storm-1': 'hold' } }) });
   const stormBody = '{"guid":"storm-1","from":"ACC-1001","to":"ACC-2002","amount":1}';
-  void fetch(`${gg}/v1/transfers`, { method: 'POST', body: stormBody }).catch(() => undefined);
+  void fetch(`${gg}/v1/transfers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: stormBody }).catch(() => undefined);
   await new Promise((r) => setTimeout(r, 200));
   const storm = await load(gg, () => stormBody, 409, Math.min(seconds, 2));
 

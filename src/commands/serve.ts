@@ -29,7 +29,14 @@ export interface ServeOptions {
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer; readonly clientCa?: Buffer };
   /** CA certificates (PEM) for an `https://` account URL, instead of the system's. */
   readonly accountCa?: Buffer;
+  /** A request not received in full within this gets 408 (default 10s). */
+  readonly bodyTimeoutMs?: number;
+  /** Connections held at most (default 1024). */
+  readonly maxConnections?: number;
 }
+
+/** After `close()` starts, connections still open this long past the call timeout are cut (slow bodies, keep-alive). */
+const SHUTDOWN_SLACK_MS = 1_000;
 
 export interface RunningRelay {
   readonly url: string;
@@ -63,6 +70,8 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     logger: { level: opts.logLevel },
     ...(opts.keys === undefined ? {} : { keys: opts.keys.keys }),
     ...(opts.tls === undefined ? {} : { https: httpsOptions(opts.tls) }),
+    ...(opts.bodyTimeoutMs === undefined ? {} : { bodyTimeoutMs: opts.bodyTimeoutMs }),
+    ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections }),
   });
   const reloadKeys = (): void => {
     if (opts.keys === undefined) return;
@@ -114,10 +123,14 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
         // Connections busy now become idle once their call is recorded and answered; close them then,
         // so keep-alive channels cannot hold the shutdown open.
         const idleCloser = setInterval(() => app.server.closeIdleConnections(), 100);
+        // Every call in flight has answered or timed out by the call timeout; whoever still holds a connection
+        // then (a body that never ends, a client that never reads) cannot keep the process alive past it.
+        const cutoff = setTimeout(() => app.server.closeAllConnections(), opts.timeoutMs + SHUTDOWN_SLACK_MS);
         try {
           await app.close();
         } finally {
           clearInterval(idleCloser);
+          clearTimeout(cutoff);
         }
         await account.close();
         await store.close();

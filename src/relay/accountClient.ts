@@ -19,6 +19,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { isRight } from 'fp-ts/lib/Either.js';
 import * as t from 'io-ts';
 import { DefiniteCode, type CallFailedReason, type CallUnknownReason } from '../events/codecs.js';
+import { topLevelMembers } from '../json/topLevelMembers.js';
 import { classifyFailure } from './classifyFailure.js';
 
 export type CallOutcome =
@@ -176,21 +177,41 @@ function exchange(pool: Dispatcher, spec: ExchangeSpec): Promise<Exchange> {
 
 type Decoded = { ok: true; code: string; text: string } | { ok: false; detail: string };
 
-/** A definite answer: HTTP 200, UTF-8, a JSON object whose `code` is definite. `text` is the exact bytes as text. */
-function decodeDefinite(status: number, bytes: Buffer): Decoded {
-  if (status !== 200) return { ok: false, detail: `HTTP ${status}` };
+/** The body as text and JSON, or why it is neither. */
+function parseJsonBody(bytes: Buffer): { ok: true; text: string; parsed: unknown } | { ok: false; detail: string } {
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
-    return { ok: false, detail: 'HTTP 200 with a body that is not valid UTF-8' };
+    return { ok: false, detail: 'a body that is not valid UTF-8' };
   }
-  let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    return { ok: true, text, parsed: JSON.parse(text) };
   } catch {
-    return { ok: false, detail: 'HTTP 200 with a body that is not JSON' };
+    return { ok: false, detail: 'a body that is not JSON' };
   }
+}
+
+/** How many times the top level of `text` (parsed JSON) gives `key`: parsers disagree on which of several counts. */
+const timesGiven = (text: string, key: string): number => topLevelMembers(text).filter((m) => m.key === key).length;
+
+/**
+ * An inquiry's 404 means "no record" only when the account system itself says so about this GUID: a proxy, a
+ * wrong base URL or an HTML error page also answer 404, and taking that for "absent" would allow a resend.
+ */
+function namesGuid(bytes: Buffer, guid: string): boolean {
+  const body = parseJsonBody(bytes);
+  if (!body.ok || typeof body.parsed !== 'object' || body.parsed === null || Array.isArray(body.parsed)) return false;
+  return timesGiven(body.text, 'guid') === 1 && (body.parsed as Record<string, unknown>)['guid'] === guid;
+}
+
+/** A definite answer: HTTP 200, UTF-8, a JSON object giving `code` once, and that code definite. `text` is the exact bytes as text. */
+function decodeDefinite(status: number, bytes: Buffer): Decoded {
+  if (status !== 200) return { ok: false, detail: `HTTP ${status}` };
+  const body = parseJsonBody(bytes);
+  if (!body.ok) return { ok: false, detail: `HTTP 200 with ${body.detail}` };
+  const { text, parsed } = body;
+  if (timesGiven(text, 'code') > 1) return { ok: false, detail: 'HTTP 200 with code given more than once' };
   const decoded = AnswerBody.decode(parsed);
   if (isRight(decoded)) return { ok: true, code: decoded.right.code, text };
   const code: unknown = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>)['code'] : undefined;
@@ -270,7 +291,7 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
     });
     switch (result.type) {
       case 'response': {
-        if (result.status === 404) return { kind: 'absent' };
+        if (result.status === 404) return namesGuid(result.bytes, guid) ? { kind: 'absent' } : { kind: 'unknown', reached: true, detail: 'HTTP 404 without a JSON body naming the GUID' };
         const d = decodeDefinite(result.status, result.bytes);
         return d.ok ? { kind: 'processed', code: d.code, body: d.text } : { kind: 'unknown', reached: true, detail: d.detail };
       }

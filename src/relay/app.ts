@@ -1,5 +1,8 @@
+import { STATUS_CODES, type ServerOptions as HttpServerOptions } from 'node:http';
 import type { ServerOptions as HttpsServerOptions } from 'node:https';
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Socket } from 'node:net';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
+import type { LedgerState } from '../events/state.js';
 import type { EventStore } from '../events/store.js';
 import type { AccountClient } from './accountClient.js';
 import { registerAuth, requestKey } from './auth/authHook.js';
@@ -8,9 +11,13 @@ import { REPLY_CODES } from './codes.js';
 import type { Metrics } from './metrics.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
 import { codeReply, type Reply } from './replies.js';
-import { GUID_PATTERN } from './transferRequest.js';
+import { GUID_PATTERN, isJsonMediaType } from './transferRequest.js';
 
 export const BODY_LIMIT = 64 * 1024;
+export const DEFAULT_BODY_TIMEOUT_MS = 10_000;
+export const DEFAULT_MAX_CONNECTIONS = 1024;
+/** A GUID is at most 128 characters; percent-encoded, each may take three. Longer is 414. */
+const MAX_PARAM_LENGTH = 3 * 128;
 
 export interface AppDeps {
   readonly store: EventStore;
@@ -23,6 +30,54 @@ export interface AppDeps {
   readonly keys?: () => readonly Key[];
   /** Serve HTTPS (and mutual TLS with `requestCert`) instead of HTTP. */
   readonly https?: HttpsServerOptions;
+  /** A request (headers and body) not received in full within this gets 408/E400 and its connection closed. */
+  readonly bodyTimeoutMs?: number;
+  /** Connections held at most; more are closed as they arrive. */
+  readonly maxConnections?: number;
+  /**
+   * Why a new transfer would get E503 right now, or null when it would not: what /healthz reports.
+   * Default: the store's ping (a rejection's message is the reason).
+   */
+  readonly readiness?: () => Promise<string | null>;
+}
+
+const reasonOf = (err: unknown): string => (err instanceof Error && err.message !== '' ? err.message : 'ledger unavailable');
+
+/** The store's ping as a readiness check: its rejection's message says why. */
+export function storeReadiness(store: EventStore): () => Promise<string | null> {
+  return () => store.ping().then(() => null, reasonOf);
+}
+
+/** What GET /v1/transfers/{guid} shows of a row: never the request nor the fingerprint (account numbers). */
+function transferView(row: LedgerState): Record<string, unknown> {
+  const { guid, status, code, attempts, createdAt, updatedAt, lastSeq, sentAt, timeoutMs, channel } = row;
+  return { guid, status, code, attempts, createdAt, updatedAt, lastSeq, sentAt, timeoutMs, channel, ...(status === 'DONE' ? { response: row.response } : {}) };
+}
+
+/** The contract's shape for a request refused before it is read as a transfer: E400 with the fitting status. */
+function refusal(status: number, code?: string): Reply {
+  const e400 = (s: number, field: string, message: string): Reply => ({ ...codeReply('E400', undefined, { message, field }), status: s });
+  switch (status) {
+    case 408:
+      return e400(status, 'body', 'the request was not received in full in time');
+    case 413:
+      return e400(status, 'body', `body is over the limit of ${BODY_LIMIT} bytes`);
+    case 414:
+      return e400(status, 'guid', 'a path parameter is too long');
+    case 415:
+      return e400(status, 'Content-Type', 'Content-Type must be application/json');
+    case 431:
+      return e400(status, 'headers', 'request headers are too large');
+    default:
+      return code === 'FST_ERR_BAD_URL' ? e400(400, 'url', 'the URL is malformed') : e400(400, 'body', 'malformed request');
+  }
+}
+
+/** Node's HTTP parser errors, raised before any route: the status Node itself would answer. */
+function clientErrorStatus(code: string | undefined): number {
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return 408;
+  if (code === 'HPE_HEADER_OVERFLOW') return 431;
+  return 400;
 }
 
 /** Account numbers in logs show only their last 4 characters. */
@@ -32,9 +87,15 @@ export function maskAccount(account: string): string {
 
 /** The relay's HTTP surface, separate from the process that listens (tests use it with real sockets too). */
 export function buildApp(deps: AppDeps): FastifyInstance {
+  const bodyTimeoutMs = deps.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+  const readiness = deps.readiness ?? storeReadiness(deps.store);
   // The HTTPS server has the same request API; fastify's types only tell them apart by a type parameter.
-  const app = (Fastify as (o: FastifyServerOptions & { https?: HttpsServerOptions }) => FastifyInstance)({
-    ...(deps.https === undefined ? {} : { https: deps.https }),
+  const serverTimeouts = {
+    requestTimeout: bodyTimeoutMs, // also here: Node refuses a headersTimeout over the requestTimeout it is built with
+    headersTimeout: bodyTimeoutMs,
+    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(bodyTimeoutMs / 4))),
+  };
+  const app = (Fastify as (o: FastifyServerOptions & { https?: HttpsServerOptions; http?: HttpServerOptions }) => FastifyInstance)({
     logger: deps.logger ?? false,
     // One line per transfer is written by the route itself (guid, code, latency, masked accounts).
     logController: new LogController({ disableRequestLogging: true }),
@@ -42,9 +103,30 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // Let SIGTERM finish in-flight calls, but not wait on idle keep-alive sockets.
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // Node measures the request from its first byte to its last; the headers get no longer than the whole.
+    requestTimeout: bodyTimeoutMs,
+    // Fastify hands `http` to http.createServer, or only `https` to https.createServer: the limits go in whichever is used.
+    ...(deps.https === undefined ? { http: serverTimeouts } : { https: { ...deps.https, ...serverTimeouts } }),
+    frameworkErrors: (err, _req, reply) => send(reply, refusal(err.statusCode ?? 400, err.code)),
+    clientErrorHandler: (err: Error & { code?: string }, socket: Socket) => {
+      if (err.code === 'ECONNRESET' || socket.destroyed) return;
+      // As Node does: answer only when no response of ours has started on this socket.
+      const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+      if (socket.writable && inFlight?.headersSent !== true) {
+        const r = refusal(clientErrorStatus(err.code));
+        deps.metrics.reply(r.code);
+        socket.write(
+          `HTTP/1.1 ${r.status} ${STATUS_CODES[r.status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+            `Content-Length: ${Buffer.byteLength(r.body)}\r\nConnection: close\r\n\r\n${r.body}`,
+        );
+      }
+      socket.destroy(err);
+    },
   });
+  app.server.maxConnections = deps.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
 
-  const send = (reply: import('fastify').FastifyReply, r: Reply) => {
+  const send = (reply: FastifyReply, r: Reply) => {
     deps.metrics.reply(r.code);
     reply.code(r.status).header('content-type', 'application/json; charset=utf-8');
     if (r.replayed) reply.header('idempotent-replayed', 'true');
@@ -59,8 +141,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, req, reply) => {
     const status = err.statusCode ?? 500;
-    if (status === 413) return send(reply, { ...codeReply('E400', undefined, { message: `body is over the limit of ${BODY_LIMIT} bytes`, field: 'body' }), status: 413 });
-    if (status < 500) return send(reply, codeReply('E400', undefined, { message: err.message, field: 'body' }));
+    if (status < 500) return send(reply, refusal(status, err.code));
     req.log.error({ err }, 'unexpected error');
     // We cannot tell whether a call left: the honest answer is "unknown", never "not sent".
     return send(reply, req.method === 'POST' ? codeReply('E901', undefined) : codeReply('E503', undefined));
@@ -73,6 +154,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   app.post('/v1/transfers', async (req, reply) => {
     const started = performance.now();
+    if (!isJsonMediaType(req.headers['content-type'])) return send(reply, refusal(415));
     const header = req.headers['idempotency-key'];
     if (Array.isArray(header)) return send(reply, codeReply('E400', undefined, { message: 'Idempotency-Key given more than once', field: 'Idempotency-Key' }));
     const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
@@ -94,25 +176,20 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     try {
       const row = await deps.store.getLedger(guid);
       if (row === null) return send(reply, codeReply('E404', guid));
-      const { request: _request, response, ...rest } = row;
-      const view = { ...rest, ...(row.status === 'DONE' ? { response } : {}) };
       reply.code(200).header('content-type', 'application/json; charset=utf-8');
-      return reply.send(JSON.stringify(view));
+      return reply.send(JSON.stringify(transferView(row)));
     } catch (err) {
       req.log.error({ err }, 'ledger unavailable');
       return send(reply, codeReply('E503', guid));
     }
   });
 
-  app.get('/healthz', async (req, reply) => {
-    try {
-      await deps.store.ping();
-      reply.code(200).header('content-type', 'application/json; charset=utf-8');
-      return reply.send(JSON.stringify({ status: 'ok' }));
-    } catch (err) {
-      req.log.error({ err }, 'ledger unavailable');
-      return send(reply, codeReply('E503', undefined));
-    }
+  // Readiness: 200 only when a new transfer would not get E503 now, so a load balancer can route around us.
+  app.get('/healthz', async (_req, reply) => {
+    const reason = await readiness().catch(reasonOf);
+    if (reason !== null) return send(reply, codeReply('E503', undefined, { reason }));
+    reply.code(200).header('content-type', 'application/json; charset=utf-8');
+    return reply.send(JSON.stringify({ status: 'ok' }));
   });
 
   app.get('/metrics', async (_req, reply) => {

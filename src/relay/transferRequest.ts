@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
 import * as t from 'io-ts';
+import { topLevelMembers } from '../json/topLevelMembers.js';
 
 export const GUID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const ACCOUNT_PATTERN = /^[A-Za-z0-9-]{1,34}$/;
@@ -23,7 +24,7 @@ const RULES: Record<string, string> = {
   guid: 'guid must be a string matching ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$',
   from: 'from must be a string of 1-34 characters [A-Za-z0-9-]',
   to: 'to must be a string of 1-34 characters [A-Za-z0-9-]',
-  amount: 'amount must be an integer in minor units from 1 to 9007199254740991',
+  amount: 'amount must be an integer in minor units from 1 to 9007199254740991, written as digits only',
   currency: 'currency, when present, must be three capital letters',
 };
 
@@ -42,6 +43,14 @@ export interface TransferRequest {
   readonly to: string;
 }
 
+/**
+ * Is this Content-Type header `application/json` (any letter case, parameters such as `charset=utf-8` allowed)?
+ * Anything else is refused: a browser on another site can send text/plain or a form without asking first.
+ */
+export function isJsonMediaType(header: string | undefined): boolean {
+  return header !== undefined && header.split(';', 1)[0]!.trim().toLowerCase() === 'application/json';
+}
+
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** SHA-256 over the canonical JSON (sorted keys, no spaces) of the fields that identify a transfer. */
@@ -54,42 +63,30 @@ export function fingerprintOf(f: { guid: string; from: string; to: string; amoun
   return createHash('sha256').update(canonical).digest('hex');
 }
 
-/** The contract's fields: a body naming one of them twice is ambiguous (see duplicateField). */
+/** The contract's fields (see topLevelFieldProblem). */
 const CONTRACT_FIELDS = new Set(['guid', 'from', 'to', 'amount', 'currency']);
 
+/** An amount as the contract writes it: digits only, so every parser reads the same integer. */
+const AMOUNT_SPELLING = /^[0-9]+$/;
+
 /**
- * The first contract field that appears twice among the top-level keys of `text` (valid JSON, an object),
- * or null. JSON.parse keeps the last of duplicate keys; an account system may keep the first, and would then
- * apply a transfer under a GUID (or an amount) the ledger never saw. A hand-written scan because it only
- * needs the top-level keys of text JSON.parse has already accepted, so it can skip every value unparsed.
+ * The first problem among the top-level members of `text` (valid JSON, an object) that JSON.parse hides, or
+ * null. Each is a way for the account system's parser to read another transfer than the one fingerprinted:
+ *  - a contract field given twice: JSON.parse keeps the last, another parser may keep the first;
+ *  - a key equal to a contract field but for letter case (`Amount`): a case-insensitive parser reads it;
+ *  - an amount not written as digits (`1.0`, `1e2`, `1500.0000000000001`): JSON.parse rounds it to an
+ *    integer, while the account system gets the text as written.
  */
-export function duplicateField(text: string): string | null {
+export function topLevelFieldProblem(text: string): InvalidRequest | null {
   const seen = new Set<string>();
-  let depth = 0;
-  let expectKey = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x22) {
-      let j = i + 1;
-      while (text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c ? 2 : 1;
-      if (depth === 1 && expectKey) {
-        expectKey = false;
-        // Escapes spell the same key differently ("gu\u0069d" is guid): compare decoded keys.
-        const key = JSON.parse(text.slice(i, j + 1)) as string;
-        if (CONTRACT_FIELDS.has(key)) {
-          if (seen.has(key)) return key;
-          seen.add(key);
-        }
-      }
-      i = j;
-    } else if (c === 0x7b || c === 0x5b) {
-      depth++;
-      if (depth === 1) expectKey = true;
-    } else if (c === 0x7d || c === 0x5d) {
-      depth--;
-    } else if (c === 0x2c && depth === 1) {
-      expectKey = true;
+  for (const { key, raw } of topLevelMembers(text)) {
+    if (!CONTRACT_FIELDS.has(key)) {
+      if (CONTRACT_FIELDS.has(key.toLowerCase())) return { field: key, message: `${key} differs from the contract field ${key.toLowerCase()} only in letter case` };
+      continue;
     }
+    if (seen.has(key)) return { field: key, message: `${key} appears more than once in the body` };
+    seen.add(key);
+    if (key === 'amount' && !AMOUNT_SPELLING.test(raw)) return { field: 'amount', message: RULES['amount']! };
   }
   return null;
 }
@@ -115,8 +112,8 @@ export function decodeTransferRequest(raw: Buffer, idempotencyKey: string | unde
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json)) return invalid('body', 'body must be a JSON object');
   const obj = json as Record<string, unknown>;
-  const twice = duplicateField(text);
-  if (twice !== null) return invalid(twice, `${twice} appears more than once in the body`);
+  const problem = topLevelFieldProblem(text);
+  if (problem !== null) return E.left(problem);
 
   const decoded = TransferFields.decode(obj);
   if (E.isLeft(decoded)) {

@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { describe, it, expect, afterEach } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { REPLY_CODES } from '../../src/relay/codes.js';
-import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
+import { startHarness, transfer, ledgerRowCount, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 
 async function freePort(): Promise<number> {
@@ -21,12 +21,6 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
     await h?.close();
     h = undefined;
   });
-  const rowCount = (db: string) => {
-    const d = new Database(db, { readonly: true });
-    const n = (d.prepare('SELECT COUNT(*) AS n FROM ledger').get() as { n: number }).n;
-    d.close();
-    return n;
-  };
 
   it('0000: the first answer is the account system body byte for byte, and every resend replays it without a call', async () => {
     h = await startHarness(tmp());
@@ -212,7 +206,7 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
     const r = await h.post(body);
     expect([r.status, r.json()['code'], r.json()['field']]).toEqual([400, 'E400', field]);
     expect(String(r.json()['message'])).toContain(field === 'body' ? 'body' : field);
-    expect(rowCount(h.db)).toBe(0);
+    expect(ledgerRowCount(h.db)).toBe(0);
     expect(h.sim.stats().totalCalls).toBe(0);
   });
 
@@ -225,7 +219,7 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
     const big = JSON.stringify({ ...transfer(), pad: 'x'.repeat(70 * 1024) });
     const r2 = await h.post(big);
     expect([r2.status, r2.json()['code']]).toEqual([413, 'E400']);
-    expect(rowCount(h.db)).toBe(0);
+    expect(ledgerRowCount(h.db)).toBe(0);
     expect(h.sim.stats().totalCalls).toBe(0);
   });
 
@@ -241,7 +235,7 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
       locker.exec('ROLLBACK');
       locker.close();
     }
-    expect(rowCount(h.db)).toBe(0);
+    expect(ledgerRowCount(h.db)).toBe(0);
     const ok = await h.post(JSON.stringify(transfer()));
     expect(ok.json()['code']).toBe('0000');
   });

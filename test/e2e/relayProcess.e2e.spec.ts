@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { describe, it, expect, afterEach } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
@@ -91,6 +92,27 @@ describe('the relay as a process', () => {
     expect((await store.countByStatus()).DONE.count).toBe(5);
     expect((await store.queryLedger({ statuses: ['RECEIVED', 'SENT'] })).length).toBe(0);
     await store.close();
+  }, 30_000);
+
+  it('SIGTERM with slow-body and keep-alive clients attached: the process exits within --timeout plus 5 s', async () => {
+    await useSim();
+    const s = spawnServe(['--db', join(tmp(), 'l.db'), '--account-url', sim.url, '--timeout', '1s']);
+    const { hostname, port } = new URL(await s.ready);
+    const slow = Array.from({ length: 5 }, () => {
+      const socket = connect(Number(port), hostname);
+      socket.on('error', () => {});
+      socket.write('POST /v1/transfers HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"gui');
+      cleanup.push(() => void socket.destroy());
+      return socket;
+    });
+    expect((await httpRequest(`${await s.ready}/v1/transfers`, { method: 'POST', body: JSON.stringify(transfer()) })).json()['code']).toBe('0000');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(slow.every((socket) => !socket.destroyed)).toBe(true);
+    const started = performance.now();
+    s.child.kill('SIGTERM');
+    expect(await exited(s.child)).toBe(0);
+    // The body timeout (10 s by default) would hold these clients far longer.
+    expect(performance.now() - started).toBeLessThan(1_000 + 5_000);
   }, 30_000);
 
   it('at start, the sweep settles what a dead process left: RECEIVED → FAILED, old SENT → UNKNOWN', async () => {

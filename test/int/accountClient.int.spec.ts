@@ -164,6 +164,10 @@ describe('transfer: non-definite answers → unknown/non-definite', () => {
     ['200 B2 with 2 digits', 200, Buffer.from('{"code":"B20"}'), 'code B20'],
     ['200 with a BOM', 200, Buffer.from('\uFEFF{"code":"0000"}', 'utf8'), 'not JSON'],
     ['201 with definite code', 201, Buffer.from('{"code":"0000"}'), 'HTTP 201'],
+    // Contract v2 §3: a parser keeping the first `code` and one keeping the last would disagree.
+    ['200 with code twice', 200, Buffer.from('{"code":"B201","code":"0000"}'), 'more than once'],
+    ['200 with code twice, both definite and equal', 200, Buffer.from('{"code":"0000","m":1,"code":"0000"}'), 'more than once'],
+    ['200 with code twice, one escaped', 200, Buffer.from('{"code":"0000","c\\u006fde":"E500"}'), 'more than once'],
   ])('%s', async (_n, status, body, detail) => {
     const s = await httpServer((_req, res) => answer(res, status, body));
     const out = await client({ baseUrl: s.url }).transfer(REQUEST);
@@ -365,9 +369,29 @@ describe('inquire', () => {
     expect(s.received[0]?.url).toBe(`/transfer/${encodeURIComponent('g:1/é x')}`);
   });
 
-  it('404 → absent', async () => {
-    const s = await httpServer((_req, res) => answer(res, 404, '{"code":"E404"}'));
-    expect(await client({ baseUrl: s.url }).inquire('g-404')).toEqual({ kind: 'absent' });
+  it('404 whose JSON body names the GUID asked about → absent', async () => {
+    const s = await httpServer((_req, res) => answer(res, 404, '{"guid":"g:404","code":"E404","message":"no record"}'));
+    expect(await client({ baseUrl: s.url }).inquire('g:404')).toEqual({ kind: 'absent' });
+  });
+
+  it.each<[string, string]>([
+    ['no guid', '{"code":"E404"}'],
+    ['another guid', '{"guid":"g-405","code":"E404"}'],
+    ['guid twice', '{"guid":"g-404","guid":"g-404"}'],
+    ['guid not a string', '{"guid":404}'],
+    ['an HTML page', '<html><body>404 Not Found</body></html>'],
+    ['an empty body', ''],
+    ['a JSON string', '"g-404"'],
+    ['guid nested', '{"error":{"guid":"g-404"}}'],
+  ])('404 with %s → unknown (a proxy or a wrong base URL also says 404)', async (_n, body) => {
+    const s = await httpServer((_req, res) => answer(res, 404, body));
+    const out = await client({ baseUrl: s.url }).inquire('g-404');
+    expect(out).toMatchObject({ kind: 'unknown', detail: expect.stringContaining('404') });
+  });
+
+  it('200 with code twice → unknown, not processed', async () => {
+    const s = await httpServer((_req, res) => answer(res, 200, '{"code":"E500","code":"0000"}'));
+    expect((await client({ baseUrl: s.url }).inquire('g-2')).kind).toBe('unknown');
   });
 
   it.each<[string, number, string]>([

@@ -176,8 +176,8 @@ describe('operator commands as library functions', () => {
     expect(s500).toMatchObject({ candidates: 3, stillUnknown: 3, unreachable: 0 });
     expect(resolveExitCode(s500)).toBe(0);
 
-    // Some connections reset, one 404: completed, exit 0, the summary counts the failures.
-    const flaky = await server((req, res) => (req.url?.includes('/R-') ? req.socket.destroy() : res.writeHead(404).end('{}')));
+    // Some connections reset, one 404 naming its GUID (contract v2 §3): completed, exit 0, the summary counts the failures.
+    const flaky = await server((req, res) => (req.url?.includes('/R-') ? req.socket.destroy() : res.writeHead(404).end('{"guid":"N-1"}')));
     const mixed = await resolveUnknown({ store: ledger, account: client(flaky) }, { minAgeMs: 1000, graceMs: 1000, concurrency: 1 });
     expect(mixed).toMatchObject({ candidates: 3, absent: 1, stillUnknown: 2, unreachable: 2 });
     expect(resolveExitCode(mixed)).toBe(0);

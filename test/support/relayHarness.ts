@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { serve, type RunningRelay, type ServeOptions } from '../../src/commands/serve.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/index.js';
@@ -48,4 +49,12 @@ let counter = 0;
 export function transfer(over: Record<string, unknown> = {}): Record<string, unknown> {
   counter++;
   return { guid: `T-${process.pid}-${counter}`, from: 'ACC-1001', to: 'ACC-2002', amount: 100, currency: 'CNY', ...over };
+}
+
+/** Rows in the ledger file at `db`, read through a connection of its own. */
+export function ledgerRowCount(db: string): number {
+  const d = new Database(db, { readonly: true });
+  const n = (d.prepare('SELECT COUNT(*) AS n FROM ledger').get() as { n: number }).n;
+  d.close();
+  return n;
 }

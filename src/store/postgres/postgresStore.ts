@@ -1,0 +1,128 @@
+import pg from 'pg';
+import type { NewEvent, StoredEvent } from '../../events/codecs.js';
+import type { Command } from '../../events/decide.js';
+import { LedgerUnavailableError } from '../../events/errors.js';
+import type { AppendResult, EventStore, ExecuteResult, LedgerQuery } from '../../events/store.js';
+import { atBoundary, toLedgerError } from './errors.js';
+import { groupCommit } from './groupCommit.js';
+import { countByStatus, countLedger, getLedger, queryLedger } from './ledgerQueries.js';
+import { rebuildProjection, reclaimSpace, removeTombstones, verifyProjection } from './maintenance.js';
+import { readAll } from './readAll.js';
+import { readStream } from './readStream.js';
+import { migrate } from './schema.js';
+
+/** True when `--db` names a PostgreSQL database rather than a SQLite file. */
+export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db);
+
+export interface PostgresStoreOptions {
+  /** `postgres://user@host:port/dbname` (or `postgresql://`). */
+  readonly url: string;
+  readonly clock?: () => number;
+  /** Most units of work one shared transaction carries (group commit). */
+  readonly maxBatch?: number;
+  /** Connections in the pool (one carries the writes; the rest serve reads and maintenance). */
+  readonly poolSize?: number;
+  /** How long to wait for a connection before the ledger counts as unavailable. */
+  readonly connectTimeoutMs?: number;
+  /** Shown in `pg_stat_activity`, so an operator (or a test) can find this process's connections. */
+  readonly applicationName?: string;
+}
+
+export interface PostgresEventStore extends EventStore {
+  readonly url: string;
+  /** The pool, for tests and maintenance that need raw SQL. */
+  readonly pool: pg.Pool;
+}
+
+/** bigint columns (times in ms, counts, positions) as numbers; one beyond 2^53 stays a string and fails to decode. */
+function parseInt8(text: string): number | string {
+  const n = Number(text);
+  return Number.isSafeInteger(n) ? n : text;
+}
+const INT8_OID = 20;
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
+  const { url, clock = Date.now, maxBatch = 512, poolSize = 10, connectTimeoutMs = 5000, applicationName = 'guidgate' } = options;
+  if (!isPostgresUrl(url)) throw new LedgerUnavailableError('not a PostgreSQL URL (postgres://… or postgresql://…)');
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: connectTimeoutMs, application_name: applicationName, types });
+  // An idle connection the server closed (restart, pg_terminate_backend) is dropped by the pool, which
+  // connects a new one on the next query; without a listener the event would end the process.
+  pool.on('error', () => undefined);
+  // The same for a connection in use: the query in flight rejects (and the batch with it); the client's
+  // own 'error' event, emitted beside that, must not end the process.
+  pool.on('connect', (client) => client.on('error', () => undefined));
+
+  await atBoundary('open', async () => {
+    const client = await pool.connect();
+    try {
+      await migrate(client);
+      client.release();
+    } catch (err) {
+      client.release(true);
+      throw err;
+    }
+  }).catch(async (err: unknown) => {
+    await pool.end().catch(() => undefined);
+    throw err;
+  });
+
+  const writes = groupCommit(pool, maxBatch, (err) => toLedgerError(err, 'write'));
+  let closed: Promise<void> | null = null;
+
+  const open = () => {
+    if (closed !== null) throw new LedgerUnavailableError('ledger is closed');
+  };
+  const read = <T>(what: string, fn: () => Promise<T>): Promise<T> =>
+    atBoundary(what, async () => {
+      open();
+      return fn();
+    });
+  /** Maintenance that needs one connection for a transaction. */
+  const withClient = <T>(what: string, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> =>
+    read(what, async () => {
+      const client = await pool.connect();
+      try {
+        const result = await fn(client);
+        client.release();
+        return result;
+      } catch (err) {
+        client.release(true);
+        throw err;
+      }
+    });
+
+  return {
+    url,
+    pool,
+    async appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[]): Promise<AppendResult> {
+      open();
+      return writes.submit({ op: 'append', guid, expectedSeq, events }) as Promise<AppendResult>;
+    },
+    async execute(guid: string, command: Command): Promise<ExecuteResult> {
+      open();
+      return writes.submit({ op: 'execute', guid, command, now: clock() }) as Promise<ExecuteResult>;
+    },
+    readStream: (guid: string): Promise<StoredEvent[]> => read('read', () => readStream(pool, guid)),
+    readAll: (afterPosition: number, limit: number): Promise<StoredEvent[]> => read('read', () => readAll(pool, afterPosition, limit)),
+    getLedger: (guid: string) => read('read', () => getLedger(pool, guid)),
+    queryLedger: (query: LedgerQuery) => read('read', () => queryLedger(pool, query)),
+    countLedger: (query: LedgerQuery) => read('read', () => countLedger(pool, query)),
+    countByStatus: () => read('read', () => countByStatus(pool)),
+    removeTombstones: (before: number) => read('remove tombstones', () => removeTombstones(pool, before)),
+    reclaimSpace: () => read('vacuum', () => reclaimSpace(pool)),
+    rebuildProjection: () => withClient('rebuild', rebuildProjection),
+    verifyProjection: () => withClient('verify', verifyProjection),
+    ping: () =>
+      read('ping', async () => {
+        await pool.query({ name: 'guidgate_ping', text: 'SELECT 1' });
+      }),
+    close() {
+      closed ??= writes.drain().then(() => pool.end());
+      return closed;
+    },
+  };
+}

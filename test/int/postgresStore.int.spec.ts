@@ -369,6 +369,23 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await store.close();
   });
 
+  it('a write right after its pooled connections were killed takes a new connection (20 times in a row)', async () => {
+    const app = `guidgate-test-${randomBytes(4).toString('hex')}`;
+    const store = await open({ applicationName: app, poolSize: 1 });
+    const killer = new pg.Client({ connectionString: dbs.url() });
+    await killer.connect();
+    try {
+      for (let i = 0; i < 20; i++) {
+        await store.ping(); // the pool holds an idle connection
+        await killer.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+        expect((await store.execute(`k${i}`, submit())).kind).toBe('applied');
+      }
+    } finally {
+      await killer.end();
+      await store.close();
+    }
+  });
+
   it('4 processes race to claim the same 600 GUIDs, several in flight each: each is claimed exactly once', async () => {
     await (await open()).close(); // the schema first, so the children race on claims
     const children = [1, 2, 3, 4].map((seed) =>

@@ -232,6 +232,28 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await expect(store.getLedger('a')).rejects.toBeInstanceOf(LedgerUnavailableError);
   });
 
+  it('a row locked by another session past the lock timeout rejects the whole batch as unavailable, writing nothing', async () => {
+    const store = await open({ lockTimeoutMs: 200 });
+    await store.execute('held', submit());
+    const holder = new pg.Client({ connectionString: dbs.url() });
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query("SELECT * FROM ledger WHERE guid = 'held' FOR UPDATE");
+    try {
+      const results = await Promise.allSettled([store.execute('held', answer()), store.execute('new', submit())]);
+      for (const r of results) {
+        expect(r.status).toBe('rejected');
+        if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(LedgerUnavailableError);
+      }
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    expect(await store.getLedger('new')).toBeNull();
+    expect((await store.execute('held', answer())).kind).toBe('applied');
+    await store.close();
+  });
+
   it('rebuild reproduces the projection; verify finds a hand-corrupted row', async () => {
     const store = await open();
     for (const g of ['a', 'b', 'c']) await store.execute(g, submit());

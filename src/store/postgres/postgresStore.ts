@@ -24,6 +24,11 @@ export interface PostgresStoreOptions {
   readonly poolSize?: number;
   /** How long to wait for a connection before the ledger counts as unavailable. */
   readonly connectTimeoutMs?: number;
+  /**
+   * How long a statement waits for a lock another session holds (a row another relay is writing, a
+   * rebuild) before the ledger counts as unavailable: the busy timeout of the SQLite store.
+   */
+  readonly lockTimeoutMs?: number;
   /** Shown in `pg_stat_activity`, so an operator (or a test) can find this process's connections. */
   readonly applicationName?: string;
 }
@@ -46,9 +51,16 @@ const types = {
 };
 
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
-  const { url, clock = Date.now, maxBatch = 512, poolSize = 10, connectTimeoutMs = 5000, applicationName = 'guidgate' } = options;
+  const { url, clock = Date.now, maxBatch = 512, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate' } = options;
   if (!isPostgresUrl(url)) throw new LedgerUnavailableError('not a PostgreSQL URL (postgres://… or postgresql://…)');
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, connectionTimeoutMillis: connectTimeoutMs, application_name: applicationName, types });
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    connectionTimeoutMillis: connectTimeoutMs,
+    application_name: applicationName,
+    options: `-c lock_timeout=${Math.max(0, Math.floor(lockTimeoutMs))}`,
+    types,
+  });
   // An idle connection the server closed (restart, pg_terminate_backend) is dropped by the pool, which
   // connects a new one on the next query; without a listener the event would end the process.
   pool.on('error', () => undefined);

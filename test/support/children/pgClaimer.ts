@@ -5,18 +5,12 @@
  * Args: url count seed inflight
  */
 import { openPostgresStore } from '../../../src/store/postgres/postgresStore.js';
+import { raceGuids } from './raceGuids.js';
 
 const [url, countArg, seedArg, inflightArg] = process.argv.slice(2);
 const count = Number(countArg);
 const inflight = Number(inflightArg ?? 8);
-let seed = Number(seedArg) >>> 0;
-const rand = () => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32);
-
-const guids = Array.from({ length: count }, (_, i) => `race-${i}`);
-for (let i = guids.length - 1; i > 0; i--) {
-  const j = Math.floor(rand() * (i + 1));
-  [guids[i], guids[j]] = [guids[j]!, guids[i]!];
-}
+const guids = raceGuids(count, Number(seedArg));
 
 const store = await openPostgresStore({ url: url!, applicationName: 'guidgate-claimer' });
 process.stdout.write('ready\n');

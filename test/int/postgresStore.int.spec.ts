@@ -89,6 +89,19 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
+  it('one store, small batches, four in flight at once: duplicates split across concurrent batches are claimed once', async () => {
+    const store = await open({ maxBatch: 5, maxInFlight: 4 });
+    const guids = Array.from({ length: 60 }, (_, i) => `g${i}`);
+    const results = await Promise.all([0, 1, 2].flatMap(() => guids.map((g) => store.execute(g, submit(g)))));
+    expect(results.filter((r) => r.kind === 'applied')).toHaveLength(60);
+    const refused = results.filter((r) => r.kind === 'refused');
+    expect(refused).toHaveLength(120);
+    for (const r of refused) expect(r).toMatchObject({ refusal: { reason: 'exists', state: { status: 'SENT', lastSeq: 1 } } });
+    expect(await store.countLedger({ statuses: ['SENT'] })).toBe(60);
+    expect(await store.verifyProjection()).toEqual([]);
+    await store.close();
+  });
+
   it('duplicates of one GUID in one batch see each other, in submission order', async () => {
     const store = await open();
     const secret = '{"guid":"g","from":"ACC-SECRET","note":"caf\u00e9 \\u0000 \u{1F600}"}';

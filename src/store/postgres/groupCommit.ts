@@ -101,65 +101,77 @@ export interface GroupCommit {
 }
 
 /**
- * Group commit: units submitted while a batch is being written (or in the same turn of the event loop)
- * go together in the next batch, one transaction and a handful of round trips for all of them.
- * `fail` turns a database error into the error every unit of the failed batch rejects with.
+ * Group commit: units submitted while batches are being written (or in the same turn of the event loop)
+ * go together in the next batch, one transaction and a handful of round trips for all of them. Up to
+ * `maxInFlight` batches run at once on their own connections, so one batch's work overlaps another's
+ * commit (PostgreSQL flushes the WAL of concurrent commits together). `fail` turns a database error into
+ * the error every unit of the failed batch rejects with.
  */
-export function groupCommit(pool: pg.Pool, maxBatch: number, fail: (err: unknown) => Error): GroupCommit {
-  let queue: Array<{ unit: Unit; resolve: (v: AppendResult | ExecuteResult) => void; reject: (e: unknown) => void }> = [];
-  let running: Promise<void> | null = null;
+export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFlight: number; fail: (err: unknown) => Error }): GroupCommit {
+  const { maxBatch, maxInFlight, fail } = options;
+  const queue: Array<{ unit: Unit; resolve: (v: AppendResult | ExecuteResult) => void; reject: (e: unknown) => void }> = [];
+  let inFlight = 0;
+  let scheduled = false;
+  const idle: Array<() => void> = [];
 
-  async function runQueue(): Promise<void> {
-    while (queue.length > 0) {
-      const batch = queue.slice(0, maxBatch);
-      queue = queue.slice(batch.length);
-      let outcomes: UnitOutcome[] | null = null;
-      // A connection that died while idle in the pool (PostgreSQL restarted) fails at BEGIN, before
-      // anything was sent: then, once, the batch takes a new connection. Any later failure may have reached
-      // COMMIT, so it is never retried here.
-      for (let attempt = 1; outcomes === null; attempt++) {
+  async function write(units: readonly Unit[]): Promise<UnitOutcome[]> {
+    // A connection that died while idle in the pool (PostgreSQL restarted) fails at BEGIN, before
+    // anything was sent: then, once, the batch takes a new connection. Any later failure may have reached
+    // COMMIT, so it is never retried here.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const client = await pool.connect();
         try {
-          const client = await pool.connect();
-          try {
-            outcomes = await runBatch(client, batch.map((b) => b.unit));
-            client.release();
-          } catch (err) {
-            // The connection may be broken: never hand it out again.
-            client.release(true);
-            throw err;
-          }
+          const outcomes = await runBatch(client, units);
+          client.release();
+          return outcomes;
         } catch (err) {
-          if (err instanceof NotBegunError && attempt < 2) continue;
-          const error = fail(err instanceof NotBegunError ? err.cause : err);
-          outcomes = batch.map(() => ({ ok: false, error }));
+          // The connection may be broken: never hand it out again.
+          client.release(true);
+          throw err;
         }
+      } catch (err) {
+        if (err instanceof NotBegunError && attempt < 2) continue;
+        const error = fail(err instanceof NotBegunError ? err.cause : err);
+        return units.map(() => ({ ok: false, error }));
       }
-      batch.forEach((b, i) => {
-        const o = outcomes[i]!;
-        if (o.ok) b.resolve(o.value);
-        else b.reject(o.error);
+    }
+  }
+
+  function pump(): void {
+    scheduled = false;
+    while (inFlight < maxInFlight && queue.length > 0) {
+      const batch = queue.splice(0, maxBatch);
+      inFlight++;
+      void write(batch.map((b) => b.unit)).then((outcomes) => {
+        batch.forEach((b, i) => {
+          const o = outcomes[i]!;
+          if (o.ok) b.resolve(o.value);
+          else b.reject(o.error);
+        });
+        inFlight--;
+        schedule();
+        if (inFlight === 0 && queue.length === 0) for (const wake of idle.splice(0)) wake();
       });
     }
   }
 
-  const start = () => {
-    running ??= new Promise<void>((resolve) => setImmediate(resolve))
-      .then(runQueue)
-      .finally(() => {
-        running = null;
-        if (queue.length > 0) start();
-      });
-  };
+  function schedule(): void {
+    if (scheduled || queue.length === 0) return;
+    scheduled = true;
+    setImmediate(pump);
+  }
 
   return {
     submit(unit) {
       return new Promise((resolve, reject) => {
         queue.push({ unit, resolve, reject });
-        start();
+        schedule();
       });
     },
-    async drain() {
-      while (running !== null) await running;
+    drain() {
+      if (inFlight === 0 && queue.length === 0) return Promise.resolve();
+      return new Promise((resolve) => idle.push(resolve));
     },
   };
 }

@@ -20,6 +20,8 @@ export interface PostgresStoreOptions {
   readonly clock?: () => number;
   /** Most units of work one shared transaction carries (group commit). */
   readonly maxBatch?: number;
+  /** Group-commit batches written at once, each on its own connection (1: strictly one after another). */
+  readonly maxInFlight?: number;
   /** Connections in the pool (one carries the writes; the rest serve reads and maintenance). */
   readonly poolSize?: number;
   /** How long to wait for a connection before the ledger counts as unavailable. */
@@ -51,7 +53,7 @@ const types = {
 };
 
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
-  const { url, clock = Date.now, maxBatch = 512, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate' } = options;
+  const { url, clock = Date.now, maxBatch = 512, maxInFlight = 2, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate' } = options;
   if (!isPostgresUrl(url)) throw new LedgerUnavailableError('not a PostgreSQL URL (postgres://… or postgresql://…)');
   const pool = new pg.Pool({
     connectionString: url,
@@ -82,7 +84,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     throw err;
   });
 
-  const writes = groupCommit(pool, maxBatch, (err) => toLedgerError(err, 'write'));
+  const writes = groupCommit(pool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write') });
   let closed: Promise<void> | null = null;
 
   const open = () => {

@@ -89,6 +89,22 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
+  it('under SERIALIZABLE (as on a distributed SQL engine) a batch that fails with 40001 runs again: each GUID claimed once', async () => {
+    const url = await dbs.fresh();
+    const name = new URL(url).pathname.slice(1);
+    await sql(url, `ALTER DATABASE ${name} SET default_transaction_isolation TO 'serializable'`);
+    const [a, b] = await Promise.all([openPostgresStore({ url, maxBatch: 8 }), openPostgresStore({ url, maxBatch: 8 })]);
+    expect((await a.pool.query('SHOW transaction_isolation')).rows).toEqual([{ transaction_isolation: 'serializable' }]);
+    const guids = Array.from({ length: 80 }, (_, i) => `g${i}`);
+    const results = await Promise.all(guids.flatMap((g) => [a.execute(g, submit(g)), b.execute(g, submit(g))]));
+    expect(results.filter((r) => r.kind === 'applied')).toHaveLength(80);
+    const outcomes = await Promise.all(guids.flatMap((g) => [a.execute(g, answer()), b.execute(g, answer())]));
+    expect(outcomes.filter((r) => r.kind === 'applied')).toHaveLength(80);
+    expect(await a.countLedger({ statuses: ['DONE'] })).toBe(80);
+    expect(await a.verifyProjection()).toEqual([]);
+    await Promise.all([a.close(), b.close()]);
+  });
+
   it('one store, small batches, four in flight at once: duplicates split across concurrent batches are claimed once', async () => {
     const store = await open({ maxBatch: 5, maxInFlight: 4 });
     const guids = Array.from({ length: 60 }, (_, i) => `g${i}`);

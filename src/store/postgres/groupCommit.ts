@@ -17,8 +17,8 @@ export type UnitOutcome = { readonly ok: true; readonly value: AppendResult | Ex
 
 /** Rounds inside one transaction: a GUID claimed by another process meanwhile is decided again, locked. */
 const MAX_ROUNDS = 3;
-/** Whole-batch retries after a deadlock, a serialization failure or a stale projection (nothing was durable). */
-const MAX_ATTEMPTS = 4;
+/** Whole-batch attempts after a deadlock, a serialization failure or a stale projection (nothing was durable). */
+const MAX_ATTEMPTS = 8;
 
 function finish(unit: Unit, plan: UnitPlan, positions: ReadonlyMap<string, number>): UnitOutcome {
   switch (plan.kind) {
@@ -87,6 +87,8 @@ export async function runBatch(client: pg.ClientBase, units: readonly Unit[]): P
       // A unique violation in the log means a projection row behind its log: run again, checking the keys first.
       if (attempt < MAX_ATTEMPTS && (isRetryable(err) || isUniqueViolation(err))) {
         guarded ||= isUniqueViolation(err);
+        // A random pause, so that two processes whose batches collided do not collide again at once.
+        if (isRetryable(err)) await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
         continue;
       }
       throw err;

@@ -43,7 +43,9 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
 const MIGRATION_LOCK = 0x6775_6964_6761_7465n; // "guidgate"
 
 export async function migrate(client: pg.ClientBase): Promise<void> {
-  await client.query('BEGIN');
+  // READ COMMITTED whatever the database's default: each statement after the lock must see what the
+  // process that held the lock before committed (a snapshot taken before the wait would not).
+  await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
   try {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK.toString()]);
     await client.query('CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)');

@@ -93,7 +93,7 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     const url = await dbs.fresh();
     const name = new URL(url).pathname.slice(1);
     await sql(url, `ALTER DATABASE ${name} SET default_transaction_isolation TO 'serializable'`);
-    const [a, b] = await Promise.all([openPostgresStore({ url, maxBatch: 8 }), openPostgresStore({ url, maxBatch: 8 })]);
+    const [a, b] = await Promise.all([openPostgresStore({ url, maxBatch: 8, maxInFlight: 1 }), openPostgresStore({ url, maxBatch: 8, maxInFlight: 1 })]);
     expect((await a.pool.query('SHOW transaction_isolation')).rows).toEqual([{ transaction_isolation: 'serializable' }]);
     const guids = Array.from({ length: 80 }, (_, i) => `g${i}`);
     const results = await Promise.all(guids.flatMap((g) => [a.execute(g, submit(g)), b.execute(g, submit(g))]));

@@ -88,7 +88,7 @@ export async function runBatch(client: pg.ClientBase, units: readonly Unit[]): P
       if (attempt < MAX_ATTEMPTS && (isRetryable(err) || isUniqueViolation(err))) {
         guarded ||= isUniqueViolation(err);
         // A random pause, so that two processes whose batches collided do not collide again at once.
-        if (isRetryable(err)) await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
+        if (isRetryable(err)) await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * attempt));
         continue;
       }
       throw err;

@@ -36,10 +36,12 @@ function finish(unit: Unit, plan: UnitPlan, positions: ReadonlyMap<string, numbe
 }
 
 /**
- * One transaction for the whole batch (READ COMMITTED, synchronous_commit on): lock the batch's rows, decide
+ * One transaction for the whole batch (the database's isolation level, READ COMMITTED by default;
+ * synchronous_commit on): lock the batch's rows, decide
  * in JS, write everything in one statement, commit. Returns only after COMMIT, so no caller calls the
  * account system before its claim is durable. A GUID whose row another transaction created first (its
  * INSERT waited for that transaction and then found the row) is locked and decided again in the next round.
+ * Under SERIALIZABLE that INSERT fails with 40001 instead, and `runBatch` runs the batch again.
  * Any database error rejects: the caller fails every unit of the batch.
  */
 async function runOnce(client: pg.ClientBase, units: readonly Unit[], guarded: boolean): Promise<UnitOutcome[]> {

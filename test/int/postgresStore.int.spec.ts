@@ -420,7 +420,7 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await store.close();
   });
 
-  it('a write right after its pooled connections were killed takes a new connection (20 times in a row)', async () => {
+  it('a write or a read right after its pooled connections were killed takes a new connection (20 times in a row)', async () => {
     const app = `guidgate-test-${randomBytes(4).toString('hex')}`;
     const store = await open({ applicationName: app, poolSize: 1 });
     const killer = new pg.Client({ connectionString: dbs.url() });
@@ -430,6 +430,8 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
         await store.ping(); // the pool holds an idle connection
         await killer.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
         expect((await store.execute(`k${i}`, submit())).kind).toBe('applied');
+        await killer.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+        expect((await store.getLedger(`k${i}`))?.status).toBe('SENT');
       }
     } finally {
       await killer.end();

@@ -15,6 +15,15 @@ export const isUniqueViolation = (err: unknown): boolean => sqlState(err) === '2
 export const isRetryable = (err: unknown): boolean => sqlState(err) === '40001' || sqlState(err) === '40P01';
 
 /**
+ * The connection, not the statement, failed: no SQLSTATE at all (socket closed, refused), a connection
+ * exception (08…) or the server shutting the session down (57P01–57P03, a restart or pg_terminate_backend).
+ */
+export function isConnectionLost(err: unknown): boolean {
+  const state = sqlState(err);
+  return state === undefined || /^(08|57P0[1-3])/.test(state);
+}
+
+/**
  * The one boundary: whatever PostgreSQL or the driver threw (refused connection, terminated backend,
  * timeout, constraint) means the ledger could not be read or written, so the account system must not be
  * called. A row that did not decode stays a `LedgerCorruptError`. The message names the operation and the

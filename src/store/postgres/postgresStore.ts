@@ -1,9 +1,9 @@
 import pg from 'pg';
 import type { NewEvent, StoredEvent } from '../../events/codecs.js';
 import type { Command } from '../../events/decide.js';
-import { LedgerUnavailableError } from '../../events/errors.js';
+import { LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { AppendResult, EventStore, ExecuteResult, LedgerQuery } from '../../events/store.js';
-import { atBoundary, toLedgerError } from './errors.js';
+import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
 import { groupCommit } from './groupCommit.js';
 import { countByStatus, countLedger, getLedger, queryLedger } from './ledgerQueries.js';
 import { rebuildProjection, reclaimSpace, removeTombstones, verifyProjection } from './maintenance.js';
@@ -70,16 +70,20 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   // own 'error' event, emitted beside that, must not end the process.
   pool.on('connect', (client) => client.on('error', () => undefined));
 
-  await atBoundary('open', async () => {
+  /** One connection for a transaction; a connection that failed is closed, never handed out again. */
+  const onClient = async <T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
     const client = await pool.connect();
     try {
-      await migrate(client);
+      const result = await fn(client);
       client.release();
+      return result;
     } catch (err) {
       client.release(true);
       throw err;
     }
-  }).catch(async (err: unknown) => {
+  };
+
+  await atBoundary('open', () => onClient(migrate)).catch(async (err: unknown) => {
     await pool.end().catch(() => undefined);
     throw err;
   });
@@ -90,22 +94,23 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const open = () => {
     if (closed !== null) throw new LedgerUnavailableError('ledger is closed');
   };
-  const read = <T>(what: string, fn: () => Promise<T>): Promise<T> =>
+  /** Maintenance: writes, never run twice by the store. */
+  const maintain = <T>(what: string, fn: () => Promise<T>): Promise<T> =>
     atBoundary(what, async () => {
       open();
       return fn();
     });
-  /** Maintenance that needs one connection for a transaction. */
-  const withClient = <T>(what: string, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> =>
-    read(what, async () => {
-      const client = await pool.connect();
+  /**
+   * A read runs once more on a new connection when its connection was found dead (the pool had not yet
+   * noticed a restart): reading twice changes nothing.
+   */
+  const read = <T>(what: string, fn: () => Promise<T>): Promise<T> =>
+    maintain(what, async () => {
       try {
-        const result = await fn(client);
-        client.release();
-        return result;
+        return await fn();
       } catch (err) {
-        client.release(true);
-        throw err;
+        if (err instanceof LedgerCorruptError || !isConnectionLost(err)) throw err;
+        return fn();
       }
     });
 
@@ -126,10 +131,10 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     queryLedger: (query: LedgerQuery) => read('read', () => queryLedger(pool, query)),
     countLedger: (query: LedgerQuery) => read('read', () => countLedger(pool, query)),
     countByStatus: () => read('read', () => countByStatus(pool)),
-    removeTombstones: (before: number) => read('remove tombstones', () => removeTombstones(pool, before)),
-    reclaimSpace: () => read('vacuum', () => reclaimSpace(pool)),
-    rebuildProjection: () => withClient('rebuild', rebuildProjection),
-    verifyProjection: () => withClient('verify', verifyProjection),
+    removeTombstones: (before: number) => maintain('remove tombstones', () => removeTombstones(pool, before)),
+    reclaimSpace: () => maintain('vacuum', () => reclaimSpace(pool)),
+    rebuildProjection: () => maintain('rebuild', () => onClient(rebuildProjection)),
+    verifyProjection: () => read('verify', () => onClient(verifyProjection)),
     ping: () =>
       read('ping', async () => {
         await pool.query({ name: 'guidgate_ping', text: 'SELECT 1' });

@@ -369,8 +369,11 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await Promise.all(Array.from({ length: 300 }, (_, i) => store.execute(`g${i}`, answer())));
     await Promise.all(Array.from({ length: 300 }, (_, i) => store.execute(`g${i}`, { type: 'Purge', retentionMs: 0 })));
     expect(await store.removeTombstones(Date.now() + 1)).toBe(300);
+    const size = await store.spaceOnDisk();
     const { bytesBefore, bytesAfter } = await store.reclaimSpace();
+    expect(bytesBefore).toBe(size);
     expect(bytesAfter).toBeLessThan(bytesBefore / 2);
+    expect(await store.spaceOnDisk()).toBe(bytesAfter);
     await store.close();
   });
 

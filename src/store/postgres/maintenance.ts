@@ -30,7 +30,8 @@ export async function removeTombstones(db: pg.Pool | pg.ClientBase, before: numb
   return Number(rows[0]?.n ?? 0);
 }
 
-async function tablesBytes(db: pg.Pool): Promise<number> {
+/** The ledger's size on disk: both tables with their indexes and TOAST. */
+export async function tablesBytes(db: pg.Pool | pg.ClientBase): Promise<number> {
   const { rows } = await db.query<{ n: number }>("SELECT pg_total_relation_size('events') + pg_total_relation_size('ledger') AS n");
   return Number(rows[0]?.n ?? 0);
 }

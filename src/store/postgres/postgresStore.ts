@@ -6,7 +6,7 @@ import type { AppendResult, EventStore, ExecuteResult, LedgerQuery } from '../..
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
 import { groupCommit } from './groupCommit.js';
 import { countByStatus, countLedger, getLedger, queryLedger } from './ledgerQueries.js';
-import { rebuildProjection, reclaimSpace, removeTombstones, verifyProjection } from './maintenance.js';
+import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyProjection } from './maintenance.js';
 import { readAll } from './readAll.js';
 import { readStream } from './readStream.js';
 import { migrate } from './schema.js';
@@ -37,6 +37,8 @@ export interface PostgresStoreOptions {
 
 export interface PostgresEventStore extends EventStore {
   readonly url: string;
+  /** The ledger's size on disk in bytes (the restructured contract's `LedgerMaintenance.spaceOnDisk`). */
+  spaceOnDisk(): Promise<number>;
   /** The pool, for tests and maintenance that need raw SQL. */
   readonly pool: pg.Pool;
 }
@@ -133,6 +135,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     countByStatus: () => read('read', () => countByStatus(pool)),
     removeTombstones: (before: number) => maintain('remove tombstones', () => removeTombstones(pool, before)),
     reclaimSpace: () => maintain('vacuum', () => reclaimSpace(pool)),
+    spaceOnDisk: () => read('size', () => tablesBytes(pool)),
     rebuildProjection: () => maintain('rebuild', () => onClient(rebuildProjection)),
     verifyProjection: () => read('verify', () => onClient(verifyProjection)),
     ping: () =>

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { openSqliteStore, type Synchronous } from '../src/store/sqlite/sqliteStore.js';
+import { claimsPerSecond } from './claimRate.js';
 
 const { values } = parseArgs({
   options: { seconds: { type: 'string', default: '3' }, inflight: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } },
@@ -19,21 +20,10 @@ const inflight = Number(values.inflight);
 async function measure(synchronous: Synchronous, concurrency: number): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'guidgate-bench-'));
   const store = openSqliteStore({ path: join(dir, 'b.db'), synchronous });
-  let n = 0;
-  const deadline = performance.now() + seconds * 1000;
-  const start = performance.now();
-  async function worker(w: number): Promise<void> {
-    while (performance.now() < deadline) {
-      const guid = `w${w}-${n++}`;
-      const r = await store.execute(guid, { type: 'Submit', request: `{"guid":"${guid}","from":"A1","to":"B2","amount":100}`, fingerprint: guid, timeoutMs: 3000, maxAttempts: 5 });
-      if (r.kind !== 'applied') throw new Error(`claim of ${guid} refused`);
-    }
-  }
-  await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
-  const elapsed = (performance.now() - start) / 1000;
+  const rate = await claimsPerSecond(store, concurrency, seconds);
   await store.close();
   rmSync(dir, { recursive: true, force: true });
-  return n / elapsed;
+  return rate;
 }
 
 const rows: Array<{ synchronous: Synchronous; inflight: number; claimsPerSec: number; ratio: number }> = [];

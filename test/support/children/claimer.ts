@@ -4,17 +4,11 @@
  * stdin, so that all children start together. Args: db count seed (db: anything `openStore` takes)
  */
 import { openStore } from '../../../src/store/openStore.js';
+import { raceGuids } from './raceGuids.js';
 
 const [dbPath, countArg, seedArg] = process.argv.slice(2);
 const count = Number(countArg);
-let seed = Number(seedArg) >>> 0;
-const rand = () => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32);
-
-const guids = Array.from({ length: count }, (_, i) => `race-${i}`);
-for (let i = guids.length - 1; i > 0; i--) {
-  const j = Math.floor(rand() * (i + 1));
-  [guids[i], guids[j]] = [guids[j]!, guids[i]!];
-}
+const guids = raceGuids(count, Number(seedArg));
 
 const store = await openStore(dbPath!, { busyTimeoutMs: 30_000 });
 process.stdout.write('ready\n');

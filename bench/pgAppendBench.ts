@@ -1,0 +1,80 @@
+/**
+ * Claims (Claimed + Sent) per second on PostgreSQL, one in flight and with group commit (N in flight),
+ * beside the SQLite store (synchronous=FULL, writer thread as `serve` runs it) measured in the same run.
+ * Usage: node dist/bench/pgAppendBench.js [--url postgres://postgres@127.0.0.1:5432/postgres] [--seconds 3] [--inflight 50] [--json]
+ * The URL names a server and a database to connect to first; the bench creates its own database there and drops it.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { openSqliteStore } from '../src/store/sqlite/sqliteStore.js';
+import { openPostgresStore } from '../src/store/postgres/postgresStore.js';
+import { claimsPerSecond } from './claimRate.js';
+
+const { values } = parseArgs({
+  options: {
+    url: { type: 'string', default: process.env['GUIDGATE_TEST_PG'] ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
+    seconds: { type: 'string', default: '3' },
+    inflight: { type: 'string', default: '50' },
+    json: { type: 'boolean', default: false },
+  },
+});
+const seconds = Number(values.seconds);
+const inflight = Number(values.inflight);
+
+async function admin(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: values.url });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+async function postgres(concurrency: number): Promise<number> {
+  const name = `guidgate_bench_${randomBytes(6).toString('hex')}`;
+  await admin(`CREATE DATABASE ${name}`);
+  try {
+    const url = new URL(values.url);
+    url.pathname = `/${name}`;
+    const store = await openPostgresStore({ url: url.toString() });
+    const rate = await claimsPerSecond(store, concurrency, seconds);
+    await store.close();
+    return rate;
+  } finally {
+    await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  }
+}
+
+async function sqlite(concurrency: number): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'guidgate-bench-'));
+  try {
+    const store = openSqliteStore({ path: join(dir, 'b.db'), synchronous: 'FULL', writer: 'thread' });
+    const rate = await claimsPerSecond(store, concurrency, seconds);
+    await store.close();
+    return rate;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const rows: Array<{ store: string; inflight: number; claimsPerSec: number }> = [];
+// Alternating, so drift on a shared machine hits both stores.
+for (const c of [1, inflight]) {
+  rows.push({ store: 'sqlite FULL', inflight: c, claimsPerSec: Math.round(await sqlite(c)) });
+  rows.push({ store: 'postgres', inflight: c, claimsPerSec: Math.round(await postgres(c)) });
+}
+if (values.json) {
+  process.stdout.write(JSON.stringify(rows, null, 2) + '\n');
+} else {
+  process.stdout.write('claims (Claimed+Sent) per second, each durable before it resolves; ratio PostgreSQL / SQLite at the same in-flight\n');
+  process.stdout.write('store        in-flight  claims/s  ratio\n');
+  for (const r of rows) {
+    const sqliteRate = rows.find((s) => s.store === 'sqlite FULL' && s.inflight === r.inflight)!.claimsPerSec;
+    process.stdout.write(`${r.store.padEnd(11)}  ${String(r.inflight).padStart(9)}  ${String(r.claimsPerSec).padStart(8)}  ${(r.claimsPerSec / sqliteRate).toFixed(2)}x\n`);
+  }
+}

@@ -1,0 +1,181 @@
+import type pg from 'pg';
+import type { StoredEvent } from '../../events/codecs.js';
+import type { LedgerState } from '../../events/state.js';
+import type { AppendResult, ExecuteResult } from '../../events/store.js';
+import { isRetryable, isUniqueViolation } from './errors.js';
+import { planBatch, type Unit, type UnitPlan } from './planBatch.js';
+import { eventKey, lockRows, redactionsFor, takenSeqs, writeBatch } from './writeBatch.js';
+
+/** BEGIN itself failed (typically a pooled connection the server had closed): nothing was sent yet. */
+class NotBegunError extends Error {
+  constructor(override readonly cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause));
+  }
+}
+
+export type UnitOutcome = { readonly ok: true; readonly value: AppendResult | ExecuteResult } | { readonly ok: false; readonly error: unknown };
+
+/** Rounds inside one transaction: a GUID claimed by another process meanwhile is decided again, locked. */
+const MAX_ROUNDS = 3;
+/** Whole-batch attempts after a deadlock, a serialization failure or a stale projection (nothing was durable). */
+const MAX_ATTEMPTS = 8;
+
+function finish(unit: Unit, plan: UnitPlan, positions: ReadonlyMap<string, number>): UnitOutcome {
+  switch (plan.kind) {
+    case 'error':
+      return { ok: false, error: plan.error };
+    case 'refused':
+      return { ok: true, value: { kind: 'refused', refusal: plan.refusal } };
+    case 'lost':
+      return { ok: true, value: unit.op === 'execute' ? { kind: 'refused', refusal: { reason: 'exists', state: plan.state } } : { won: false, state: plan.state } };
+    case 'won': {
+      const events = plan.events.map((p) => ({ ...p.event, guid: p.guid, seq: p.seq, position: positions.get(eventKey(p.guid, p.seq)) ?? -1 }) as StoredEvent);
+      return { ok: true, value: unit.op === 'execute' ? { kind: 'applied', state: plan.state, events } : { won: true, state: plan.state, events } };
+    }
+  }
+}
+
+/**
+ * One transaction for the whole batch (the database's isolation level, READ COMMITTED by default;
+ * synchronous_commit on): lock the batch's rows, decide
+ * in JS, write everything in one statement, commit. Returns only after COMMIT, so no caller calls the
+ * account system before its claim is durable. A GUID whose row another transaction created first (its
+ * INSERT waited for that transaction and then found the row) is locked and decided again in the next round.
+ * Under SERIALIZABLE that INSERT fails with 40001 instead, and `runBatch` runs the batch again.
+ * Any database error rejects: the caller fails every unit of the batch.
+ */
+async function runOnce(client: pg.ClientBase, units: readonly Unit[], guarded: boolean): Promise<UnitOutcome[]> {
+  const outcomes: Array<UnitOutcome | undefined> = new Array(units.length);
+  let pending = units.map((_, i) => i);
+  let lastRead = new Map<string, LedgerState>();
+  try {
+    await client.query('BEGIN');
+  } catch (err) {
+    throw new NotBegunError(err);
+  }
+  for (let round = 0; round < MAX_ROUNDS && pending.length > 0; round++) {
+    const roundUnits = pending.map((i) => units[i]!);
+    lastRead = await lockRows(client, [...new Set(roundUnits.map((u) => u.guid))]);
+    let plan = planBatch(roundUnits, lastRead);
+    if (guarded && plan.events.length > 0) {
+      const blocked = await takenSeqs(client, plan);
+      if (blocked.size > 0) plan = planBatch(roundUnits, lastRead, blocked);
+    }
+    const written = plan.rows.length === 0 ? { won: new Set<string>(), positions: new Map<string, number>() } : await writeBatch(client, plan, await redactionsFor(client, plan.purged));
+    const writtenGuids = new Set(plan.rows.map((r) => r.row.guid));
+    const next: number[] = [];
+    roundUnits.forEach((u, k) => {
+      if (writtenGuids.has(u.guid) && !written.won.has(u.guid)) next.push(pending[k]!);
+      else outcomes[pending[k]!] = finish(u, plan.units[k]!, written.positions);
+    });
+    pending = next;
+  }
+  for (const i of pending) {
+    const u = units[i]!;
+    outcomes[i] = finish(u, { kind: 'lost', state: lastRead.get(u.guid) ?? null }, new Map());
+  }
+  await client.query('COMMIT');
+  return outcomes as UnitOutcome[];
+}
+
+export async function runBatch(client: pg.ClientBase, units: readonly Unit[]): Promise<UnitOutcome[]> {
+  let guarded = false;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await runOnce(client, units, guarded);
+    } catch (err) {
+      if (err instanceof NotBegunError) throw err;
+      await client.query('ROLLBACK').catch(() => undefined);
+      // A unique violation in the log means a projection row behind its log: run again, checking the keys first.
+      if (attempt < MAX_ATTEMPTS && (isRetryable(err) || isUniqueViolation(err))) {
+        guarded ||= isUniqueViolation(err);
+        // A random pause, so that two processes whose batches collided do not collide again at once.
+        if (isRetryable(err)) await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * attempt));
+        continue;
+      }
+      throw err;
+    }
+  }
+}
+
+export interface GroupCommit {
+  submit(unit: Unit): Promise<AppendResult | ExecuteResult>;
+  /** Waits for every submitted unit to be settled. */
+  drain(): Promise<void>;
+}
+
+/**
+ * Group commit: units submitted while batches are being written (or in the same turn of the event loop)
+ * go together in the next batch, one transaction and a handful of round trips for all of them. Up to
+ * `maxInFlight` batches run at once on their own connections, so one batch's work overlaps another's
+ * commit (PostgreSQL flushes the WAL of concurrent commits together). `fail` turns a database error into
+ * the error every unit of the failed batch rejects with.
+ */
+export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFlight: number; fail: (err: unknown) => Error }): GroupCommit {
+  const { maxBatch, maxInFlight, fail } = options;
+  const queue: Array<{ unit: Unit; resolve: (v: AppendResult | ExecuteResult) => void; reject: (e: unknown) => void }> = [];
+  let inFlight = 0;
+  let scheduled = false;
+  const idle: Array<() => void> = [];
+
+  async function write(units: readonly Unit[]): Promise<UnitOutcome[]> {
+    // A connection that died while idle in the pool (PostgreSQL restarted) fails at BEGIN, before
+    // anything was sent: then, once, the batch takes a new connection. Any later failure may have reached
+    // COMMIT, so it is never retried here.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const client = await pool.connect();
+        try {
+          const outcomes = await runBatch(client, units);
+          client.release();
+          return outcomes;
+        } catch (err) {
+          // The connection may be broken: never hand it out again.
+          client.release(true);
+          throw err;
+        }
+      } catch (err) {
+        if (err instanceof NotBegunError && attempt < 2) continue;
+        const error = fail(err instanceof NotBegunError ? err.cause : err);
+        return units.map(() => ({ ok: false, error }));
+      }
+    }
+  }
+
+  function pump(): void {
+    scheduled = false;
+    while (inFlight < maxInFlight && queue.length > 0) {
+      const batch = queue.splice(0, maxBatch);
+      inFlight++;
+      void write(batch.map((b) => b.unit)).then((outcomes) => {
+        batch.forEach((b, i) => {
+          const o = outcomes[i]!;
+          if (o.ok) b.resolve(o.value);
+          else b.reject(o.error);
+        });
+        inFlight--;
+        schedule();
+        if (inFlight === 0 && queue.length === 0) for (const wake of idle.splice(0)) wake();
+      });
+    }
+  }
+
+  function schedule(): void {
+    if (scheduled || queue.length === 0) return;
+    scheduled = true;
+    setImmediate(pump);
+  }
+
+  return {
+    submit(unit) {
+      return new Promise((resolve, reject) => {
+        queue.push({ unit, resolve, reject });
+        schedule();
+      });
+    },
+    drain() {
+      if (inFlight === 0 && queue.length === 0) return Promise.resolve();
+      return new Promise((resolve) => idle.push(resolve));
+    },
+  };
+}

@@ -1,0 +1,64 @@
+import type pg from 'pg';
+import * as t from 'io-ts';
+import { isLeft } from 'fp-ts/lib/Either.js';
+import { STATUSES, Status } from '../../events/codecs.js';
+import { LedgerCorruptError } from '../../events/errors.js';
+import type { LedgerState } from '../../events/state.js';
+import type { LedgerQuery, StatusSummary } from '../../events/store.js';
+import { rowToState } from '../../projections/ledgerRow.js';
+
+type Db = pg.Pool | pg.ClientBase;
+
+/**
+ * Every filter of `LedgerQuery` in one statement, each switched off by a NULL parameter, so that one
+ * prepared statement serves every query (PostgreSQL plans each execution for its actual parameters while
+ * that is cheaper than a generic plan).
+ */
+const FILTER = `
+  ($1::text[] IS NULL OR status = ANY($1))
+  AND ($2::bigint IS NULL OR updated_at < $2)
+  AND ($3::bigint IS NULL OR sent_at <= $3)
+  AND ($4::integer IS NULL OR attempts < $4)
+  AND ($5::integer IS NULL OR attempts >= $5)
+  AND ($6::text IS NULL OR guid > $6)`;
+
+function filterValues(q: LedgerQuery): unknown[] {
+  return [q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null];
+}
+
+export async function getLedger(db: Db, guid: string): Promise<LedgerState | null> {
+  const { rows } = await db.query({ name: 'guidgate_get_ledger', text: 'SELECT * FROM ledger WHERE guid = $1', values: [guid] });
+  return rows.length === 0 ? null : rowToState(rows[0]);
+}
+
+/** Rows matching `q`, in GUID order (byte order: the column's collation is "C", as SQLite compares). */
+export async function queryLedger(db: Db, q: LedgerQuery): Promise<LedgerState[]> {
+  const limit = q.limit === undefined ? null : Math.max(0, Math.floor(q.limit));
+  const { rows } = await db.query({
+    name: 'guidgate_query_ledger',
+    text: `SELECT * FROM ledger WHERE ${FILTER} ORDER BY guid LIMIT $7`,
+    values: [...filterValues(q), limit],
+  });
+  return rows.map(rowToState);
+}
+
+export async function countLedger(db: Db, q: LedgerQuery): Promise<number> {
+  const { rows } = await db.query<{ n: number }>({ name: 'guidgate_count_ledger', text: `SELECT count(*) AS n FROM ledger WHERE ${FILTER}`, values: filterValues(q) });
+  return Number(rows[0]?.n ?? 0);
+}
+
+const StatusCount = t.type({ status: Status, n: t.number, oldest: t.number });
+
+export async function countByStatus(db: Db): Promise<Record<Status, StatusSummary>> {
+  const { rows } = await db.query({
+    name: 'guidgate_count_by_status',
+    text: 'SELECT status, count(*) AS n, min(updated_at) AS oldest FROM ledger GROUP BY status',
+  });
+  const summary = Object.fromEntries(STATUSES.map((s) => [s, { count: 0, oldestUpdatedAt: null }])) as Record<Status, StatusSummary>;
+  for (const raw of rows) {
+    const row = StatusCount.decode(raw);
+    if (isLeft(row)) throw new LedgerCorruptError('ledger status count does not decode');
+    summary[row.right.status] = { count: row.right.n, oldestUpdatedAt: row.right.oldest };
+  }
+  return summary;
+}

@@ -1,0 +1,114 @@
+import type { NewEvent } from '../../events/codecs.js';
+import { decide, type Command, type Refusal } from '../../events/decide.js';
+import { evolve } from '../../events/evolve.js';
+import type { LedgerState } from '../../events/state.js';
+import { stateToRow, type LedgerRow } from '../../projections/ledgerRow.js';
+
+/** A unit of work of the group commit: one caller's `execute` or `appendEvents`. */
+export type Unit =
+  | { readonly op: 'execute'; readonly guid: string; readonly command: Command; readonly now: number }
+  | { readonly op: 'append'; readonly guid: string; readonly expectedSeq: number; readonly events: readonly NewEvent[] };
+
+/** An event ready for the INSERT: everything that can throw in JS has already run. */
+export interface PlannedEvent {
+  readonly guid: string;
+  readonly seq: number;
+  readonly event: NewEvent;
+  /** The JSON text stored in `events.data`; a later Purged in the same batch may still redact it. */
+  data: string;
+}
+
+/** What one unit will have done if its GUID's row is written (decided before any write). */
+export type UnitPlan =
+  | { readonly kind: 'won'; readonly state: LedgerState; readonly events: readonly PlannedEvent[] }
+  | { readonly kind: 'refused'; readonly refusal: Refusal }
+  | { readonly kind: 'lost'; readonly state: LedgerState | null }
+  | { readonly kind: 'error'; readonly error: unknown };
+
+/** The row a GUID ends the batch with, and the `last_seq` it must still have (-1: no row, insert it). */
+export interface PlannedRow {
+  readonly prevSeq: number;
+  readonly row: LedgerRow;
+}
+
+export interface BatchPlan {
+  readonly units: readonly UnitPlan[];
+  /** Sorted by GUID, the order in which every writer takes rows, so two batches never wait on each other in a cycle. */
+  readonly rows: readonly PlannedRow[];
+  /** Sorted by (guid, seq): positions grow with seq inside a GUID, which a replay relies on. */
+  readonly events: readonly PlannedEvent[];
+  /** GUIDs whose earlier, already stored events lose their raw request and response (a Purged is planned). */
+  readonly purged: ReadonlySet<string>;
+}
+
+/** The raw request and response leave an event's data; types, times and codes stay for auditors. */
+export function redactData(type: string, data: string): string {
+  const field = type === 'Claimed' ? 'request' : type === 'Answered' || type === 'Resolved' ? 'response' : null;
+  if (field === null) return data;
+  const parsed = JSON.parse(data) as Record<string, unknown>;
+  return JSON.stringify({ ...parsed, [field]: null });
+}
+
+function encode(guid: string, firstSeq: number, events: readonly NewEvent[]): PlannedEvent[] {
+  return events.map((event, i) => {
+    // What PostgreSQL would refuse mid-batch is refused here, where it fails only its own unit.
+    if (!Number.isSafeInteger(event.at)) throw new TypeError(`event ${event.type} has no valid time`);
+    const data: unknown = JSON.stringify(event.data);
+    if (typeof data !== 'string') throw new TypeError(`event ${event.type} has no data`);
+    return { guid, seq: firstSeq + i, event, data };
+  });
+}
+
+/**
+ * Decides every unit of a batch in submission order against the rows read (and locked) in the write
+ * transaction, carrying each GUID's state forward so that duplicates of one GUID in the batch see each
+ * other. Pure: a unit that throws (an event `evolve` refuses, data that does not encode) fails alone and
+ * changes no state. `blocked` GUIDs are ones whose next seq the log already holds although the projection
+ * says otherwise: their units lose without writing.
+ */
+export function planBatch(units: readonly Unit[], stored: ReadonlyMap<string, LedgerState>, blocked: ReadonlySet<string> = new Set()): BatchPlan {
+  const states = new Map<string, LedgerState | null>();
+  const stateOf = (guid: string) => (states.has(guid) ? states.get(guid)! : (stored.get(guid) ?? null));
+  const planned = new Map<string, PlannedEvent[]>();
+  const purged = new Set<string>();
+
+  const plans = units.map((u): UnitPlan => {
+    const current = stateOf(u.guid);
+    let toAppend: readonly NewEvent[];
+    let expectedSeq: number;
+    if (u.op === 'execute') {
+      const decided = decide(current, u.command, u.now);
+      if (decided._tag === 'Left') return { kind: 'refused', refusal: decided.left };
+      toAppend = decided.right;
+      expectedSeq = current?.lastSeq ?? -1;
+    } else {
+      toAppend = u.events;
+      expectedSeq = u.expectedSeq;
+    }
+    if (blocked.has(u.guid) || (current?.lastSeq ?? -1) !== expectedSeq) {
+      return u.op === 'execute' ? { kind: 'refused', refusal: { reason: 'exists', state: current } } : { kind: 'lost', state: current };
+    }
+    try {
+      let state = current;
+      for (const e of toAppend) state = evolve(state, e, u.guid);
+      if (state === null || toAppend.length === 0) return { kind: 'lost', state: current };
+      const events = encode(u.guid, expectedSeq + 1, toAppend);
+      const guidEvents = planned.get(u.guid) ?? [];
+      if (toAppend.some((e) => e.type === 'Purged')) {
+        purged.add(u.guid);
+        for (const p of guidEvents) p.data = redactData(p.event.type, p.data);
+      }
+      planned.set(u.guid, [...guidEvents, ...events]);
+      states.set(u.guid, state);
+      return { kind: 'won', state, events };
+    } catch (error) {
+      return { kind: 'error', error };
+    }
+  });
+
+  const rows = [...states.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([guid, state]) => ({ prevSeq: stored.get(guid)?.lastSeq ?? -1, row: stateToRow(state!) }));
+  const events = rows.flatMap((r) => planned.get(r.row.guid) ?? []);
+  return { units: plans, rows, events, purged };
+}

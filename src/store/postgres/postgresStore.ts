@@ -1,0 +1,150 @@
+import pg from 'pg';
+import type { NewEvent, StoredEvent } from '../../events/codecs.js';
+import type { Command } from '../../events/decide.js';
+import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
+import type { AppendResult, EventStore, ExecuteResult, LedgerQuery } from '../../events/store.js';
+import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
+import { groupCommit } from './groupCommit.js';
+import { countByStatus, countLedger, getLedger, queryLedger } from './ledgerQueries.js';
+import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyProjection } from './maintenance.js';
+import { readAll } from './readAll.js';
+import { readStream } from './readStream.js';
+import { migrate } from './schema.js';
+
+/** True when `--db` names a PostgreSQL database rather than a SQLite file. */
+export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db);
+
+export interface PostgresStoreOptions {
+  /** `postgres://user@host:port/dbname` (or `postgresql://`). */
+  readonly url: string;
+  readonly clock?: () => number;
+  /** Most units of work one shared transaction carries (group commit). */
+  readonly maxBatch?: number;
+  /** Group-commit batches written at once, each on its own connection (1: strictly one after another). */
+  readonly maxInFlight?: number;
+  /** Connections in the pool (one carries the writes; the rest serve reads and maintenance). */
+  readonly poolSize?: number;
+  /** How long to wait for a connection before the ledger counts as unavailable. */
+  readonly connectTimeoutMs?: number;
+  /**
+   * How long a statement waits for a lock another session holds (a row another relay is writing, a
+   * rebuild) before the ledger counts as unavailable: the busy timeout of the SQLite store.
+   */
+  readonly lockTimeoutMs?: number;
+  /** Shown in `pg_stat_activity`, so an operator (or a test) can find this process's connections. */
+  readonly applicationName?: string;
+}
+
+export interface PostgresEventStore extends EventStore {
+  readonly url: string;
+  /** The ledger's size on disk in bytes (the restructured contract's `LedgerMaintenance.spaceOnDisk`). */
+  spaceOnDisk(): Promise<number>;
+  /** The pool, for tests and maintenance that need raw SQL. */
+  readonly pool: pg.Pool;
+}
+
+/** bigint columns (times in ms, counts, positions) as numbers; one beyond 2^53 stays a string and fails to decode. */
+function parseInt8(text: string): number | string {
+  const n = Number(text);
+  return Number.isSafeInteger(n) ? n : text;
+}
+const INT8_OID = 20;
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
+  const { url, clock = Date.now, maxBatch = 512, maxInFlight = 2, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate' } = options;
+  if (!isPostgresUrl(url)) throw new LedgerUnavailableError('not a PostgreSQL URL (postgres://… or postgresql://…)');
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolSize,
+    connectionTimeoutMillis: connectTimeoutMs,
+    application_name: applicationName,
+    options: `-c lock_timeout=${Math.max(0, Math.floor(lockTimeoutMs))}`,
+    types,
+  });
+  // An idle connection the server closed (restart, pg_terminate_backend) is dropped by the pool, which
+  // connects a new one on the next query; without a listener the event would end the process.
+  pool.on('error', () => undefined);
+  // The same for a connection in use: the query in flight rejects (and the batch with it); the client's
+  // own 'error' event, emitted beside that, must not end the process.
+  pool.on('connect', (client) => client.on('error', () => undefined));
+
+  /** One connection for a transaction; a connection that failed is closed, never handed out again. */
+  const onClient = async <T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
+    const client = await pool.connect();
+    try {
+      const result = await fn(client);
+      client.release();
+      return result;
+    } catch (err) {
+      client.release(true);
+      throw err;
+    }
+  };
+
+  await atBoundary('open', () => onClient(migrate)).catch(async (err: unknown) => {
+    await pool.end().catch(() => undefined);
+    throw err;
+  });
+
+  const writes = groupCommit(pool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write') });
+  let closed: Promise<void> | null = null;
+
+  const open = () => {
+    if (closed !== null) throw new LedgerClosedError();
+  };
+  /** Maintenance: writes, never run twice by the store. */
+  const maintain = <T>(what: string, fn: () => Promise<T>): Promise<T> =>
+    atBoundary(what, async () => {
+      open();
+      return fn();
+    });
+  /**
+   * A read runs once more on a new connection when its connection was found dead (the pool had not yet
+   * noticed a restart): reading twice changes nothing.
+   */
+  const read = <T>(what: string, fn: () => Promise<T>): Promise<T> =>
+    maintain(what, async () => {
+      try {
+        return await fn();
+      } catch (err) {
+        if (err instanceof LedgerCorruptError || !isConnectionLost(err)) throw err;
+        return fn();
+      }
+    });
+
+  return {
+    url,
+    pool,
+    async appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[]): Promise<AppendResult> {
+      open();
+      return writes.submit({ op: 'append', guid, expectedSeq, events }) as Promise<AppendResult>;
+    },
+    async execute(guid: string, command: Command): Promise<ExecuteResult> {
+      open();
+      return writes.submit({ op: 'execute', guid, command, now: clock() }) as Promise<ExecuteResult>;
+    },
+    readStream: (guid: string): Promise<StoredEvent[]> => read('read', () => readStream(pool, guid)),
+    readAll: (afterPosition: number, limit: number): Promise<StoredEvent[]> => read('read', () => readAll(pool, afterPosition, limit)),
+    getLedger: (guid: string) => read('read', () => getLedger(pool, guid)),
+    queryLedger: (query: LedgerQuery) => read('read', () => queryLedger(pool, query)),
+    countLedger: (query: LedgerQuery) => read('read', () => countLedger(pool, query)),
+    countByStatus: () => read('read', () => countByStatus(pool)),
+    removeTombstones: (before: number) => maintain('remove tombstones', () => removeTombstones(pool, before)),
+    reclaimSpace: () => maintain('vacuum', () => reclaimSpace(pool)),
+    spaceOnDisk: () => read('size', () => tablesBytes(pool)),
+    rebuildProjection: () => maintain('rebuild', () => onClient(rebuildProjection)),
+    verifyProjection: () => read('verify', () => onClient(verifyProjection)),
+    ping: () =>
+      read('ping', async () => {
+        await pool.query({ name: 'guidgate_ping', text: 'SELECT 1' });
+      }),
+    close() {
+      closed ??= writes.drain().then(() => pool.end());
+      return closed;
+    },
+  };
+}

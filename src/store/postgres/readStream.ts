@@ -1,0 +1,13 @@
+import type pg from 'pg';
+import type { StoredEvent } from '../../events/codecs.js';
+import { rowToEvent } from '../sqlite/eventRows.js';
+
+/** One GUID's events in seq order. */
+export async function readStream(db: pg.Pool | pg.ClientBase, guid: string): Promise<StoredEvent[]> {
+  const { rows } = await db.query({
+    name: 'guidgate_read_stream',
+    text: 'SELECT position, guid, seq, type, at, data FROM events WHERE guid = $1 ORDER BY seq',
+    values: [guid],
+  });
+  return rows.map(rowToEvent);
+}

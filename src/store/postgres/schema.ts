@@ -1,0 +1,67 @@
+import type pg from 'pg';
+
+/**
+ * Schema migrations, applied in order inside one transaction that holds an advisory lock, so that several
+ * processes opening a fresh database at once migrate it once. `schema_version` records how many ran.
+ * Ordinary logged tables: a claim acknowledged after COMMIT must survive a crash of PostgreSQL itself.
+ * Never edit a shipped migration: add a new one.
+ */
+const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE events (
+    position bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    guid     text COLLATE "C" NOT NULL,
+    seq      integer NOT NULL CHECK (seq >= 0),
+    type     text    NOT NULL,
+    at       bigint  NOT NULL,
+    data     text    NOT NULL,
+    PRIMARY KEY (guid, seq)
+  );
+  CREATE TABLE ledger (
+    guid        text COLLATE "C" PRIMARY KEY,
+    status      text    NOT NULL,
+    code        text,
+    request     text,
+    response    text,
+    fingerprint text    NOT NULL,
+    channel     text,
+    attempts    integer NOT NULL,
+    created_at  bigint  NOT NULL,
+    updated_at  bigint  NOT NULL,
+    last_seq    integer NOT NULL,
+    sent_at     bigint,
+    timeout_ms  bigint
+  );
+  CREATE INDEX ledger_status_updated ON ledger (status, updated_at);
+  CREATE INDEX ledger_status_sent ON ledger (status, sent_at);
+  CREATE INDEX ledger_status_guid ON ledger (status, guid);
+  `,
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/** Any fixed 64-bit key; it only has to differ from other advisory locks taken in the same database. */
+const MIGRATION_LOCK = 0x6775_6964_6761_7465n; // "guidgate"
+
+export async function migrate(client: pg.ClientBase): Promise<void> {
+  // READ COMMITTED whatever the database's default: each statement after the lock must see what the
+  // process that held the lock before committed (a snapshot taken before the wait would not).
+  await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK.toString()]);
+    await client.query('CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)');
+    const { rows } = await client.query<{ version: number | null }>('SELECT max(version) AS version FROM schema_version');
+    const current = rows[0]?.version ?? 0;
+    if (current > SCHEMA_VERSION) {
+      throw new Error(`ledger schema version ${current} is newer than this guidgate (${SCHEMA_VERSION}); upgrade guidgate`);
+    }
+    for (let v = current; v < SCHEMA_VERSION; v++) {
+      await client.query(MIGRATIONS[v]!);
+      await client.query('INSERT INTO schema_version (version) VALUES ($1)', [v + 1]);
+    }
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}

@@ -1,0 +1,125 @@
+import type pg from 'pg';
+import type { LedgerState } from '../../events/state.js';
+import { LEDGER_COLUMNS, rowToState } from '../../projections/ledgerRow.js';
+import { LEDGER_ARRAY_PARAMS, LEDGER_COLUMN_LIST, ledgerColumnArrays } from './ledgerColumns.js';
+import type { BatchPlan } from './planBatch.js';
+import { redactData } from './planBatch.js';
+
+/** Reads and locks the batch's existing rows, in GUID order (the order every writer takes them in). */
+export async function lockRows(client: pg.ClientBase, guids: readonly string[]): Promise<Map<string, LedgerState>> {
+  const { rows } = await client.query({
+    name: 'guidgate_lock_rows',
+    text: 'SELECT * FROM ledger WHERE guid = ANY($1::text[]) ORDER BY guid FOR UPDATE',
+    values: [guids],
+  });
+  return new Map(rows.map((r) => {
+    const s = rowToState(r);
+    return [s.guid, s];
+  }));
+}
+
+/**
+ * The GUIDs among `plan`'s events whose (guid, seq) the log already holds: the projection is behind the
+ * log there (someone wrote the log without the row), so those appends must lose, as the key says.
+ */
+export async function takenSeqs(client: pg.ClientBase, plan: BatchPlan): Promise<Set<string>> {
+  const { rows } = await client.query<{ guid: string }>({
+    name: 'guidgate_taken_seqs',
+    text: 'SELECT DISTINCT e.guid FROM events e JOIN unnest($1::text[], $2::integer[]) AS k(guid, seq) ON e.guid = k.guid AND e.seq = k.seq',
+    values: [plan.events.map((e) => e.guid), plan.events.map((e) => e.seq)],
+  });
+  return new Set(rows.map((r) => r.guid));
+}
+
+export interface Redaction {
+  readonly guid: string;
+  readonly seq: number;
+  readonly data: string;
+}
+
+/** The already stored events of purged GUIDs, with their raw request/response taken out. */
+export async function redactionsFor(client: pg.ClientBase, guids: ReadonlySet<string>): Promise<Redaction[]> {
+  if (guids.size === 0) return [];
+  const { rows } = await client.query<{ guid: string; seq: number; type: string; data: string }>({
+    name: 'guidgate_purge_targets',
+    text: "SELECT guid, seq, type, data FROM events WHERE guid = ANY($1::text[]) AND type IN ('Claimed', 'Answered', 'Resolved')",
+    values: [[...guids]],
+  });
+  return rows.map((r) => ({ guid: r.guid, seq: r.seq, data: redactData(r.type, r.data) }));
+}
+
+const COLS = LEDGER_COLUMN_LIST;
+const PREV = LEDGER_COLUMNS.length + 1;
+const E = PREV + 1;
+const R = E + 5;
+const SET = LEDGER_COLUMNS.filter((c) => c !== 'guid').map((c) => `${c} = r.${c}`).join(', ');
+
+/**
+ * Every write of one round of a batch in ONE statement (one round trip): the ledger rows move from their
+ * `last_seq` to the new one (the compare-and-set: an UPDATE that matches no row, or an INSERT that meets a
+ * row another transaction claimed first, leaves the GUID out of `won`); only the won GUIDs' events go into
+ * the log, whose (guid, seq) key is the backstop (a violation fails the statement, never passes silently);
+ * purged GUIDs' earlier events are redacted.
+ */
+const WRITE = `
+WITH r AS (
+  SELECT * FROM unnest(${LEDGER_ARRAY_PARAMS}, $${PREV}::integer[]) AS r(${COLS}, prev_seq)
+),
+updated AS (
+  UPDATE ledger l SET ${SET} FROM r WHERE r.prev_seq >= 0 AND l.guid = r.guid AND l.last_seq = r.prev_seq RETURNING l.guid
+),
+inserted AS (
+  INSERT INTO ledger (${COLS}) SELECT ${COLS} FROM r WHERE r.prev_seq < 0 ON CONFLICT (guid) DO NOTHING RETURNING guid
+),
+won AS (SELECT guid FROM updated UNION ALL SELECT guid FROM inserted),
+appended AS (
+  INSERT INTO events (guid, seq, type, at, data)
+  SELECT e.guid, e.seq, e.type, e.at, e.data
+  FROM unnest($${E}::text[], $${E + 1}::integer[], $${E + 2}::text[], $${E + 3}::bigint[], $${E + 4}::text[]) WITH ORDINALITY AS e(guid, seq, type, at, data, n)
+  WHERE e.guid IN (SELECT guid FROM won)
+  ORDER BY e.n
+  RETURNING guid, seq, position
+),
+redacted AS (
+  UPDATE events SET data = x.data
+  FROM unnest($${R}::text[], $${R + 1}::integer[], $${R + 2}::text[]) AS x(guid, seq, data)
+  WHERE events.guid = x.guid AND events.seq = x.seq AND x.guid IN (SELECT guid FROM won)
+)
+SELECT guid, NULL::integer AS seq, NULL::bigint AS position FROM won
+UNION ALL
+SELECT guid, seq, position FROM appended`;
+
+export interface WriteOutcome {
+  /** GUIDs whose row moved (or was created) as planned. */
+  readonly won: Set<string>;
+  /** The global position of each written event, by `guid#seq`. */
+  readonly positions: Map<string, number>;
+}
+
+export const eventKey = (guid: string, seq: number) => `${guid}#${seq}`;
+
+export async function writeBatch(client: pg.ClientBase, plan: BatchPlan, redactions: readonly Redaction[]): Promise<WriteOutcome> {
+  const { rows } = await client.query<{ guid: string; seq: number | null; position: number | null }>({
+    name: 'guidgate_write_batch',
+    text: WRITE,
+    values: [
+      ...ledgerColumnArrays(plan.rows.map((r) => r.row)),
+      plan.rows.map((r) => r.prevSeq),
+      plan.events.map((e) => e.guid),
+      plan.events.map((e) => e.seq),
+      plan.events.map((e) => e.event.type),
+      plan.events.map((e) => e.event.at),
+      plan.events.map((e) => e.data),
+      redactions.map((x) => x.guid),
+      redactions.map((x) => x.seq),
+      redactions.map((x) => x.data),
+    ],
+  });
+  const won = new Set<string>();
+  const positions = new Map<string, number>();
+  for (const r of rows) {
+    if (r.seq === null || r.position === null) won.add(r.guid);
+    else positions.set(eventKey(r.guid, r.seq), r.position);
+  }
+  return { won, positions };
+}

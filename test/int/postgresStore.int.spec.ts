@@ -1,0 +1,469 @@
+import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import pg from 'pg';
+import { describe, it, expect, beforeEach } from 'vitest';
+import { openPostgresStore, isPostgresUrl, type PostgresStoreOptions } from '../../src/store/postgres/postgresStore.js';
+import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
+import { LedgerUnavailableError } from '../../src/events/errors.js';
+import type { Command } from '../../src/events/decide.js';
+import { childScript, runToEnd, waitForLine } from '../support/children.js';
+import { postgresForTests, useTestDatabases } from '../support/pg.js';
+
+const submit = (fp = 'fp'): Command => ({ type: 'Submit', request: '{"guid":"g"}', fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
+const answer = (attempt = 1, response = '{"code":"0000"}'): Command => ({ type: 'RecordAnswer', attempt, code: '0000', response, latencyMs: 3 });
+
+const { available } = await postgresForTests();
+
+async function sql<T extends pg.QueryResultRow = pg.QueryResultRow>(url: string, text: string, values: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<T>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+it('isPostgresUrl tells a PostgreSQL URL from a file path', () => {
+  expect(['postgres://u@h/db', 'postgresql://u@h:5432/db', 'POSTGRES://h/db'].map(isPostgresUrl)).toEqual([true, true, true]);
+  expect(['./data/guidgate.db', 'postgres.db', '/tmp/postgres://x', 'mysql://h/db'].map(isPostgresUrl)).toEqual([false, false, false, false]);
+});
+
+describe.skipIf(!available)('PostgreSQL event store', () => {
+  const dbs = useTestDatabases();
+  beforeEach(() => dbs.reset());
+  const open = (extra: Partial<PostgresStoreOptions> = {}) => openPostgresStore({ url: dbs.url(), ...extra });
+
+  it('migrates a fresh database to the current version: logged tables, synchronous_commit on', async () => {
+    const store = await open();
+    expect(await sql(dbs.url(), 'SELECT version FROM schema_version ORDER BY version')).toEqual(Array.from({ length: SCHEMA_VERSION }, (_, i) => ({ version: i + 1 })));
+    const persistence = await sql(dbs.url(), "SELECT relname, relpersistence FROM pg_class WHERE relname IN ('events', 'ledger') ORDER BY relname");
+    expect(persistence).toEqual([{ relname: 'events', relpersistence: 'p' }, { relname: 'ledger', relpersistence: 'p' }]);
+    expect((await store.pool.query('SHOW synchronous_commit')).rows).toEqual([{ synchronous_commit: 'on' }]);
+    await store.close();
+  });
+
+  it('migrations started by several stores at once on a fresh database run once', async () => {
+    const url = await dbs.fresh();
+    const stores = await Promise.all(Array.from({ length: 6 }, () => openPostgresStore({ url })));
+    expect(await sql(url, 'SELECT version FROM schema_version ORDER BY version')).toEqual(Array.from({ length: SCHEMA_VERSION }, (_, i) => ({ version: i + 1 })));
+    const results = await Promise.all(stores.map((s) => s.execute('g', submit())));
+    expect(results.filter((r) => r.kind === 'applied')).toHaveLength(1);
+    await Promise.all(stores.map((s) => s.close()));
+  });
+
+  it('refuses a database from a newer guidgate', async () => {
+    await (await open()).close();
+    await sql(dbs.url(), 'INSERT INTO schema_version (version) VALUES (999)');
+    await expect(open()).rejects.toThrow(/newer than this guidgate/);
+    await sql(dbs.url(), 'DELETE FROM schema_version WHERE version = 999');
+  });
+
+  it('the claim is one insert: of 50 concurrent Submits of one GUID exactly one wins, durable when it resolves', async () => {
+    const store = await open();
+    const results = await Promise.all(Array.from({ length: 50 }, () => store.execute('g', submit())));
+    expect(results.filter((r) => r.kind === 'applied')).toHaveLength(1);
+    expect(results.filter((r) => r.kind === 'refused' && r.refusal.reason === 'exists')).toHaveLength(49);
+    // Another connection sees the claim at once: the promise resolved after COMMIT.
+    expect(await sql(dbs.url(), 'SELECT seq, type FROM events WHERE guid = $1 ORDER BY seq', ['g'])).toEqual([{ seq: 0, type: 'Claimed' }, { seq: 1, type: 'Sent' }]);
+    expect((await store.readStream('g')).map((e) => [e.seq, e.type])).toEqual([[0, 'Claimed'], [1, 'Sent']]);
+    await store.close();
+  });
+
+  it('two stores (two pools) racing for the same GUIDs: each GUID claimed once', async () => {
+    const [a, b] = await Promise.all([open(), open()]);
+    const guids = Array.from({ length: 100 }, (_, i) => `g${i}`);
+    const results = await Promise.all(guids.flatMap((g) => [a.execute(g, submit(g)), b.execute(g, submit(g))]));
+    expect(results.filter((r) => r.kind === 'applied')).toHaveLength(100);
+    expect(results.filter((r) => r.kind === 'refused' && r.refusal.reason === 'exists')).toHaveLength(100);
+    expect(await a.countLedger({ statuses: ['SENT'] })).toBe(100);
+    expect(await a.verifyProjection()).toEqual([]);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('under SERIALIZABLE (as on a distributed SQL engine) a batch that fails with 40001 runs again: each GUID claimed once', async () => {
+    const url = await dbs.fresh();
+    const name = new URL(url).pathname.slice(1);
+    await sql(url, `ALTER DATABASE ${name} SET default_transaction_isolation TO 'serializable'`);
+    const [a, b] = await Promise.all([openPostgresStore({ url, maxBatch: 8, maxInFlight: 1 }), openPostgresStore({ url, maxBatch: 8, maxInFlight: 1 })]);
+    expect((await a.pool.query('SHOW transaction_isolation')).rows).toEqual([{ transaction_isolation: 'serializable' }]);
+    const guids = Array.from({ length: 80 }, (_, i) => `g${i}`);
+    const results = await Promise.all(guids.flatMap((g) => [a.execute(g, submit(g)), b.execute(g, submit(g))]));
+    expect(results.filter((r) => r.kind === 'applied')).toHaveLength(80);
+    const outcomes = await Promise.all(guids.flatMap((g) => [a.execute(g, answer()), b.execute(g, answer())]));
+    expect(outcomes.filter((r) => r.kind === 'applied')).toHaveLength(80);
+    expect(await a.countLedger({ statuses: ['DONE'] })).toBe(80);
+    expect(await a.verifyProjection()).toEqual([]);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('one store, small batches, four in flight at once: duplicates split across concurrent batches are claimed once', async () => {
+    const store = await open({ maxBatch: 5, maxInFlight: 4 });
+    const guids = Array.from({ length: 60 }, (_, i) => `g${i}`);
+    const results = await Promise.all([0, 1, 2].flatMap(() => guids.map((g) => store.execute(g, submit(g)))));
+    expect(results.filter((r) => r.kind === 'applied')).toHaveLength(60);
+    const refused = results.filter((r) => r.kind === 'refused');
+    expect(refused).toHaveLength(120);
+    for (const r of refused) expect(r).toMatchObject({ refusal: { reason: 'exists', state: { status: 'SENT', lastSeq: 1 } } });
+    expect(await store.countLedger({ statuses: ['SENT'] })).toBe(60);
+    expect(await store.verifyProjection()).toEqual([]);
+    await store.close();
+  });
+
+  it('duplicates of one GUID in one batch see each other, in submission order', async () => {
+    const store = await open();
+    const secret = '{"guid":"g","from":"ACC-SECRET","note":"caf\u00e9 \\u0000 \u{1F600}"}';
+    const [claimed, answered, purged, stale, again] = await Promise.all([
+      store.execute('g', { ...submit('fg'), request: secret } as Command),
+      store.execute('g', answer(1, '{"code":"0000","bal":42}')),
+      store.execute('g', { type: 'Purge', retentionMs: 0 }),
+      store.appendEvents('g', 0, [{ type: 'Sent', at: 5, data: { attempt: 1, timeoutMs: 1 } }]),
+      store.execute('g', submit('fg')),
+    ]);
+    expect(claimed).toMatchObject({ kind: 'applied', state: { status: 'SENT', lastSeq: 1, request: secret } });
+    expect(answered).toMatchObject({ kind: 'applied', state: { status: 'DONE', lastSeq: 2 } });
+    expect(purged).toMatchObject({ kind: 'applied', state: { status: 'PURGED', lastSeq: 3, request: null } });
+    expect(stale).toMatchObject({ won: false, state: { status: 'PURGED', lastSeq: 3 } });
+    expect(again).toMatchObject({ kind: 'refused', refusal: { reason: 'exists', state: { status: 'PURGED' } } });
+    const stream = await store.readStream('g');
+    expect(stream.map((e) => [e.seq, e.type])).toEqual([[0, 'Claimed'], [1, 'Sent'], [2, 'Answered'], [3, 'Purged']]);
+    const positions = stream.map((e) => e.position);
+    expect(positions).toEqual([...positions].sort((x, y) => x - y));
+    // The results carry the positions the log gave them.
+    if (claimed.kind === 'applied') expect(claimed.events.map((e) => e.position)).toEqual(positions.slice(0, 2));
+    // Redacted in the same batch as it was written: the raw request never reaches the table.
+    const raw = await sql<{ d: string }>(dbs.url(), "SELECT string_agg(data, ' ') AS d FROM events WHERE guid = 'g'");
+    expect(raw[0]!.d).not.toContain('ACC-SECRET');
+    expect(raw[0]!.d).not.toContain('bal');
+    expect(await store.verifyProjection()).toEqual([]);
+    await store.close();
+  });
+
+  it('raw request and response bytes come back byte for byte', async () => {
+    const store = await open();
+    const request = '{ "guid" : "g",\n\t"amount":100, "x":"\\u00e9 é \\" \\\\ \u2028 \u{10FFFF}", "nul":"\\u0000" }';
+    const response = '{"code":"0000",  "b":[1,2,{"c":"\\ud83d\\ude00"}]}';
+    await store.execute('g', { ...submit(), request } as Command);
+    await store.execute('g', answer(1, response));
+    const state = await store.getLedger('g');
+    expect(state).toMatchObject({ request, response, status: 'DONE', code: '0000' });
+    const stream = await store.readStream('g');
+    expect(stream[0]!.data).toEqual({ request, fingerprint: 'fp' });
+    expect(stream[2]!.data).toMatchObject({ response });
+    expect((await store.readAll(-1, 10)).map((e) => e.seq)).toEqual([0, 1, 2]);
+    await store.close();
+  });
+
+  it('compare-and-set: an append at a stale seq loses, as a value, and nothing is written', async () => {
+    const store = await open();
+    const first = await store.appendEvents('g', -1, [{ type: 'Claimed', at: 1, data: { request: 'r', fingerprint: 'f' } }]);
+    expect(first.won).toBe(true);
+    const again = await store.appendEvents('g', -1, [{ type: 'Claimed', at: 2, data: { request: 'r2', fingerprint: 'f2' } }]);
+    expect(again).toEqual({ won: false, state: expect.objectContaining({ guid: 'g', lastSeq: 0, request: 'r' }) });
+    const gap = await store.appendEvents('g', 5, [{ type: 'Sent', at: 3, data: { attempt: 1, timeoutMs: 1 } }]);
+    expect(gap.won).toBe(false);
+    const next = await store.appendEvents('g', 0, [{ type: 'Sent', at: 3, data: { attempt: 1, timeoutMs: 1 } }]);
+    expect(next.won).toBe(true);
+    expect(await store.readStream('g')).toHaveLength(2);
+    await store.close();
+  });
+
+  it('the unique (guid, seq) key catches a writer whose projection is stale; the rest of its batch commits', async () => {
+    const store = await open();
+    await store.execute('g', submit());
+    // Make the projection lie about the last seq: the log's key must still refuse seq 1.
+    await sql(dbs.url(), "UPDATE ledger SET last_seq = 0 WHERE guid = 'g'");
+    const [r, b] = await Promise.all([store.appendEvents('g', 0, [{ type: 'Sent', at: 3, data: { attempt: 1, timeoutMs: 1 } }]), store.execute('b', submit())]);
+    expect(r.won).toBe(false);
+    expect(b.kind).toBe('applied');
+    expect(await store.readStream('g')).toHaveLength(2);
+    expect((await store.getLedger('g'))?.lastSeq).toBe(0);
+    await store.close();
+  });
+
+  it('a bad op in a shared batch fails alone; the others commit', async () => {
+    const store = await open();
+    const [a, bad, b] = await Promise.allSettled([
+      store.execute('a', submit()),
+      // Sent before Claimed: evolve throws; only this unit is refused.
+      store.appendEvents('x', -1, [{ type: 'Sent', at: 1, data: { attempt: 1, timeoutMs: 1 } }]),
+      store.execute('b', submit()),
+    ]);
+    expect([a.status, bad.status, b.status]).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    if (bad.status === 'rejected') expect(String(bad.reason)).toMatch(/Sent before Claimed/);
+    expect((await store.queryLedger({})).map((r) => r.guid)).toEqual(['a', 'b']);
+    await store.close();
+  });
+
+  it('an append of several events that meets a taken seq partway leaves none of its own events; the rest of the batch commits', async () => {
+    const store = await open();
+    // A stray event at seq 1 with no seq 0 and no ledger row: Claimed (seq 0) could go in, Sent (seq 1) cannot.
+    await sql(dbs.url(), `INSERT INTO events (guid, seq, type, at, data) VALUES ('x', 1, 'Sent', 1, '{"attempt":1,"timeoutMs":1}')`);
+    const [a, x, b] = await Promise.all([store.execute('a', submit()), store.execute('x', submit()), store.execute('b', submit())]);
+    expect(a.kind).toBe('applied');
+    expect(x.kind).toBe('refused');
+    expect(b.kind).toBe('applied');
+    expect((await store.readStream('x')).map((e) => [e.seq, e.type])).toEqual([[1, 'Sent']]);
+    expect(await store.getLedger('x')).toBeNull();
+    expect((await store.readStream('a')).map((e) => e.seq)).toEqual([0, 1]);
+    await store.close();
+  });
+
+  it('an event PostgreSQL could not store is refused before anything of its unit is written; the rest of the batch commits', async () => {
+    const store = await open();
+    const [a, bad, b] = await Promise.allSettled([
+      store.execute('a', submit()),
+      store.appendEvents('x', -1, [{ type: 'Claimed', at: { not: 'a time' } as unknown as number, data: { request: 'r', fingerprint: 'f' } }]),
+      store.execute('b', submit()),
+    ]);
+    expect([a.status, bad.status, b.status]).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(await store.readStream('x')).toEqual([]);
+    expect((await store.queryLedger({})).map((r) => r.guid)).toEqual(['a', 'b']);
+    await store.close();
+  });
+
+  it('PostgreSQL failing during the write fails the whole batch: nothing of any unit in it is durable', async () => {
+    const store = await open();
+    await sql(dbs.url(), `CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'boom'; END $$`);
+    await sql(dbs.url(), `CREATE TRIGGER boom BEFORE INSERT ON ledger FOR EACH ROW WHEN (NEW.guid = 'boom') EXECUTE FUNCTION boom()`);
+    try {
+      const results = await Promise.allSettled([store.execute('a', submit()), store.execute('boom', submit()), store.execute('b', submit())]);
+      for (const r of results) {
+        expect(r.status).toBe('rejected');
+        if (r.status === 'rejected') {
+          expect(r.reason).toBeInstanceOf(LedgerUnavailableError);
+          expect(String(r.reason.message)).toMatch(/boom/);
+        }
+      }
+      expect(await store.readAll(-1, 100)).toEqual([]);
+      expect(await store.queryLedger({})).toEqual([]);
+      expect((await store.execute('a', submit())).kind).toBe('applied');
+    } finally {
+      await sql(dbs.url(), 'DROP TRIGGER boom ON ledger; DROP FUNCTION boom()');
+      await store.close();
+    }
+  });
+
+  it('close() twice at once resolves both; a closed store refuses as unavailable', async () => {
+    const store = await open();
+    const pending = store.execute('a', submit());
+    await Promise.all([store.close(), store.close()]);
+    expect((await pending).kind).toBe('applied');
+    await expect(store.execute('b', submit())).rejects.toBeInstanceOf(LedgerUnavailableError);
+    await expect(store.getLedger('a')).rejects.toBeInstanceOf(LedgerUnavailableError);
+  });
+
+  it('a row locked by another session past the lock timeout rejects the whole batch as unavailable, writing nothing', async () => {
+    const store = await open({ lockTimeoutMs: 200 });
+    await store.execute('held', submit());
+    const holder = new pg.Client({ connectionString: dbs.url() });
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query("SELECT * FROM ledger WHERE guid = 'held' FOR UPDATE");
+    try {
+      const results = await Promise.allSettled([store.execute('held', answer()), store.execute('new', submit())]);
+      for (const r of results) {
+        expect(r.status).toBe('rejected');
+        if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(LedgerUnavailableError);
+      }
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    expect(await store.getLedger('new')).toBeNull();
+    expect((await store.execute('held', answer())).kind).toBe('applied');
+    await store.close();
+  });
+
+  it('rebuild reproduces the projection; verify finds a hand-corrupted row', async () => {
+    const store = await open();
+    for (const g of ['a', 'b', 'c']) await store.execute(g, submit());
+    await store.execute('a', answer());
+    await store.execute('b', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' });
+    expect(await store.verifyProjection()).toEqual([]);
+    await sql(dbs.url(), "UPDATE ledger SET status = 'FAILED', code = 'E902' WHERE guid = 'a'");
+    await sql(dbs.url(), "DELETE FROM ledger WHERE guid = 'c'");
+    const diffs = await store.verifyProjection();
+    expect(diffs.map((d) => [d.guid, d.kind, d.columns])).toEqual([
+      ['a', 'differs', ['status', 'code']],
+      ['c', 'missing', []],
+    ]);
+    expect(await store.rebuildProjection()).toEqual({ rows: 3 });
+    expect(await store.verifyProjection()).toEqual([]);
+    expect((await store.getLedger('a'))?.status).toBe('DONE');
+    // The rebuilt rows are the projection's: a write goes on from them.
+    expect((await store.execute('c', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' })).kind).toBe('applied');
+    await store.close();
+  });
+
+  it('rows read back are decoded, not cast: a hand-written bad status is an error, not a state', async () => {
+    const store = await open();
+    await store.execute('a', submit());
+    await sql(dbs.url(), "UPDATE ledger SET status = 'BOGUS' WHERE guid = 'a'");
+    await expect(store.getLedger('a')).rejects.toThrow(/does not decode/);
+    await store.close();
+  });
+
+  it('query by status, age, attempts, keyset and limit; counts', async () => {
+    let now = 1000;
+    const store = await open({ clock: () => now });
+    await store.execute('a', submit());
+    now = 2000;
+    await store.execute('b', submit());
+    await store.execute('b', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
+    await store.execute('B', submit());
+    await store.execute('B', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' });
+    await store.execute('B', { type: 'Send', timeoutMs: 10, maxAttempts: 5 });
+    const guids = async (q: Parameters<typeof store.queryLedger>[0]) => (await store.queryLedger(q)).map((r) => r.guid);
+    expect(await guids({})).toEqual(['B', 'a', 'b']); // byte order, as SQLite sorts
+    expect(await guids({ statuses: ['SENT'] })).toEqual(['B', 'a']);
+    expect(await guids({ statuses: [] })).toEqual([]);
+    expect(await guids({ statuses: ['SENT', 'UNKNOWN'], updatedBefore: 2000 })).toEqual(['a']);
+    expect(await guids({ sentAtOrBefore: 1999 })).toEqual(['a']);
+    expect(await guids({ attemptsAtLeast: 2 })).toEqual(['B']);
+    expect(await guids({ attemptsBelow: 2 })).toEqual(['a', 'b']);
+    expect(await guids({ afterGuid: 'B' })).toEqual(['a', 'b']);
+    expect(await guids({ afterGuid: 'B', limit: 1 })).toEqual(['a']);
+    expect(await store.countLedger({ statuses: ['SENT'] })).toBe(2);
+    expect(await store.countLedger({ statuses: ['SENT'], attemptsBelow: 2 })).toBe(1);
+    expect(await store.countByStatus()).toMatchObject({
+      SENT: { count: 2, oldestUpdatedAt: 1000 },
+      UNKNOWN: { count: 1, oldestUpdatedAt: 2000 },
+      DONE: { count: 0, oldestUpdatedAt: null },
+    });
+    await store.close();
+  });
+
+  it('Purged takes the raw request and response out of the log too; the tombstone and a rebuild agree', async () => {
+    let now = 1000;
+    const store = await open({ clock: () => now });
+    await store.execute('a', { ...submit('fa'), request: '{"guid":"a","from":"ACC-SECRET"}' } as Command);
+    await store.execute('a', answer(1, '{"code":"0000","bal":42}'));
+    now = 5000;
+    expect((await store.execute('a', { type: 'Purge', retentionMs: 1000 })).kind).toBe('applied');
+    const raw = await sql<{ d: string }>(dbs.url(), "SELECT string_agg(data, ' ') AS d FROM events WHERE guid = 'a'");
+    expect(raw[0]!.d).not.toContain('ACC-SECRET');
+    expect(raw[0]!.d).not.toContain('bal');
+    expect(await store.getLedger('a')).toMatchObject({ status: 'PURGED', code: '0000', fingerprint: 'fa', request: null, response: null, createdAt: 1000, updatedAt: 5000 });
+    expect(await store.verifyProjection()).toEqual([]);
+    expect(await store.removeTombstones(5000)).toBe(0);
+    expect(await store.removeTombstones(5001)).toBe(1);
+    expect(await store.readStream('a')).toEqual([]);
+    expect(await store.getLedger('a')).toBeNull();
+    await store.close();
+  });
+
+  it('reclaimSpace gives the space of removed tombstones back', async () => {
+    const store = await open();
+    // Random text: PostgreSQL compresses repetitive values, so padding of one letter would take no space.
+    const pad = () => randomBytes(3000).toString('base64');
+    await Promise.all(Array.from({ length: 300 }, (_, i) => store.execute(`g${i}`, { ...submit(`f${i}`), request: `{"pad":"${pad()}"}` } as Command)));
+    await Promise.all(Array.from({ length: 300 }, (_, i) => store.execute(`g${i}`, answer())));
+    await Promise.all(Array.from({ length: 300 }, (_, i) => store.execute(`g${i}`, { type: 'Purge', retentionMs: 0 })));
+    expect(await store.removeTombstones(Date.now() + 1)).toBe(300);
+    const size = await store.spaceOnDisk();
+    const { bytesBefore, bytesAfter } = await store.reclaimSpace();
+    expect(bytesBefore).toBe(size);
+    expect(bytesAfter).toBeLessThan(bytesBefore / 2);
+    expect(await store.spaceOnDisk()).toBe(bytesAfter);
+    await store.close();
+  });
+
+  it('a server that cannot be reached: opening fails as unavailable, quickly', async () => {
+    const started = Date.now();
+    await expect(openPostgresStore({ url: 'postgres://postgres@127.0.0.1:1/nothing', connectTimeoutMs: 1000 })).rejects.toBeInstanceOf(LedgerUnavailableError);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('connections terminated mid-batch: the batch is unavailable and nothing of it is stored; the pool reconnects by itself', async () => {
+    const app = `guidgate-test-${randomBytes(4).toString('hex')}`;
+    const store = await open({ applicationName: app });
+    await store.execute('held', submit());
+    // Another session holds the row, so the store's next batch waits inside its transaction.
+    const holder = new pg.Client({ connectionString: dbs.url() });
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query("SELECT * FROM ledger WHERE guid = 'held' FOR UPDATE");
+    const batch = Promise.allSettled([store.execute('held', answer()), store.execute('new', submit())]);
+    await until('the store to wait on the row lock', async () =>
+      (await sql(dbs.url(), "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [app])).length > 0,
+    );
+    await sql(dbs.url(), 'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+    const results = await batch;
+    for (const r of results) {
+      expect(r.status).toBe('rejected');
+      if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(LedgerUnavailableError);
+    }
+    await holder.query('ROLLBACK');
+    await holder.end();
+    expect(await store.getLedger('new')).toBeNull();
+    // Every connection of the store was killed, idle ones too; the very next write still succeeds.
+    expect((await store.execute('new', submit())).kind).toBe('applied');
+    expect((await store.execute('held', answer())).kind).toBe('applied');
+    await store.ping();
+    await store.close();
+  });
+
+  it('idle connections terminated (a PostgreSQL restart): the next write succeeds without reopening the store', async () => {
+    const app = `guidgate-test-${randomBytes(4).toString('hex')}`;
+    const store = await open({ applicationName: app });
+    await Promise.all(['a', 'b', 'c'].map((g) => store.execute(g, submit())));
+    const killed = await sql(dbs.url(), 'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+    expect(killed.length).toBeGreaterThan(0);
+    expect((await store.execute('d', submit())).kind).toBe('applied');
+    expect((await store.queryLedger({})).map((r) => r.guid)).toEqual(['a', 'b', 'c', 'd']);
+    await store.close();
+  });
+
+  it('a write or a read right after its pooled connections were killed takes a new connection (20 times in a row)', async () => {
+    const app = `guidgate-test-${randomBytes(4).toString('hex')}`;
+    const store = await open({ applicationName: app, poolSize: 1 });
+    const killer = new pg.Client({ connectionString: dbs.url() });
+    await killer.connect();
+    try {
+      for (let i = 0; i < 20; i++) {
+        await store.ping(); // the pool holds an idle connection
+        await killer.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+        expect((await store.execute(`k${i}`, submit())).kind).toBe('applied');
+        await killer.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
+        expect((await store.getLedger(`k${i}`))?.status).toBe('SENT');
+      }
+    } finally {
+      await killer.end();
+      await store.close();
+    }
+  });
+
+  it('4 processes race to claim the same 600 GUIDs, several in flight each: each is claimed exactly once', async () => {
+    await (await open()).close(); // the schema first, so the children race on claims
+    const children = [1, 2, 3, 4].map((seed) =>
+      spawn(process.execPath, [childScript('pgClaimer'), dbs.url(), '600', String(seed * 7919), '8'], { stdio: ['pipe', 'pipe', 'pipe'] }),
+    );
+    await Promise.all(children.map((c) => waitForLine(c, 'ready')));
+    const done = children.map((c) => runToEnd(c));
+    for (const c of children) c.stdin!.write('go\n');
+    const results = await Promise.all(done);
+    const won = results.map((r) => {
+      expect(r.code, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{'))!) as { won: string[] }).won;
+    });
+    const all = won.flat();
+    expect(all).toHaveLength(600);
+    expect(new Set(all).size).toBe(600);
+    expect(won.filter((w) => w.length > 0).length).toBeGreaterThan(1);
+    const store = await open();
+    const log = await store.readAll(-1, 10_000);
+    expect(log.filter((e) => e.type === 'Claimed')).toHaveLength(600);
+    expect(log.filter((e) => e.type === 'Sent')).toHaveLength(600);
+    expect(await store.verifyProjection()).toEqual([]);
+    await store.close();
+  }, 120_000);
+});

@@ -1,4 +1,5 @@
 import { InvalidArgumentError, Option } from 'commander';
+import { STATUSES, type Status } from '../events/codecs.js';
 import { parseDuration } from './duration.js';
 
 /**
@@ -35,4 +36,30 @@ export function choiceArg<T extends string>(choices: readonly T[]) {
   };
 }
 
+export function urlArg(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new InvalidArgumentError(`'${value}' is not a URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidArgumentError(`'${value}' is not an http(s) URL`);
+  return value;
+}
+
+/** `UNKNOWN`, `failed`, `UNKNOWN,FAILED`. */
+export function statusesArg(value: string): Status[] {
+  const parts = value.split(',').map((p) => p.trim().toUpperCase()).filter((p) => p !== '');
+  const bad = parts.find((p) => !(STATUSES as readonly string[]).includes(p));
+  if (bad !== undefined || parts.length === 0) throw new InvalidArgumentError(`'${value}' is not a status (${STATUSES.join(', ')}; several separated by commas)`);
+  return parts as Status[];
+}
+
 export const DEFAULT_DB = './data/guidgate.db';
+
+export const dbFlag = () => flag('--db <path>', 'ledger file').default(DEFAULT_DB);
+export const accountUrlFlag = () => flag('--account-url <url>', 'base URL of the account system').argParser(urlArg).makeOptionMandatory();
+export const limitFlag = () => flag('--limit <n>', 'handle at most this many rows').argParser(intArg(1));
+export const dryRunFlag = (what: string) => flag('--dry-run', what);
+export const concurrencyFlag = (what: string) => flag('--concurrency <n>', what).argParser(intArg(1, 256)).default(8);
+export const jsonFlag = (what = 'print the result as JSON') => flag('--json', what);

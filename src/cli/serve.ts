@@ -1,0 +1,34 @@
+import type { Command } from 'commander';
+import { choiceArg, dbFlag, durationArg, flag, intArg } from './options.js';
+
+export function registerServe(program: Command): void {
+  program
+    .command('serve')
+    .description('run the relay (with the bundled account simulator when no --account-url is given)')
+    .addOption(flag('--port <n>', 'port to listen on').argParser(intArg(0, 65535)).default(8080))
+    .addOption(flag('--host <host>', 'address to listen on').default('127.0.0.1'))
+    .addOption(dbFlag())
+    .addOption(flag('--account-url <url>', 'base URL of the account system'))
+    .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(durationArg).default(3000, '3s'))
+    .addOption(flag('--grace <duration>', 'how long past its timeout a SENT row waits before the sweep calls it orphaned').argParser(durationArg).default(5000, '5s'))
+    .addOption(flag('--max-attempts <n>', 'sends of one GUID at most (refused connections count)').argParser(intArg(1)).default(5))
+    .addOption(flag('--synchronous <mode>', 'SQLite synchronous: FULL (durable, default) or NORMAL (faster; a power cut may lose the last claims)').argParser(choiceArg(['FULL', 'NORMAL', 'EXTRA'] as const)).default('FULL'))
+    .addOption(flag('--busy-timeout <duration>', 'how long to wait for another process holding the ledger lock').argParser(durationArg).default(5000, '5s'))
+    .addOption(flag('--log-level <level>', 'fatal, error, warn, info, debug').default('info'))
+    .addOption(flag('--writer <where>', 'where ledger commits run: thread (a worker thread, fsync off the request loop) or inline (the request thread)').argParser(choiceArg(['thread', 'inline'] as const)).default('thread'))
+    .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; logLevel: string; writer: 'thread' | 'inline' }) => {
+      // Loaded when used, so that the operator commands start without fastify.
+      const { serve } = await import('../commands/serve.js');
+      const relay = await serve({
+        port: o.port, host: o.host, db: o.db, accountUrl: o.accountUrl, timeoutMs: o.timeout, graceMs: o.grace,
+        maxAttempts: o.maxAttempts, synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, logLevel: o.logLevel, writer: o.writer,
+      });
+      await new Promise<void>((resolve) => {
+        const stop = () => resolve();
+        process.once('SIGTERM', stop);
+        process.once('SIGINT', stop);
+      });
+      process.stdout.write('shutting down: waiting for in-flight calls\n');
+      await relay.close();
+    });
+}

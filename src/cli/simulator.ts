@@ -1,0 +1,16 @@
+import type { Command } from 'commander';
+import { durationArg, flag, intArg } from './options.js';
+
+export function registerSimulator(program: Command): void {
+  program
+    .command('simulator')
+    .description('run the bundled non-idempotent account system (for demos and tests)')
+    .addOption(flag('--port <n>', 'port').argParser(intArg(0, 65535)).default(8090))
+    .addOption(flag('--host <host>', 'address').default('127.0.0.1'))
+    .addOption(flag('--latency <duration>', 'delay before each answer').argParser(durationArg).default(0, '0ms'))
+    .addOption(flag('--db <path>', 'keep the simulated accounts in this SQLite file (in memory when absent)'))
+    .action(async (o: { port: number; host: string; latency: number; db?: string }) => {
+      const { runSimulatorCommand } = await import('../simulator/index.js');
+      await runSimulatorCommand({ port: o.port, host: o.host, latencyMs: o.latency, ...(o.db === undefined ? {} : { db: o.db }) });
+    });
+}

@@ -1,58 +1,21 @@
 import type { Command } from 'commander';
-import type { LedgerState } from '../events/state.js';
 import { accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, durationArg, flag, intArg, jsonFlag, limitFlag } from './options.js';
-import { err, out, printJson, setExit, type Exit } from './output.js';
-import { candidateLine, withAccount } from './rowRun.js';
-import { withLedger } from './withLedger.js';
-import { interruptedExit, interruptible } from './interrupt.js';
-import { startProgress } from './progress.js';
+import { setExit, type Exit } from './output.js';
+import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
-export interface ReprocessCliOptions {
-  db: string; accountUrl: string; maxAttempts: number; timeout: number; concurrency: number;
-  limit?: number; dryRun?: boolean; json?: boolean;
-}
+export interface ReprocessCliOptions extends RowCliOptions { maxAttempts: number }
 
-export function runReprocess(o: ReprocessCliOptions): Promise<Exit> {
-  return withLedger('reprocess', o.db, (store) =>
-    withAccount(o.accountUrl, o.timeout, o.concurrency, async (account) => {
-      const { ledgerView } = await import('../commands/ledger.js');
-      const { reprocessExitCode, reprocessFailed } = await import('../commands/reprocess.js');
-      const progress = startProgress('reprocess');
-      const stop = interruptible('reprocess');
-      const listed: LedgerState[] = [];
-      let firstFailure: string | undefined;
-      const now = Date.now();
-      const summary = await reprocessFailed({ store, account }, {
-        maxAttempts: o.maxAttempts, timeoutMs: o.timeout, limit: o.limit, concurrency: o.concurrency, dryRun: o.dryRun, signal: stop.signal,
-        onProgress: (d, t) => progress.update(d, t),
-        onRow: (row, outcome, detail) => {
-          if (outcome === 'candidate') listed.push(row);
-          else if ((outcome === 'failed' || outcome === 'unknown' || outcome === 'ledger-error') && firstFailure === undefined) {
-            firstFailure = `${row.guid}: ${outcome}${detail === undefined ? '' : ` (${detail})`}`;
-          }
-        },
-      });
-      progress.stop();
-      stop.dispose();
-      const unreachable = reprocessExitCode(summary) === 1 && summary.ledgerErrors === 0;
-      const code = interruptedExit('reprocess', stop.signal, reprocessExitCode(summary));
-      if (o.json) {
-        printJson({ ...summary, ...(summary.dryRun ? { rows: listed.map(ledgerView) } : {}), exitCode: code });
-      } else if (summary.dryRun) {
-        for (const row of listed) out(candidateLine(row, now));
-        out(`reprocess (dry run, nothing changed, nothing sent): candidates=${summary.candidates} max-attempts=${o.maxAttempts}`);
-      } else {
-        out(
-          `reprocess: candidates=${summary.candidates} done=${summary.done} failed=${summary.failed} unknown=${summary.unknown} ` +
-            `skipped=${summary.skipped} ledger-errors=${summary.ledgerErrors}`,
-        );
-      }
-      if (firstFailure !== undefined) err(`guidgate reprocess: first failed send: ${firstFailure}`);
-      if (summary.ledgerErrors > 0) err('guidgate reprocess: the ledger failed; the run stopped early (rows not reached are unchanged)');
-      else if (unreachable) err(`guidgate reprocess: the account system at ${o.accountUrl} could not be reached for any row`);
-      return code;
-    }),
-  );
+export async function runReprocess(o: ReprocessCliOptions): Promise<Exit> {
+  const { reprocessExitCode, reprocessFailed } = await import('../commands/reprocess.js');
+  return runRowCommand(o, {
+    name: 'reprocess',
+    failures: ['failed', 'unknown', 'ledger-error'],
+    failureLabel: 'first failed send',
+    run: (deps, hooks) => reprocessFailed(deps, { maxAttempts: o.maxAttempts, timeoutMs: o.timeout, limit: o.limit, concurrency: o.concurrency, ...hooks }),
+    exitCode: reprocessExitCode,
+    summaryLine: (s) => `reprocess: candidates=${s.candidates} done=${s.done} failed=${s.failed} unknown=${s.unknown} skipped=${s.skipped} ledger-errors=${s.ledgerErrors}`,
+    dryRunLine: (s) => `reprocess (dry run, nothing changed, nothing sent): candidates=${s.candidates} max-attempts=${o.maxAttempts}`,
+  });
 }
 
 export function registerReprocess(program: Command): void {

@@ -1,60 +1,26 @@
 import type { Command } from 'commander';
-import type { LedgerState } from '../events/state.js';
 import { formatDuration } from './duration.js';
 import { accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, durationArg, flag, jsonFlag, limitFlag } from './options.js';
-import { err, out, printJson, setExit, type Exit } from './output.js';
-import { candidateLine, withAccount } from './rowRun.js';
-import { withLedger } from './withLedger.js';
-import { interruptedExit, interruptible } from './interrupt.js';
-import { startProgress } from './progress.js';
+import { setExit, type Exit } from './output.js';
+import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
-export interface ResolveCliOptions {
-  db: string; accountUrl: string; minAge: number; grace: number; timeout: number; concurrency: number;
-  limit?: number; dryRun?: boolean; json?: boolean;
-}
+export interface ResolveCliOptions extends RowCliOptions { minAge: number; grace: number }
 
-export function runResolve(o: ResolveCliOptions): Promise<Exit> {
-  return withLedger('resolve', o.db, (store) =>
-    withAccount(o.accountUrl, o.timeout, o.concurrency, async (account) => {
-      const { ledgerView } = await import('../commands/ledger.js');
-      const { resolveExitCode, resolveUnknown } = await import('../commands/resolve.js');
-      const progress = startProgress('resolve');
-      const stop = interruptible('resolve');
-      const listed: LedgerState[] = [];
-      let firstFailure: string | undefined;
-      const now = Date.now();
-      const summary = await resolveUnknown({ store, account }, {
-        minAgeMs: o.minAge, graceMs: o.grace, limit: o.limit, concurrency: o.concurrency, dryRun: o.dryRun, signal: stop.signal,
-        onProgress: (d, t) => progress.update(d, t),
-        onRow: (row, outcome, detail) => {
-          if (outcome === 'candidate') listed.push(row);
-          else if ((outcome === 'unreachable' || outcome === 'still-unknown' || outcome === 'ledger-error') && firstFailure === undefined) {
-            firstFailure = `${row.guid}: ${outcome}${detail === undefined ? '' : `: ${detail}`}`;
-          }
-        },
-      });
-      progress.stop();
-      stop.dispose();
-      const unreachable = resolveExitCode(summary) === 1 && summary.ledgerErrors === 0;
-      const code = interruptedExit('resolve', stop.signal, resolveExitCode(summary));
-      if (o.json) {
-        printJson({ ...summary, ...(summary.dryRun ? { rows: listed.map(ledgerView) } : {}), exitCode: code });
-      } else if (summary.dryRun) {
-        for (const row of listed) out(candidateLine(row, now));
-        out(`resolve (dry run, nothing changed, nothing inquired): candidates=${summary.candidates} would-sweep-never-sent=${summary.swept.neverSent} would-sweep-orphaned=${summary.swept.orphaned} min-age=${formatDuration(o.minAge)}`);
-      } else {
-        out(
-          `resolve: candidates=${summary.candidates} processed=${summary.processed} absent=${summary.absent} still-unknown=${summary.stillUnknown} ` +
-            `unreachable=${summary.unreachable} skipped=${summary.skipped} ledger-errors=${summary.ledgerErrors} ` +
-            `swept-never-sent=${summary.swept.neverSent} swept-orphaned=${summary.swept.orphaned}`,
-        );
-      }
-      if (firstFailure !== undefined) err(`guidgate resolve: first inquiry failure: ${firstFailure}`);
-      if (summary.ledgerErrors > 0) err('guidgate resolve: the ledger failed; the run stopped early (rows not reached are unchanged)');
-      else if (unreachable) err(`guidgate resolve: the account system at ${o.accountUrl} could not be reached for any row`);
-      return code;
-    }),
-  );
+export async function runResolve(o: ResolveCliOptions): Promise<Exit> {
+  const { resolveExitCode, resolveUnknown } = await import('../commands/resolve.js');
+  return runRowCommand(o, {
+    name: 'resolve',
+    failures: ['unreachable', 'still-unknown', 'ledger-error'],
+    failureLabel: 'first inquiry failure',
+    run: (deps, hooks) => resolveUnknown(deps, { minAgeMs: o.minAge, graceMs: o.grace, limit: o.limit, concurrency: o.concurrency, ...hooks }),
+    exitCode: resolveExitCode,
+    summaryLine: (s) =>
+      `resolve: candidates=${s.candidates} processed=${s.processed} absent=${s.absent} still-unknown=${s.stillUnknown} ` +
+      `unreachable=${s.unreachable} skipped=${s.skipped} ledger-errors=${s.ledgerErrors} ` +
+      `swept-never-sent=${s.swept.neverSent} swept-orphaned=${s.swept.orphaned}`,
+    dryRunLine: (s) =>
+      `resolve (dry run, nothing changed, nothing inquired): candidates=${s.candidates} would-sweep-never-sent=${s.swept.neverSent} would-sweep-orphaned=${s.swept.orphaned} min-age=${formatDuration(o.minAge)}`,
+  });
 }
 
 export function registerResolve(program: Command): void {

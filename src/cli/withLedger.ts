@@ -1,9 +1,19 @@
+import { existsSync } from 'node:fs';
 import { LedgerCorruptError, LedgerUnavailableError } from '../events/errors.js';
 import type { SqliteEventStore } from '../events/sqlite/sqliteStore.js';
 import { err, type Exit } from './output.js';
 
-/** Opens the ledger, runs `work`, closes it; a ledger that cannot be opened, read or written exits 1. */
+/**
+ * Opens an existing ledger, runs `work`, closes it. Only `serve` creates a ledger (CONTRACT.md §5): here a
+ * `--db` naming no file exits 1 and creates nothing, so a typo cannot look like an empty ledger. A ledger that
+ * cannot be opened, read or written exits 1 too.
+ */
 export async function withLedger(command: string, db: string, work: (store: SqliteEventStore) => Promise<Exit>): Promise<Exit> {
+  // A database URL names no file: its store says whether the ledger is there.
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(db) && !existsSync(db)) {
+    err(`guidgate ${command}: no ledger at ${db}`);
+    return 1;
+  }
   // Loaded when used, so that a command that never opens the ledger (--help, naive) does not load SQLite.
   const { openSqliteStore } = await import('../events/sqlite/sqliteStore.js');
   let store: SqliteEventStore;

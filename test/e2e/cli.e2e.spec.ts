@@ -1,0 +1,42 @@
+/**
+ * The command line's own rules (CONTRACT.md §5 v2), driven through `./bin/guidgate` as real processes: which
+ * commands may create a ledger, `--version`, environment values, bad usage, closed pipes, terminal safety.
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it, expect } from 'vitest';
+import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
+import { REPO_ROOT } from '../support/children.js';
+import { cli, seedRow } from '../support/commandsSeed.js';
+import { useTempDir } from '../support/tmp.js';
+
+describe('guidgate command line', () => {
+  const tmp = useTempDir();
+  const ledgerWith = async (guids: string[]): Promise<string> => {
+    const db = join(tmp(), 'ledger.db');
+    const store = openSqliteStore({ path: db });
+    for (const guid of guids) await seedRow(store, guid, 'DONE');
+    await store.close();
+    return db;
+  };
+
+  it('only serve creates a ledger: every other command given a missing --db exits 1 with "no ledger at" and creates nothing', async () => {
+    const dir = tmp();
+    const db = join(dir, 'typo', 'ledger.db');
+    const url = 'http://127.0.0.1:9';
+    const commands = [
+      ['history', 'G-1'], ['ledger'], ['stats'], ['rebuild'], ['rebuild', '--verify'], ['purge'],
+      ['resolve', '--account-url', url], ['reprocess', '--account-url', url],
+    ];
+    for (const args of commands) {
+      const r = await cli([...args, '--db', db]);
+      expect([args[0], r.code, r.stdout]).toEqual([args[0], 1, '']);
+      expect(r.stderr).toContain(`guidgate ${args[0]}: no ledger at ${db}`);
+    }
+    // Through GUIDGATE_DB as well, and at the default path (./data/guidgate.db under the working directory).
+    expect((await cli(['stats'], { GUIDGATE_DB: db })).stderr).toContain(`no ledger at ${db}`);
+    const atDefault = await cli(['ledger'], {}, { cwd: dir });
+    expect([atDefault.code, atDefault.stderr.trim()]).toEqual([1, 'guidgate ledger: no ledger at ./data/guidgate.db']);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+});

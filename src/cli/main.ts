@@ -14,9 +14,11 @@ import { registerResolve } from './resolve.js';
 import { registerServe } from './serve.js';
 import { registerSimulator } from './simulator.js';
 import { registerStats } from './stats.js';
+import { packageVersion } from './version.js';
 
 const program = new Command('guidgate')
   .description('A durable GUID ledger in front of a non-idempotent account system')
+  .version(packageVersion(), '-V, --version', 'print the version')
   .exitOverride()
   .configureOutput({ outputError: (str, write) => write(str) });
 

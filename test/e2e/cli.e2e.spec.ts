@@ -39,4 +39,10 @@ describe('guidgate command line', () => {
     expect([atDefault.code, atDefault.stderr.trim()]).toEqual([1, 'guidgate ledger: no ledger at ./data/guidgate.db']);
     expect(readdirSync(dir)).toEqual([]);
   });
+
+  it('--version prints the version from package.json, read at run time by the built command', async () => {
+    const { version } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
+    const r = await cli(['--version']);
+    expect([r.code, r.stdout, r.stderr]).toEqual([0, `${version}\n`, '']);
+  });
 });

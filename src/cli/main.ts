@@ -4,6 +4,7 @@
  */
 import { Command, CommanderError } from 'commander';
 import { registerDemo } from './demo.js';
+import { applyBooleanEnv } from './options.js';
 import { registerHistory } from './history.js';
 import { registerLedger } from './ledger.js';
 import { registerNaive } from './naive.js';
@@ -20,7 +21,8 @@ const program = new Command('guidgate')
   .description('A durable GUID ledger in front of a non-idempotent account system')
   .version(packageVersion(), '-V, --version', 'print the version')
   .exitOverride()
-  .configureOutput({ outputError: (str, write) => write(str) });
+  .configureOutput({ outputError: (str, write) => write(str) })
+  .hook('preAction', (_program, command) => applyBooleanEnv(command));
 
 registerServe(program);
 registerSimulator(program);

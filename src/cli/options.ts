@@ -1,6 +1,9 @@
-import { InvalidArgumentError, Option } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { STATUSES, type Status } from '../events/codecs.js';
 import { parseDuration } from './duration.js';
+
+/** Each boolean flag's environment variable (commander's own `.env()` is used for the others). */
+const booleanVariables = new WeakMap<Option, string>();
 
 /**
  * Every flag can also come from the environment as GUIDGATE_ + the flag in capitals, `-` as `_`
@@ -8,8 +11,40 @@ import { parseDuration } from './duration.js';
  */
 export function flag(flags: string, description: string): Option {
   const long = /--([a-z0-9-]+)/.exec(flags)?.[1];
+  if (long === undefined) return new Option(flags, description);
+  const variable = `GUIDGATE_${long.toUpperCase().replace(/-/g, '_')}`;
   const option = new Option(flags, description);
-  return long === undefined ? option : option.env(`GUIDGATE_${long.toUpperCase().replace(/-/g, '_')}`);
+  if (!option.isBoolean()) return option.env(variable);
+  // commander turns a boolean flag on whenever its variable exists, `0` and `false` too: applyBooleanEnv reads it.
+  const boolean = new Option(flags, `${description} (env: ${variable}=1/0)`);
+  booleanVariables.set(boolean, variable);
+  return boolean;
+}
+
+/** `1/0/true/false/yes/no`, any case (CONTRACT.md §5); null for anything else. */
+export function parseBoolean(value: string): boolean | null {
+  const v = value.toLowerCase();
+  if (v === '1' || v === 'true' || v === 'yes') return true;
+  if (v === '0' || v === 'false' || v === 'no') return false;
+  return null;
+}
+
+/**
+ * Sets the boolean flags of `command` that the command line did not give from their environment variables;
+ * a value that is not a boolean is bad usage (exit 2) naming the variable, whether or not the flag was given.
+ */
+export function applyBooleanEnv(command: Command): void {
+  for (const option of command.options) {
+    const variable = booleanVariables.get(option);
+    const raw = variable === undefined ? undefined : process.env[variable];
+    if (variable === undefined || raw === undefined) continue;
+    const value = parseBoolean(raw);
+    if (value === null) {
+      command.error(`error: environment variable ${variable}='${raw}' is not a boolean (1, 0, true, false, yes, no)`, { exitCode: 2, code: 'guidgate.booleanEnv' });
+    }
+    const key = option.attributeName();
+    if (command.getOptionValueSource(key) !== 'cli') command.setOptionValueWithSource(key, value, 'env');
+  }
 }
 
 export function durationArg(value: string): number {

@@ -10,11 +10,13 @@ import { REPO_ROOT } from '../support/children.js';
 import { cli, seedRow } from '../support/commandsSeed.js';
 import { useTempDir } from '../support/tmp.js';
 
+const LONG_AGO = Date.UTC(2020, 0, 1);
+
 describe('guidgate command line', () => {
   const tmp = useTempDir();
   const ledgerWith = async (guids: string[]): Promise<string> => {
     const db = join(tmp(), 'ledger.db');
-    const store = openSqliteStore({ path: db });
+    const store = openSqliteStore({ path: db, clock: () => LONG_AGO });
     for (const guid of guids) await seedRow(store, guid, 'DONE');
     await store.close();
     return db;
@@ -44,5 +46,26 @@ describe('guidgate command line', () => {
     const { version } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
     const r = await cli(['--version']);
     expect([r.code, r.stdout, r.stderr]).toEqual([0, `${version}\n`, '']);
+  });
+
+  it('boolean environment variables take 1/0/true/false/yes/no in any case; anything else exits 2 naming the variable', async () => {
+    const db = await ledgerWith(['B-1']);
+    const human = await cli(['ledger', '--db', db], { GUIDGATE_JSON: '0' });
+    expect([human.code, human.stdout.split('\n')[0]]).toEqual([0, expect.stringMatching(/^GUID\s+STATUS/)]);
+    const json = await cli(['ledger', '--db', db], { GUIDGATE_JSON: 'Yes' });
+    expect([json.code, (JSON.parse(json.stdout) as Array<{ guid: string }>).map((r) => r.guid)]).toEqual([0, ['B-1']]);
+    // The command line wins over a false variable.
+    expect(JSON.parse((await cli(['ledger', '--json', '--db', db], { GUIDGATE_JSON: 'false' })).stdout)).toHaveLength(1);
+
+    // `0` must not mean "on": a dry run is asked for with 1/true/yes, and `no` really purges.
+    const dry = await cli(['purge', '--retention', '1d', '--db', db], { GUIDGATE_DRY_RUN: 'TRUE' });
+    expect([dry.code, dry.stdout]).toEqual([0, expect.stringMatching(/^purge \(dry run, nothing changed\): would-purge=1 /)]);
+    for (const value of ['maybe', '']) {
+      const bad = await cli(['purge', '--retention', '1d', '--db', db], { GUIDGATE_DRY_RUN: value });
+      expect([bad.code, bad.stdout]).toEqual([2, '']);
+      expect(bad.stderr).toContain(`GUIDGATE_DRY_RUN='${value}' is not a boolean`);
+    }
+    const real = await cli(['purge', '--retention', '1d', '--db', db], { GUIDGATE_DRY_RUN: 'no' });
+    expect([real.code, real.stdout]).toEqual([0, expect.stringMatching(/^purge: candidates=1 purged=1 /)]);
   });
 });

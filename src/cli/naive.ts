@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { durationArg, flag, intArg } from './options.js';
+import { flag, intArg, timeLimitArg, urlArg } from './options.js';
 
 export function registerNaive(program: Command): void {
   program
@@ -7,8 +7,8 @@ export function registerNaive(program: Command): void {
     .description('the relay without a ledger, forwarding every request (for the demo and the benchmark only)')
     .addOption(flag('--port <n>', 'port').argParser(intArg(0, 65535)).default(8081))
     .addOption(flag('--host <host>', 'address').default('127.0.0.1'))
-    .addOption(flag('--account-url <url>', 'base URL of the account system').makeOptionMandatory())
-    .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(durationArg).default(3000, '3s'))
+    .addOption(flag('--account-url <url>', 'base URL of the account system').argParser(urlArg).makeOptionMandatory())
+    .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(timeLimitArg).default(3000, '3s'))
     .action(async (o: { port: number; host: string; accountUrl: string; timeout: number }) => {
       const { runNaive } = await import('../relay/naive.js');
       await runNaive(o);

@@ -53,6 +53,13 @@ export function durationArg(value: string): number {
   return ms;
 }
 
+/** A time limit (a call's timeout, a lock wait): zero would fail everything at once, so it is bad usage. */
+export function timeLimitArg(value: string): number {
+  const ms = durationArg(value);
+  if (ms === 0) throw new InvalidArgumentError(`'${value}' is zero; a time limit must be longer than that`);
+  return ms;
+}
+
 export function intArg(min: number, max = Number.MAX_SAFE_INTEGER) {
   return (value: string): number => {
     if (!/^\d+$/.test(value.trim())) throw new InvalidArgumentError(`'${value}' is not a whole number`);
@@ -89,6 +96,8 @@ export function statusesArg(value: string): Status[] {
   if (bad !== undefined || parts.length === 0) throw new InvalidArgumentError(`'${value}' is not a status (${STATUSES.join(', ')}; several separated by commas)`);
   return parts as Status[];
 }
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 export const DEFAULT_DB = './data/guidgate.db';
 

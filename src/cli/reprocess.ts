@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, durationArg, flag, intArg, jsonFlag, limitFlag } from './options.js';
+import { accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, flag, intArg, jsonFlag, limitFlag, timeLimitArg } from './options.js';
 import { setExit, type Exit } from './output.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
@@ -27,7 +27,7 @@ export function registerReprocess(program: Command): void {
     .addOption(limitFlag())
     .addOption(dryRunFlag('list the candidates; send and change nothing'))
     .addOption(concurrencyFlag('sends in flight at once'))
-    .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(durationArg).default(3000, '3s'))
+    .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(timeLimitArg).default(3000, '3s'))
     .addOption(dbFlag())
     .addOption(jsonFlag())
     .action(async (o: ReprocessCliOptions) => {

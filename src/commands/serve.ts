@@ -16,6 +16,10 @@ export interface ServeOptions {
   readonly maxAttempts: number;
   readonly synchronous: Synchronous;
   readonly busyTimeoutMs: number;
+  /** A request body not received in full within this gets 408 (E400); nothing is stored (CONTRACT.md §2 v2). */
+  readonly bodyTimeoutMs?: number | undefined;
+  /** Connections held at most (CONTRACT.md §2 v2). */
+  readonly maxConnections?: number | undefined;
   readonly logLevel: string;
   /** Where ledger commits run: `thread` (default) keeps their fsync off the request loop. */
   readonly writer?: 'inline' | 'thread';

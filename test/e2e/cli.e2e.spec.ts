@@ -2,11 +2,12 @@
  * The command line's own rules (CONTRACT.md §5 v2), driven through `./bin/guidgate` as real processes: which
  * commands may create a ledger, `--version`, environment values, bad usage, closed pipes, terminal safety.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
-import { REPO_ROOT } from '../support/children.js';
+import { REPO_ROOT, runToEnd, waitForLine } from '../support/children.js';
 import { cli, seedRow } from '../support/commandsSeed.js';
 import { useTempDir } from '../support/tmp.js';
 
@@ -67,5 +68,46 @@ describe('guidgate command line', () => {
     }
     const real = await cli(['purge', '--retention', '1d', '--db', db], { GUIDGATE_DRY_RUN: 'no' });
     expect([real.code, real.stdout]).toEqual([0, expect.stringMatching(/^purge: candidates=1 purged=1 /)]);
+  });
+
+  it('every bad usage exits 2 naming the flag or variable, before anything is opened: zero time limits, non-http(s) URLs, unknown log levels', async () => {
+    const dir = tmp();
+    const db = join(dir, 'ledger.db');
+    const serve = ['serve', '--port', '0', '--db', db];
+    const cases: Array<[args: string[], env: Record<string, string>, names: string]> = [
+      [[...serve, '--timeout', '0s'], {}, '--timeout'],
+      [[...serve, '--busy-timeout', '0ms'], {}, '--busy-timeout'],
+      [[...serve, '--body-timeout', '0ms'], {}, '--body-timeout'],
+      [[...serve, '--max-connections', '0'], {}, '--max-connections'],
+      [[...serve, '--account-url', 'ftp://core:21'], {}, '--account-url'],
+      [[...serve, '--log-level', 'loud'], {}, '--log-level'],
+      [serve, { GUIDGATE_TIMEOUT: '0ms' }, 'GUIDGATE_TIMEOUT'],
+      // An empty variable is no URL: it must not quietly mean "start the bundled simulator instead".
+      [serve, { GUIDGATE_ACCOUNT_URL: '' }, 'GUIDGATE_ACCOUNT_URL'],
+      [['resolve', '--account-url', 'http://127.0.0.1:9', '--timeout', '0ms', '--db', db], {}, '--timeout'],
+      [['reprocess', '--account-url', 'file:///etc/passwd', '--db', db], {}, '--account-url'],
+      [['naive', '--port', '0', '--account-url', 'core:8090'], {}, '--account-url'],
+    ];
+    for (const [args, env, names] of cases) {
+      const r = await cli(args, env, { killAfterMs: 10_000 });
+      expect([args.join(' '), r.code, r.stdout]).toEqual([args.join(' '), 2, '']);
+      expect(r.stderr).toContain(names);
+    }
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('serve takes the new limits and every log level; a zero grace and a zero min-age are legitimate', async () => {
+    const dir = tmp();
+    const db = join(dir, 'ledger.db');
+    const child = spawn(process.execPath, [join(REPO_ROOT, 'bin', 'guidgate'), 'serve', '--port', '0', '--db', db, '--grace', '0ms', '--body-timeout', '2s', '--max-connections', '5', '--log-level', 'TRACE'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GUIDGATE_'))),
+    });
+    const ended = runToEnd(child);
+    await waitForLine(child, 'listening on http://127.0.0.1:');
+    child.kill('SIGTERM');
+    expect((await ended).code).toBe(0);
+    const r = await cli(['resolve', '--account-url', 'https://core.example', '--min-age', '0ms', '--dry-run', '--db', db]);
+    expect([r.code, r.stdout.trim()]).toEqual([0, 'resolve (dry run, nothing changed, nothing inquired): candidates=0 would-sweep-never-sent=0 would-sweep-orphaned=0 min-age=0ms']);
   });
 });

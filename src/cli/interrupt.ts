@@ -26,3 +26,19 @@ export function interruptedExit(command: string, signal: AbortSignal, code: Exit
   err(`guidgate ${command}: interrupted; rows not reached are unchanged`);
   return 1;
 }
+
+/**
+ * Resolves on the first SIGTERM or SIGINT. A server command calls it before it starts: a signal sent as soon as
+ * its "listening on" line is read then stops it gracefully, instead of finding no handler yet and killing it.
+ */
+export function stopSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const stop = (sig: NodeJS.Signals): void => {
+      process.off('SIGTERM', stop);
+      process.off('SIGINT', stop);
+      resolve(sig);
+    };
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  });
+}

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { stopSignal } from './interrupt.js';
 import { flag, intArg, timeLimitArg, urlArg } from './options.js';
 
 export function registerNaive(program: Command): void {
@@ -10,13 +11,11 @@ export function registerNaive(program: Command): void {
     .addOption(flag('--account-url <url>', 'base URL of the account system').argParser(urlArg).makeOptionMandatory())
     .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(timeLimitArg).default(3000, '3s'))
     .action(async (o: { port: number; host: string; accountUrl: string; timeout: number }) => {
+      const stopped = stopSignal();
       const { startNaive } = await import('../relay/naive.js');
       const naive = await startNaive(o);
       process.stdout.write(`naive relay (no ledger, NOT safe against resends) listening on ${naive.url}\n`);
-      await new Promise<void>((resolve) => {
-        process.once('SIGTERM', () => resolve());
-        process.once('SIGINT', () => resolve());
-      });
+      await stopped;
       await naive.close();
     });
 }

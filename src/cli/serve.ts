@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { stopSignal } from './interrupt.js';
 import { choiceArg, dbFlag, durationArg, flag, intArg, LOG_LEVELS, timeLimitArg, urlArg } from './options.js';
 
 export function registerServe(program: Command): void {
@@ -19,12 +20,7 @@ export function registerServe(program: Command): void {
     .addOption(flag('--log-level <level>', LOG_LEVELS.join(', ')).argParser(choiceArg(LOG_LEVELS)).default('info'))
     .addOption(flag('--writer <where>', 'where ledger commits run: thread (a worker thread, fsync off the request loop) or inline (the request thread)').argParser(choiceArg(['thread', 'inline'] as const)).default('thread'))
     .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; logLevel: string; writer: 'thread' | 'inline' }) => {
-      // Listening before serve() starts: a signal that arrives while it starts stops it once it has started.
-      const stopped = new Promise<void>((resolve) => {
-        const stop = () => resolve();
-        process.once('SIGTERM', stop);
-        process.once('SIGINT', stop);
-      });
+      const stopped = stopSignal();
       // Loaded when used, so that the operator commands start without fastify.
       const { serve } = await import('../commands/serve.js');
       const relay = await serve({

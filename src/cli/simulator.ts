@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { stopSignal } from './interrupt.js';
 import { durationArg, flag, intArg } from './options.js';
 
 export function registerSimulator(program: Command): void {
@@ -10,18 +11,11 @@ export function registerSimulator(program: Command): void {
     .addOption(flag('--latency <duration>', 'delay before each answer').argParser(durationArg).default(0, '0ms'))
     .addOption(flag('--db <path>', 'keep the simulated accounts in this SQLite file (in memory when absent)'))
     .action(async (o: { port: number; host: string; latency: number; db?: string }) => {
+      const stopped = stopSignal();
       const { startSimulator } = await import('../simulator/index.js');
       const sim = await startSimulator({ port: o.port, host: o.host, latencyMs: o.latency, ...(o.db === undefined ? {} : { dbPath: o.db }) });
       process.stdout.write(`simulator listening on ${sim.url}\n`);
-      await new Promise<void>((resolve) => {
-        const stop = (): void => {
-          process.off('SIGTERM', stop);
-          process.off('SIGINT', stop);
-          resolve();
-        };
-        process.once('SIGTERM', stop);
-        process.once('SIGINT', stop);
-      });
+      await stopped;
       await sim.close();
     });
 }

@@ -7,12 +7,13 @@ const booleanVariables = new WeakMap<Option, string>();
 
 /**
  * Every flag can also come from the environment as GUIDGATE_ + the flag in capitals, `-` as `_`
- * (CONTRACT.md §5); commander lets the command line win.
+ * (CONTRACT.md §5); commander lets the command line win. The simulator's flags use `GUIDGATE_SIMULATOR_`, so
+ * a relay's environment (GUIDGATE_PORT, GUIDGATE_DB) never configures a simulator started beside it.
  */
-export function flag(flags: string, description: string): Option {
+export function flag(flags: string, description: string, envPrefix: 'GUIDGATE_' | 'GUIDGATE_SIMULATOR_' = 'GUIDGATE_'): Option {
   const long = /--([a-z0-9-]+)/.exec(flags)?.[1];
   if (long === undefined) return new Option(flags, description);
-  const variable = `GUIDGATE_${long.toUpperCase().replace(/-/g, '_')}`;
+  const variable = `${envPrefix}${long.toUpperCase().replace(/-/g, '_')}`;
   const option = new Option(flags, description);
   if (!option.isBoolean()) return option.env(variable);
   // commander turns a boolean flag on whenever its variable exists, `0` and `false` too: applyBooleanEnv reads it.

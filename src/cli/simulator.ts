@@ -2,14 +2,16 @@ import type { Command } from 'commander';
 import { stopSignal } from './interrupt.js';
 import { durationArg, flag, intArg } from './options.js';
 
+const simulatorFlag = (flags: string, description: string) => flag(flags, description, 'GUIDGATE_SIMULATOR_');
+
 export function registerSimulator(program: Command): void {
   program
     .command('simulator')
     .description('run the bundled non-idempotent account system (for demos and tests)')
-    .addOption(flag('--port <n>', 'port').argParser(intArg(0, 65535)).default(8090))
-    .addOption(flag('--host <host>', 'address').default('127.0.0.1'))
-    .addOption(flag('--latency <duration>', 'delay before each answer').argParser(durationArg).default(0, '0ms'))
-    .addOption(flag('--db <path>', 'keep the simulated accounts in this SQLite file (in memory when absent)'))
+    .addOption(simulatorFlag('--port <n>', 'port').argParser(intArg(0, 65535)).default(8090))
+    .addOption(simulatorFlag('--host <host>', 'address').default('127.0.0.1'))
+    .addOption(simulatorFlag('--latency <duration>', 'delay before each answer').argParser(durationArg).default(0, '0ms'))
+    .addOption(simulatorFlag('--db <path>', 'keep the simulated accounts in this SQLite file (in memory when absent)'))
     .action(async (o: { port: number; host: string; latency: number; db?: string }) => {
       const stopped = stopSignal();
       const { startSimulator } = await import('../simulator/index.js');

@@ -4,6 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
@@ -12,6 +13,14 @@ import { cli, seedRow } from '../support/commandsSeed.js';
 import { useTempDir } from '../support/tmp.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
+const withoutGuidgateEnv = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GUIDGATE_')));
+const freePort = async (): Promise<number> => {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+};
 
 describe('guidgate command line', () => {
   const tmp = useTempDir();
@@ -101,7 +110,7 @@ describe('guidgate command line', () => {
     const db = join(dir, 'ledger.db');
     const child = spawn(process.execPath, [join(REPO_ROOT, 'bin', 'guidgate'), 'serve', '--port', '0', '--db', db, '--grace', '0ms', '--body-timeout', '2s', '--max-connections', '5', '--log-level', 'TRACE'], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GUIDGATE_'))),
+      env: withoutGuidgateEnv(),
     });
     const ended = runToEnd(child);
     await waitForLine(child, 'listening on http://127.0.0.1:');
@@ -109,5 +118,26 @@ describe('guidgate command line', () => {
     expect((await ended).code).toBe(0);
     const r = await cli(['resolve', '--account-url', 'https://core.example', '--min-age', '0ms', '--dry-run', '--db', db]);
     expect([r.code, r.stdout.trim()]).toEqual([0, 'resolve (dry run, nothing changed, nothing inquired): candidates=0 would-sweep-never-sent=0 would-sweep-orphaned=0 min-age=0ms']);
+  });
+
+  it("the simulator reads GUIDGATE_SIMULATOR_* and never the relay's GUIDGATE_* variables", async () => {
+    const dir = tmp();
+    const [simPort, relayPort] = [await freePort(), await freePort()];
+    const relayEnv = { GUIDGATE_PORT: String(relayPort), GUIDGATE_DB: join(dir, 'relay.db'), GUIDGATE_LATENCY: 'not a duration' };
+    const child = spawn(process.execPath, [join(REPO_ROOT, 'bin', 'guidgate'), 'simulator'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...withoutGuidgateEnv(), ...relayEnv, GUIDGATE_SIMULATOR_PORT: String(simPort), GUIDGATE_SIMULATOR_LATENCY: '5ms' },
+    });
+    const ended = runToEnd(child);
+    try {
+      await waitForLine(child, `simulator listening on http://127.0.0.1:${simPort}`);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    const e = await ended;
+    expect([e.code, e.stderr]).toEqual([0, '']);
+    expect(readdirSync(dir)).toEqual([]);
+    const bad = await cli(['simulator'], { GUIDGATE_SIMULATOR_LATENCY: 'soon' }, { killAfterMs: 10_000 });
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining('GUIDGATE_SIMULATOR_LATENCY')]);
   });
 });

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { STATUSES, type Status } from '../events/codecs.js';
 import { dbFlag, durationArg, flag, jsonFlag, limitFlag, statusesArg } from './options.js';
-import { age, iso, out, setExit, type Exit } from './output.js';
+import { age, iso, out, setExit, toJson, type Exit } from './output.js';
 import { withLedger } from './withLedger.js';
 
 export function runLedger(o: { db: string; status?: Status[]; olderThan?: number; limit?: number; json?: boolean }): Promise<Exit> {
@@ -15,7 +15,7 @@ export function runLedger(o: { db: string; status?: Status[]; olderThan?: number
     else out(`${'GUID'.padEnd(28)}  ${'STATUS'.padEnd(8)}  ${'CODE'.padEnd(4)}  ATT  ${'CREATED'.padEnd(24)}  ${'UPDATED'.padEnd(24)}  AGE`);
     for await (const row of rows) {
       counts.set(row.status, (counts.get(row.status) ?? 0) + 1);
-      if (o.json) process.stdout.write(`${n === 0 ? '\n' : ',\n'}  ${JSON.stringify(ledgerView(row))}`);
+      if (o.json) process.stdout.write(`${n === 0 ? '\n' : ',\n'}  ${toJson(ledgerView(row))}`);
       else out(`${row.guid.padEnd(28)}  ${row.status.padEnd(8)}  ${(row.code ?? '-').padEnd(4)}  ${String(row.attempts).padStart(3)}  ${iso(row.createdAt)}  ${iso(row.updatedAt)}  ${age(now - row.updatedAt)}`);
       n++;
     }

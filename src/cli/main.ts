@@ -5,6 +5,7 @@
 import { Command, CommanderError } from 'commander';
 import { registerDemo } from './demo.js';
 import { applyBooleanEnv } from './options.js';
+import { endQuietlyOnClosedPipe, escapeControls } from './output.js';
 import { registerHistory } from './history.js';
 import { registerLedger } from './ledger.js';
 import { registerNaive } from './naive.js';
@@ -21,7 +22,8 @@ const program = new Command('guidgate')
   .description('A durable GUID ledger in front of a non-idempotent account system')
   .version(packageVersion(), '-V, --version', 'print the version')
   .exitOverride()
-  .configureOutput({ outputError: (str, write) => write(str) })
+  // commander's own messages quote what was given (a flag's value, a variable's): escaped like every line.
+  .configureOutput({ outputError: (str, write) => write(str.split('\n').map(escapeControls).join('\n')) })
   .hook('preAction', (_program, command) => applyBooleanEnv(command));
 
 registerServe(program);
@@ -37,6 +39,7 @@ registerLedger(program);
 registerStats(program);
 registerRebuild(program);
 
+endQuietlyOnClosedPipe();
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
@@ -44,6 +47,6 @@ try {
     // help and version are not failures; every other parse problem is bad usage.
     process.exit(err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2);
   }
-  process.stderr.write(`guidgate: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.stderr.write(`guidgate: ${escapeControls(err instanceof Error ? err.message : String(err))}\n`);
   process.exit(1);
 }

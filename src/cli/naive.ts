@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { stopSignal } from './interrupt.js';
+import { keepRunningWhenStdoutCloses } from './output.js';
 import { flag, intArg, timeLimitArg, urlArg } from './options.js';
 
 export function registerNaive(program: Command): void {
@@ -12,6 +13,7 @@ export function registerNaive(program: Command): void {
     .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(timeLimitArg).default(3000, '3s'))
     .action(async (o: { port: number; host: string; accountUrl: string; timeout: number }) => {
       const stopped = stopSignal();
+      keepRunningWhenStdoutCloses();
       const { startNaive } = await import('../relay/naive.js');
       const naive = await startNaive(o);
       process.stdout.write(`naive relay (no ledger, NOT safe against resends) listening on ${naive.url}\n`);

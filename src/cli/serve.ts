@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { stopSignal } from './interrupt.js';
+import { keepRunningWhenStdoutCloses } from './output.js';
 import { choiceArg, dbFlag, durationArg, flag, intArg, LOG_LEVELS, timeLimitArg, urlArg } from './options.js';
 
 export function registerServe(program: Command): void {
@@ -21,6 +22,7 @@ export function registerServe(program: Command): void {
     .addOption(flag('--writer <where>', 'where ledger commits run: thread (a worker thread, fsync off the request loop) or inline (the request thread)').argParser(choiceArg(['thread', 'inline'] as const)).default('thread'))
     .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; logLevel: string; writer: 'thread' | 'inline' }) => {
       const stopped = stopSignal();
+      keepRunningWhenStdoutCloses();
       // Loaded when used, so that the operator commands start without fastify.
       const { serve } = await import('../commands/serve.js');
       const relay = await serve({

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { stopSignal } from './interrupt.js';
+import { keepRunningWhenStdoutCloses } from './output.js';
 import { durationArg, flag, intArg } from './options.js';
 
 const simulatorFlag = (flags: string, description: string) => flag(flags, description, 'GUIDGATE_SIMULATOR_');
@@ -14,6 +15,7 @@ export function registerSimulator(program: Command): void {
     .addOption(simulatorFlag('--db <path>', 'keep the simulated accounts in this SQLite file (in memory when absent)'))
     .action(async (o: { port: number; host: string; latency: number; db?: string }) => {
       const stopped = stopSignal();
+      keepRunningWhenStdoutCloses();
       const { startSimulator } = await import('../simulator/index.js');
       const sim = await startSimulator({ port: o.port, host: o.host, latencyMs: o.latency, ...(o.db === undefined ? {} : { dbPath: o.db }) });
       process.stdout.write(`simulator listening on ${sim.url}\n`);

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
 import { REPO_ROOT, runToEnd, waitForLine } from '../support/children.js';
@@ -139,5 +140,52 @@ describe('guidgate command line', () => {
     expect(readdirSync(dir)).toEqual([]);
     const bad = await cli(['simulator'], { GUIDGATE_SIMULATOR_LATENCY: 'soon' }, { killAfterMs: 10_000 });
     expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining('GUIDGATE_SIMULATOR_LATENCY')]);
+  });
+
+  it('output to a closed pipe (`| head -1`) ends the command quietly with exit 0', async () => {
+    const db = join(tmp(), 'ledger.db');
+    const store = openSqliteStore({ path: db });
+    // Far more output than a pipe buffers (64 KiB), so the command is still writing when head has gone.
+    for (let i = 0; i < 2000; i += 500) {
+      await Promise.all(Array.from({ length: 500 }, (_, k) => seedRow(store, `PIPE-${String(i + k).padStart(4, '0')}`, 'RECEIVED')));
+    }
+    await store.close();
+    for (const args of ['ledger', 'ledger --json']) {
+      // pipefail: the pipeline's status is guidgate's, not head's.
+      const r = await runToEnd(spawn('bash', ['-c', `set -o pipefail; "${process.execPath}" "${join(REPO_ROOT, 'bin', 'guidgate')}" ${args} --db "${db}" | head -1`], { stdio: ['ignore', 'pipe', 'pipe'], env: withoutGuidgateEnv() }));
+      expect([args, r.code, r.stderr, r.stdout.split('\n').length]).toEqual([args, 0, '', 2]);
+    }
+  });
+
+  it('history and ledger escape C0, DEL and C1 control characters from the ledger; --json stays JSON and escapes them too', async () => {
+    const db = join(tmp(), 'ledger.db');
+    const store = openSqliteStore({ path: db });
+    // An account answer carrying a clear-screen sequence, an 8-bit CSI, DEL and a forged line.
+    const response = '{"guid":"ESC-1","code":"0000","message":"\u001b[2J\u009b31mok\u007f\nESC-2  DONE"}';
+    await seedRow(store, 'ESC-1', 'DONE', { response });
+    await store.close();
+    // A hand-edited projection: the code column as the ledger table prints it.
+    const raw = new Database(db);
+    raw.prepare("UPDATE ledger SET code = char(27) || '[31m' || char(133) WHERE guid = 'ESC-1'").run();
+    raw.close();
+    const controls = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/;
+
+    const human = await cli(['history', 'ESC-1', '--db', db]);
+    expect(human.code).toBe(0);
+    expect(human.stdout).not.toMatch(controls);
+    expect(human.stdout).toContain('\\u001b[2J\\u009b31mok\\u007f\\nESC-2  DONE');
+    expect(human.stdout).toContain('now DONE \\u001b[31m\\u0085');
+
+    const json = await cli(['history', 'ESC-1', '--json', '--db', db]);
+    expect(json.stdout).not.toMatch(controls);
+    expect((JSON.parse(json.stdout) as Array<{ type: string; data: { response?: string } }>).find((e) => e.type === 'Answered')?.data.response).toBe(response);
+
+    const table = await cli(['ledger', '--db', db]);
+    expect(table.code).toBe(0);
+    expect(table.stdout).not.toMatch(controls);
+    expect(table.stdout).toMatch(/^ESC-1\s+DONE\s+\\u001b\[31m\\u0085 /m);
+    const rows = await cli(['ledger', '--json', '--db', db]);
+    expect(rows.stdout).not.toMatch(controls);
+    expect((JSON.parse(rows.stdout) as Array<{ code: string; response: string }>)[0]).toMatchObject({ code: '\u001b[31m\u0085', response });
   });
 });

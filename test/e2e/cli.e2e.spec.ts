@@ -4,24 +4,15 @@
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:http';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
-import { REPO_ROOT, runToEnd, waitForLine } from '../support/children.js';
-import { cli, seedRow } from '../support/commandsSeed.js';
+import { freePort, REPO_ROOT, runToEnd, waitForLine } from '../support/children.js';
+import { cli, seedRow, withoutGuidgateEnv } from '../support/commandsSeed.js';
 import { useTempDir } from '../support/tmp.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
-const withoutGuidgateEnv = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GUIDGATE_')));
-const freePort = async (): Promise<number> => {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-};
 
 describe('guidgate command line', () => {
   const tmp = useTempDir();

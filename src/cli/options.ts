@@ -1,19 +1,63 @@
-import { InvalidArgumentError, Option } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { STATUSES, type Status } from '../events/codecs.js';
 import { parseDuration } from './duration.js';
+
+/** Each boolean flag's environment variable (commander's own `.env()` is used for the others). */
+const booleanVariables = new WeakMap<Option, string>();
 
 /**
  * Every flag can also come from the environment as GUIDGATE_ + the flag in capitals, `-` as `_`
- * (CONTRACT.md §5); commander lets the command line win.
+ * (CONTRACT.md §5); commander lets the command line win. The simulator's flags use `GUIDGATE_SIMULATOR_`, so
+ * a relay's environment (GUIDGATE_PORT, GUIDGATE_DB) never configures a simulator started beside it.
  */
-export function flag(flags: string, description: string): Option {
+export function flag(flags: string, description: string, envPrefix: 'GUIDGATE_' | 'GUIDGATE_SIMULATOR_' = 'GUIDGATE_'): Option {
   const long = /--([a-z0-9-]+)/.exec(flags)?.[1];
+  if (long === undefined) return new Option(flags, description);
+  const variable = `${envPrefix}${long.toUpperCase().replace(/-/g, '_')}`;
   const option = new Option(flags, description);
-  return long === undefined ? option : option.env(`GUIDGATE_${long.toUpperCase().replace(/-/g, '_')}`);
+  if (!option.isBoolean()) return option.env(variable);
+  // commander turns a boolean flag on whenever its variable exists, `0` and `false` too: applyBooleanEnv reads it.
+  const boolean = new Option(flags, `${description} (env: ${variable}=1/0)`);
+  booleanVariables.set(boolean, variable);
+  return boolean;
+}
+
+/** `1/0/true/false/yes/no`, any case (CONTRACT.md §5); null for anything else. */
+export function parseBoolean(value: string): boolean | null {
+  const v = value.toLowerCase();
+  if (v === '1' || v === 'true' || v === 'yes') return true;
+  if (v === '0' || v === 'false' || v === 'no') return false;
+  return null;
+}
+
+/**
+ * Sets the boolean flags of `command` that the command line did not give from their environment variables;
+ * a value that is not a boolean is bad usage (exit 2) naming the variable, whether or not the flag was given.
+ */
+export function applyBooleanEnv(command: Command): void {
+  for (const option of command.options) {
+    const variable = booleanVariables.get(option);
+    const raw = variable === undefined ? undefined : process.env[variable];
+    if (variable === undefined || raw === undefined) continue;
+    const value = parseBoolean(raw);
+    if (value === null) {
+      command.error(`error: environment variable ${variable}='${raw}' is not a boolean (1, 0, true, false, yes, no)`, { exitCode: 2, code: 'guidgate.booleanEnv' });
+    }
+    const key = option.attributeName();
+    if (command.getOptionValueSource(key) !== 'cli') command.setOptionValueWithSource(key, value, 'env');
+  }
 }
 
 export function durationArg(value: string): number {
   const ms = parseDuration(value);
   if (ms === null) throw new InvalidArgumentError(`'${value}' is not a duration (500ms, 30s, 5m, 2h, 7d)`);
+  return ms;
+}
+
+/** A time limit (a call's timeout, a lock wait): zero would fail everything at once, so it is bad usage. */
+export function timeLimitArg(value: string): number {
+  const ms = durationArg(value);
+  if (ms === 0) throw new InvalidArgumentError(`'${value}' is zero; a time limit must be longer than that`);
   return ms;
 }
 
@@ -35,4 +79,32 @@ export function choiceArg<T extends string>(choices: readonly T[]) {
   };
 }
 
+export function urlArg(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new InvalidArgumentError(`'${value}' is not a URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidArgumentError(`'${value}' is not an http(s) URL`);
+  return value;
+}
+
+/** `UNKNOWN`, `failed`, `UNKNOWN,FAILED`. */
+export function statusesArg(value: string): Status[] {
+  const parts = value.split(',').map((p) => p.trim().toUpperCase()).filter((p) => p !== '');
+  const bad = parts.find((p) => !(STATUSES as readonly string[]).includes(p));
+  if (bad !== undefined || parts.length === 0) throw new InvalidArgumentError(`'${value}' is not a status (${STATUSES.join(', ')}; several separated by commas)`);
+  return parts as Status[];
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
 export const DEFAULT_DB = './data/guidgate.db';
+
+export const dbFlag = () => flag('--db <path>', 'ledger file').default(DEFAULT_DB);
+export const accountUrlFlag = () => flag('--account-url <url>', 'base URL of the account system').argParser(urlArg).makeOptionMandatory();
+export const limitFlag = () => flag('--limit <n>', 'handle at most this many rows').argParser(intArg(1));
+export const dryRunFlag = (what: string) => flag('--dry-run', what);
+export const concurrencyFlag = (what: string) => flag('--concurrency <n>', what).argParser(intArg(1, 256)).default(8);
+export const jsonFlag = (what = 'print the result as JSON') => flag('--json', what);

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { Option, type Command } from 'commander';
+import type { Command } from 'commander';
 import * as E from 'fp-ts/lib/Either.js';
 import type { ServeOptions } from '../commands/serve.js';
 import { openKeyRing } from '../relay/auth/keyRing.js';
@@ -10,8 +10,7 @@ import { flag } from './options.js';
 export function addSecurityOptions(serve: Command): Command {
   return serve
     .addOption(flag('--keys <path>', 'keys file: every route but /healthz, /openapi.json and /console needs a Bearer token (made with `guidgate keys add`); SIGHUP re-reads it'))
-    // Not through flag(): commander turns a boolean flag on for any value of its variable, `0` and `false` too.
-    .addOption(new Option('--insecure-open', 'allow serving without --keys on an address other than loopback (anyone who reaches the port can move money); GUIDGATE_INSECURE_OPEN=1|0|true|false|yes|no'))
+    .addOption(flag('--insecure-open', 'allow serving without --keys on an address other than loopback (anyone who reaches the port can move money)'))
     .addOption(flag('--tls-cert <path>', 'serve HTTPS with this certificate (PEM; with --tls-key)'))
     .addOption(flag('--tls-key <path>', 'private key of --tls-cert (PEM)'))
     .addOption(flag('--tls-client-ca <path>', 'mutual TLS: only clients with a certificate this CA signed may connect'))
@@ -27,16 +26,6 @@ export interface SecurityFlags {
   readonly tlsKey?: string;
   readonly tlsClientCa?: string;
   readonly accountCa?: string;
-}
-
-/** GUIDGATE_INSECURE_OPEN as CONTRACT.md §5 spells booleans; the command line wins. */
-export function insecureOpenFrom(flagGiven: boolean | undefined, env: string | undefined): E.Either<string, boolean> {
-  if (flagGiven === true) return E.right(true);
-  if (env === undefined) return E.right(false);
-  const v = env.trim().toLowerCase();
-  if (['1', 'true', 'yes'].includes(v)) return E.right(true);
-  if (['0', 'false', 'no'].includes(v)) return E.right(false);
-  return E.left(`GUIDGATE_INSECURE_OPEN must be 1, 0, true, false, yes or no, not '${env}'`);
 }
 
 /** 127.0.0.0/8, ::1 (also as an IPv4-mapped address) and `localhost`: only this machine can connect. */
@@ -60,8 +49,6 @@ export function securityOptions(o: SecurityFlags): E.Either<string, Pick<ServeOp
       return E.left(`${what}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
     }
   };
-  const insecureOpen = insecureOpenFrom(o.insecureOpen, process.env['GUIDGATE_INSECURE_OPEN']);
-  if (E.isLeft(insecureOpen)) return insecureOpen;
   let warning: string | undefined;
   let keys: ServeOptions['keys'];
   if (o.keys !== undefined) {
@@ -69,7 +56,7 @@ export function securityOptions(o: SecurityFlags): E.Either<string, Pick<ServeOp
     if (E.isLeft(ring)) return E.left(`--keys: ${ring.left.message}`);
     keys = ring.right;
   } else if (!isLoopbackHost(o.host)) {
-    if (!insecureOpen.right) return E.left(`refusing to serve without --keys on ${o.host}, which is not a loopback address: give --keys PATH, or --insecure-open if something in front of guidgate checks who calls`);
+    if (o.insecureOpen !== true) return E.left(`refusing to serve without --keys on ${o.host}, which is not a loopback address: give --keys PATH, or --insecure-open if something in front of guidgate checks who calls`);
     warning = `warning: serving WITHOUT keys on ${o.host} (--insecure-open): anyone who can reach this port can move money and read every transfer`;
   }
 

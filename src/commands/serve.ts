@@ -19,6 +19,10 @@ export interface ServeOptions {
   readonly maxAttempts: number;
   readonly synchronous: Synchronous;
   readonly busyTimeoutMs: number;
+  /** A request body not received in full within this gets 408 (E400); nothing is stored (CONTRACT.md §2 v2). */
+  readonly bodyTimeoutMs?: number | undefined;
+  /** Connections held at most (CONTRACT.md §2 v2). */
+  readonly maxConnections?: number | undefined;
   readonly logLevel: string;
   /** Where ledger commits run: `thread` (default) keeps their fsync off the request loop. */
   readonly writer?: 'inline' | 'thread';
@@ -29,10 +33,6 @@ export interface ServeOptions {
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer; readonly clientCa?: Buffer };
   /** CA certificates (PEM) for an `https://` account URL, instead of the system's. */
   readonly accountCa?: Buffer;
-  /** A request not received in full within this gets 408 (default 10s). */
-  readonly bodyTimeoutMs?: number;
-  /** Connections held at most (default 1024). */
-  readonly maxConnections?: number;
 }
 
 /** After `close()` starts, connections still open this long past the call timeout are cut (slow bodies, keep-alive). */

@@ -31,13 +31,3 @@ export async function startNaive(opts: { port: number; host: string; accountUrl:
     },
   };
 }
-
-export async function runNaive(opts: { port: number; host: string; accountUrl: string; timeout: number }): Promise<void> {
-  const naive = await startNaive(opts);
-  process.stdout.write(`naive relay (no ledger, NOT safe against resends) listening on ${naive.url}\n`);
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', () => resolve());
-    process.once('SIGINT', () => resolve());
-  });
-  await naive.close();
-}

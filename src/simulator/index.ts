@@ -1,7 +1,5 @@
 export { startSimulator, parseTransfer, DEFAULT_INITIAL_BALANCE } from './server.js';
 export type { Simulator, SimulatorOptions } from './server.js';
-export { runSimulatorCommand } from './command.js';
-export type { SimulatorCommandOptions } from './command.js';
 export { DEFAULT_FAULTS, decodeFaultsPatch } from './faults.js';
 export type { Faults, FaultMode } from './faults.js';
 export { accountExists } from './store.js';

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -46,4 +47,13 @@ export function waitForLine(child: ChildProcess, marker: string, timeoutMs = 20_
       if (!buf.includes(marker)) reject(new Error(`child exited (${code}) before "${marker}"`));
     });
   });
+}
+
+/** A loopback port that nothing listens on right now. */
+export async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  return port;
 }

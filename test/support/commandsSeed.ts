@@ -91,11 +91,19 @@ export function countingAccount(inner: AccountClient, onInquire?: (guid: string)
 
 const BIN = join(REPO_ROOT, 'bin', 'guidgate');
 
+/** This process's environment without GUIDGATE_*: the test runner's own must not leak into a command. */
+export const withoutGuidgateEnv = (): Record<string, string | undefined> => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GUIDGATE_')));
+
 /** `guidgate …` as a real process (the build must be current: npm test builds first). */
-export async function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  // GUIDGATE_* from the test runner's own environment must not leak into the command.
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GUIDGATE_')));
-  return runToEnd(spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...base, ...env } }));
+export async function cli(args: string[], env: Record<string, string> = {}, opts: { cwd?: string; killAfterMs?: number } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...withoutGuidgateEnv(), ...env }, ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }) });
+  // A command expected to end that does not (a server that started after all) is killed: its exit code is then null.
+  const killer = opts.killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), opts.killAfterMs);
+  try {
+    return await runToEnd(child);
+  } finally {
+    clearTimeout(killer);
+  }
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { describe, it, expect } from 'vitest';
 import { accessFor, bearerToken } from '../../src/relay/auth/authHook.js';
 import { findKey, newToken, parseKeysFile, tokenHash } from '../../src/relay/auth/keysFile.js';
-import { insecureOpenFrom, isLoopbackHost } from '../../src/cli/serveSecurity.js';
+import { isLoopbackHost } from '../../src/cli/serveSecurity.js';
 
 const hash = (c: string) => `sha256:${c.repeat(64)}`;
 
@@ -104,11 +104,4 @@ describe('the route → scope table', () => {
 describe('open mode is for loopback only', () => {
   it.each(['127.0.0.1', '127.1.2.3', '::1', '[::1]', 'localhost', 'LOCALHOST', '::ffff:127.0.0.1', '0:0:0:0:0:0:0:1'])('%s is loopback', (h) => expect(isLoopbackHost(h)).toBe(true));
   it.each(['0.0.0.0', '::', '10.0.0.1', '128.0.0.1', 'example.com', 'localhost.example.com', '::ffff:10.0.0.1', '1.127.0.0'])('%s is not', (h) => expect(isLoopbackHost(h)).toBe(false));
-  it('GUIDGATE_INSECURE_OPEN reads booleans as the contract spells them: 0 and false keep it off', () => {
-    for (const v of ['1', 'true', 'YES']) expect(insecureOpenFrom(undefined, v)).toEqual(E.right(true));
-    for (const v of ['0', 'false', 'no']) expect(insecureOpenFrom(undefined, v)).toEqual(E.right(false));
-    expect(insecureOpenFrom(undefined, undefined)).toEqual(E.right(false));
-    expect(E.isLeft(insecureOpenFrom(undefined, 'maybe'))).toBe(true);
-    expect(insecureOpenFrom(true, '0')).toEqual(E.right(true));
-  });
 });

@@ -1,0 +1,67 @@
+/** What the commands print: results on stdout, progress and problems on stderr. */
+
+/**
+ * C0 controls, DEL and C1 controls. Text from the ledger can hold them (an account system's answer is stored
+ * byte for byte); printed raw, an ESC or CSI sequence would make the terminal act (clear the screen, rewrite
+ * a line an auditor reads) and a newline would forge a line of output.
+ */
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g;
+const DEL_AND_C1 = /[\u007f-\u009f]/g;
+const unicodeEscape = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/** `text` with every control character shown as a `\u001b`-style escape. */
+export const escapeControls = (text: string): string => text.replace(CONTROLS, unicodeEscape);
+
+/**
+ * JSON whose text holds no control character: JSON.stringify escapes C0 inside strings but leaves DEL and C1
+ * as they are. Outside strings JSON is ASCII, so escaping them changes no value.
+ */
+export const toJson = (value: unknown, indent?: number): string => JSON.stringify(value, null, indent).replace(DEL_AND_C1, unicodeEscape);
+
+/** A line of human output; control characters in it are escaped. */
+export const out = (line: string): void => void process.stdout.write(`${escapeControls(line)}\n`);
+export const err = (line: string): void => void process.stderr.write(`${escapeControls(line)}\n`);
+export const printJson = (value: unknown): void => void process.stdout.write(`${toJson(value, 2)}\n`);
+
+let whenStdoutCloses: 'end' | 'keep running' = 'end';
+
+/**
+ * `guidgate ledger | head -1`: once the reader is gone there is nobody left to tell, so the command ends
+ * quietly with exit 0 (Node would otherwise die of the EPIPE with a stack trace). A closed stderr is ignored.
+ */
+export function endQuietlyOnClosedPipe(): void {
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+    if (whenStdoutCloses === 'end') process.exit(0);
+  });
+  process.stderr.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+  });
+}
+
+/** For the servers: a log collector that restarts (closing stdout) must not stop a relay; it keeps serving. */
+export function keepRunningWhenStdoutCloses(): void {
+  whenStdoutCloses = 'keep running';
+}
+
+export const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** 90061000 → `1d 1h 1m 1s`; under a second → `…ms`. */
+export function age(ms: number): string {
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))}ms`;
+  const parts: string[] = [];
+  let s = Math.floor(ms / 1000);
+  for (const [unit, size] of [['d', 86_400], ['h', 3_600], ['m', 60], ['s', 1]] as const) {
+    if (s >= size) {
+      parts.push(`${Math.floor(s / size)}${unit}`);
+      s %= size;
+    }
+  }
+  return parts.slice(0, 2).join(' ');
+}
+
+export type Exit = 0 | 1;
+
+export const setExit = (code: number): void => {
+  process.exitCode = code;
+};

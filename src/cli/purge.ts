@@ -1,0 +1,51 @@
+import type { Command } from 'commander';
+import { formatDuration } from './duration.js';
+import { dbFlag, dryRunFlag, durationArg, flag, jsonFlag } from './options.js';
+import { err, out, printJson, setExit, type Exit } from './output.js';
+import { withLedger } from './withLedger.js';
+import { interruptedExit, interruptible } from './interrupt.js';
+import { startProgress } from './progress.js';
+
+export interface PurgeCliOptions { db: string; retention: number; tombstoneRetention: number; dryRun?: boolean; json?: boolean }
+
+export async function runPurge(o: PurgeCliOptions): Promise<Exit> {
+  const { purgeDone, SHORT_RETENTION_MS } = await import('../commands/purge.js');
+  if (o.retention < SHORT_RETENTION_MS) {
+    err(`guidgate purge: warning: retention ${formatDuration(o.retention)} is under a day; channels may still resend within it, and a resend after the purge gets E905 instead of the answer`);
+  }
+  return withLedger('purge', o.db, async (store) => {
+    const progress = startProgress('purge');
+    const stop = interruptible('purge');
+    const summary = await purgeDone({ store }, {
+      retentionMs: o.retention, tombstoneRetentionMs: o.tombstoneRetention, dryRun: o.dryRun, signal: stop.signal,
+      onProgress: (d, t) => progress.update(d, t),
+    });
+    progress.stop();
+    stop.dispose();
+    const code = interruptedExit('purge', stop.signal, 0);
+    if (o.json) printJson({ ...summary, exitCode: code });
+    else if (summary.dryRun) {
+      out(`purge (dry run, nothing changed): would-purge=${summary.candidates} would-remove-tombstones=${summary.tombstonesRemoved} bytes=${summary.bytesBefore} retention=${formatDuration(o.retention)} tombstone-retention=${formatDuration(o.tombstoneRetention)}`);
+    } else {
+      out(
+        `purge: candidates=${summary.candidates} purged=${summary.purged} skipped=${summary.candidates - summary.purged} ` +
+          `tombstones-removed=${summary.tombstonesRemoved} bytes-before=${summary.bytesBefore} bytes-after=${summary.bytesAfter}`,
+      );
+    }
+    return code;
+  });
+}
+
+export function registerPurge(program: Command): void {
+  program
+    .command('purge')
+    .description('DONE rows finished before now - retention become PURGED tombstones; old tombstones are deleted; space is given back')
+    .addOption(flag('--retention <duration>', 'keep DONE rows this long after their last change').argParser(durationArg).default(7 * 86_400_000, '7d'))
+    .addOption(flag('--tombstone-retention <duration>', 'keep PURGED tombstones (E905 answers) this long').argParser(durationArg).default(90 * 86_400_000, '90d'))
+    .addOption(dryRunFlag('count what would be purged and removed; change nothing'))
+    .addOption(dbFlag())
+    .addOption(jsonFlag())
+    .action(async (o: PurgeCliOptions) => {
+      setExit(await runPurge(o));
+    });
+}

@@ -1,0 +1,42 @@
+import type { Command } from 'commander';
+import { formatDuration } from './duration.js';
+import { accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, durationArg, flag, jsonFlag, limitFlag, timeLimitArg } from './options.js';
+import { setExit, type Exit } from './output.js';
+import { runRowCommand, type RowCliOptions } from './rowRun.js';
+
+export interface ResolveCliOptions extends RowCliOptions { minAge: number; grace: number }
+
+export async function runResolve(o: ResolveCliOptions): Promise<Exit> {
+  const { resolveExitCode, resolveUnknown } = await import('../commands/resolve.js');
+  return runRowCommand(o, {
+    name: 'resolve',
+    failures: ['unreachable', 'still-unknown', 'ledger-error'],
+    failureLabel: 'first inquiry failure',
+    run: (deps, hooks) => resolveUnknown(deps, { minAgeMs: o.minAge, graceMs: o.grace, limit: o.limit, concurrency: o.concurrency, ...hooks }),
+    exitCode: resolveExitCode,
+    summaryLine: (s) =>
+      `resolve: candidates=${s.candidates} processed=${s.processed} absent=${s.absent} still-unknown=${s.stillUnknown} ` +
+      `unreachable=${s.unreachable} skipped=${s.skipped} ledger-errors=${s.ledgerErrors} ` +
+      `swept-never-sent=${s.swept.neverSent} swept-orphaned=${s.swept.orphaned}`,
+    dryRunLine: (s) =>
+      `resolve (dry run, nothing changed, nothing inquired): candidates=${s.candidates} would-sweep-never-sent=${s.swept.neverSent} would-sweep-orphaned=${s.swept.orphaned} min-age=${formatDuration(o.minAge)}`,
+  });
+}
+
+export function registerResolve(program: Command): void {
+  program
+    .command('resolve')
+    .description('sweep orphans, then settle UNKNOWN rows whose last send is at least --min-age old by asking the account system')
+    .addOption(accountUrlFlag())
+    .addOption(flag('--min-age <duration>', 'only rows whose last Sent is at least this old (longer than the account system may take to process)').argParser(durationArg).default(60_000, '60s'))
+    .addOption(limitFlag())
+    .addOption(dryRunFlag('list the candidates; sweep, inquire and change nothing'))
+    .addOption(concurrencyFlag('inquiries in flight at once'))
+    .addOption(flag('--grace <duration>', 'grace of the orphan sweep run first').argParser(durationArg).default(5000, '5s'))
+    .addOption(flag('--timeout <duration>', 'deadline of one inquiry').argParser(timeLimitArg).default(3000, '3s'))
+    .addOption(dbFlag())
+    .addOption(jsonFlag())
+    .action(async (o: ResolveCliOptions) => {
+      setExit(await runResolve(o));
+    });
+}

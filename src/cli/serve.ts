@@ -1,0 +1,39 @@
+import type { Command } from 'commander';
+import { stopSignal } from './interrupt.js';
+import { keepRunningWhenStdoutCloses } from './output.js';
+import { addSecurityOptions, securityOptionsOrExit, type SecurityFlags } from './serveSecurity.js';
+import { choiceArg, dbFlag, durationArg, flag, intArg, LOG_LEVELS, timeLimitArg, urlArg } from './options.js';
+
+export function registerServe(program: Command): void {
+  addSecurityOptions(program.command('serve'))
+    .description('run the relay (with the bundled account simulator when no --account-url is given)')
+    .addOption(flag('--port <n>', 'port to listen on').argParser(intArg(0, 65535)).default(8080))
+    .addOption(flag('--host <host>', 'address to listen on').default('127.0.0.1'))
+    .addOption(dbFlag())
+    .addOption(flag('--account-url <url>', 'base URL of the account system (http or https)').argParser(urlArg))
+    .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(timeLimitArg).default(3000, '3s'))
+    .addOption(flag('--grace <duration>', 'how long past its timeout a SENT row waits before the sweep calls it orphaned').argParser(durationArg).default(5000, '5s'))
+    .addOption(flag('--max-attempts <n>', 'sends of one GUID at most (refused connections count)').argParser(intArg(1)).default(5))
+    .addOption(flag('--synchronous <mode>', 'SQLite synchronous: FULL (durable, default) or NORMAL (faster; a power cut may lose the last claims)').argParser(choiceArg(['FULL', 'NORMAL', 'EXTRA'] as const)).default('FULL'))
+    .addOption(flag('--busy-timeout <duration>', 'how long to wait for another process holding the ledger lock').argParser(timeLimitArg).default(5000, '5s'))
+    .addOption(flag('--body-timeout <duration>', 'a request body not received in full within this gets 408 (E400); nothing is stored').argParser(timeLimitArg).default(10_000, '10s'))
+    .addOption(flag('--max-connections <n>', 'connections held at most').argParser(intArg(1)).default(1024))
+    .addOption(flag('--log-level <level>', LOG_LEVELS.join(', ')).argParser(choiceArg(LOG_LEVELS)).default('info'))
+    .addOption(flag('--writer <where>', 'where ledger commits run: thread (a worker thread, fsync off the request loop) or inline (the request thread)').argParser(choiceArg(['thread', 'inline'] as const)).default('thread'))
+    .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; logLevel: string; writer: 'thread' | 'inline' } & SecurityFlags, cmd: Command) => {
+      const security = securityOptionsOrExit(cmd, o);
+      const stopped = stopSignal();
+      keepRunningWhenStdoutCloses();
+      // Loaded when used, so that the operator commands start without fastify.
+      const { serve } = await import('../commands/serve.js');
+      const relay = await serve({
+        port: o.port, host: o.host, db: o.db, accountUrl: o.accountUrl, timeoutMs: o.timeout, graceMs: o.grace,
+        maxAttempts: o.maxAttempts, synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, bodyTimeoutMs: o.bodyTimeout,
+        maxConnections: o.maxConnections, logLevel: o.logLevel, writer: o.writer,
+        ...security,
+      });
+      await stopped;
+      process.stdout.write('shutting down: waiting for in-flight calls\n');
+      await relay.close();
+    });
+}

@@ -1,0 +1,36 @@
+import { existsSync } from 'node:fs';
+import { LedgerCorruptError, LedgerUnavailableError } from '../events/errors.js';
+import type { EventStore } from '../events/store.js';
+import { err, type Exit } from './output.js';
+
+/**
+ * Opens an existing ledger, runs `work`, closes it. Only `serve` creates a ledger (CONTRACT.md §5): here a
+ * `--db` naming no file exits 1 and creates nothing, so a typo cannot look like an empty ledger. A ledger that
+ * cannot be opened, read or written exits 1 too.
+ */
+export async function withLedger(command: string, db: string, work: (store: EventStore) => Promise<Exit>): Promise<Exit> {
+  // A database URL names no file: its store says whether the ledger is there.
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(db) && !existsSync(db)) {
+    err(`guidgate ${command}: no ledger at ${db}`);
+    return 1;
+  }
+  // Loaded when used, so that a command that never opens the ledger (--help, naive) does not load a store.
+  const { openStore } = await import('../store/openStore.js');
+  let store: EventStore;
+  try {
+    store = await openStore(db);
+  } catch (e) {
+    err(`guidgate ${command}: cannot open the ledger at ${db}: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
+  try {
+    return await work(store);
+  } catch (e) {
+    if (e instanceof LedgerUnavailableError) err(`guidgate ${command}: ledger unavailable (${db}): ${e.message}`);
+    else if (e instanceof LedgerCorruptError) err(`guidgate ${command}: ledger corrupt (${db}): ${e.message}`);
+    else throw e;
+    return 1;
+  } finally {
+    await store.close();
+  }
+}

@@ -1,5 +1,6 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { STATUSES, type Status } from '../events/codecs.js';
+import { registerCheckCommand } from './check.js';
 import { choiceArg, DEFAULT_DB, durationArg, flag, intArg } from './options.js';
 
 const program = new Command('guidgate')
@@ -22,13 +23,15 @@ program
   .addOption(flag('--synchronous <mode>', 'SQLite synchronous: FULL (durable, default) or NORMAL (faster; a power cut may lose the last claims)').argParser(choiceArg(['FULL', 'NORMAL', 'EXTRA'] as const)).default('FULL'))
   .addOption(flag('--busy-timeout <duration>', 'how long to wait for another process holding the ledger lock').argParser(durationArg).default(5000, '5s'))
   .addOption(flag('--log-level <level>', 'fatal, error, warn, info, debug').default('info'))
+  .addOption(flag('--check', 'run the full ledger check (guidgate check) before listening; refuse to start if it fails'))
   .addOption(flag('--writer <where>', 'where ledger commits run: thread (a worker thread, fsync off the request loop) or inline (the request thread)').argParser(choiceArg(['thread', 'inline'] as const)).default('thread'))
-  .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; logLevel: string; writer: 'thread' | 'inline' }) => {
+  .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; logLevel: string; writer: 'thread' | 'inline'; check?: boolean }) => {
     // Loaded when used, so that the operator commands start without fastify.
     const { serve } = await import('../commands/serve.js');
     const relay = await serve({
       port: o.port, host: o.host, db: o.db, accountUrl: o.accountUrl, timeoutMs: o.timeout, graceMs: o.grace,
       maxAttempts: o.maxAttempts, synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, logLevel: o.logLevel, writer: o.writer,
+      check: o.check === true,
     });
     await new Promise<void>((resolve) => {
       const stop = () => resolve();
@@ -191,6 +194,8 @@ program
   .action(async (o: { verify?: boolean; db: string; json?: boolean }) => {
     setExit(await (await run()).runRebuild(o));
   });
+
+registerCheckCommand(program);
 
 try {
   await program.parseAsync(process.argv);

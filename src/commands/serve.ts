@@ -1,5 +1,8 @@
+import { existsSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { openSqliteStore, type Synchronous } from '../events/sqlite/sqliteStore.js';
+import { looseModeWarning } from '../events/sqlite/ledgerFile.js';
+import { checkLedger } from './check.js';
 import { createAccountClient } from '../relay/accountClient.js';
 import { buildApp } from '../relay/app.js';
 import { createMetrics } from '../relay/metrics.js';
@@ -20,6 +23,8 @@ export interface ServeOptions {
   /** Where ledger commits run: `thread` (default) keeps their fsync off the request loop. */
   readonly writer?: 'inline' | 'thread';
   readonly out?: (line: string) => void;
+  /** Run `guidgate check` (quick_check over every page) before opening the ledger; refuse to start if it fails. */
+  readonly check?: boolean;
 }
 
 export interface RunningRelay {
@@ -32,8 +37,21 @@ export interface RunningRelay {
 
 export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const out = opts.out ?? ((line: string) => process.stdout.write(`${line}\n`));
+  // ---- the ledger file (CONTRACT.md §4): checked if asked, private, watched for replacement ----
+  if (opts.check === true && existsSync(opts.db)) {
+    const checked = checkLedger(opts.db);
+    if (!checked.ok) throw new Error(`ledger check failed: ${checked.problems.join('; ')}`);
+    out(`ledger check: ${opts.db} is sound (quick_check ${checked.quickCheckMs} ms)`);
+  }
+  let ledgerLost = (reason: string): void => out(reason);
   // The writer thread keeps commits (fsync) off the event loop that parses and answers requests.
-  const store = openSqliteStore({ path: opts.db, synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: opts.writer ?? 'thread' });
+  const store = openSqliteStore({
+    path: opts.db, synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: opts.writer ?? 'thread',
+    watchFile: { onLost: (reason) => ledgerLost(reason) },
+  });
+  const loose = looseModeWarning(opts.db);
+  if (loose !== null) out(`warning: ${loose}`);
+  // ----
 
   let simulator: Simulator | null = null;
   let accountUrl = opts.accountUrl;
@@ -53,6 +71,8 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     maxAttempts: opts.maxAttempts,
     logger: { level: opts.logLevel },
   });
+
+  ledgerLost = (reason) => app.log.error({ reason }, 'ledger file lost: every new transfer gets E503 until serve is restarted on the right file');
 
   const sweep = async (): Promise<void> => {
     try {

@@ -94,8 +94,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       await deps.store.ping();
       reply.code(200).header('content-type', 'application/json; charset=utf-8');
       return reply.send(JSON.stringify({ status: 'ok' }));
-    } catch {
-      return send(reply, codeReply('E503', undefined));
+    } catch (err) {
+      return send(reply, codeReply('E503', undefined, { reason: err instanceof Error ? err.message : String(err) }));
     }
   });
 

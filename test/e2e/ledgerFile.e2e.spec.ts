@@ -196,21 +196,25 @@ describe('guidgate check', () => {
     const good = await check(db);
     expect([good.code, good.stdout]).toEqual([0, expect.stringMatching(/^ok: .* is a sound guidgate ledger \(quick_check \d+ ms\)/)]);
 
-    const bad = join(tmp(), 'corrupt.db');
-    copyFileSync(db, bad);
-    const bytes = readFileSync(bad);
+    const bytes = readFileSync(db);
     const pageSize = bytes.readUInt16BE(16);
-    const pages = bytes.length / pageSize;
-    expect(pages).toBeGreaterThan(20);
-    // The headers of a run of b-tree pages in the middle of the file: SQLite can no longer walk them.
-    for (let p = Math.floor(pages / 2); p < Math.floor(pages / 2) + 4; p++) bytes.fill(0xa5, p * pageSize, p * pageSize + 16);
-    writeFileSync(bad, bytes);
-    const corrupt = await check(bad, '--json');
-    expect(corrupt.code).toBe(1);
-    const report = JSON.parse(corrupt.stdout) as { ok: boolean; problems: string[] };
-    expect(report.ok).toBe(false);
-    expect(report.problems.length).toBeGreaterThan(0);
-    expect(report.problems.join('\n')).toMatch(/page|malformed|corrupt/i);
+    const middle = Math.floor(bytes.length / pageSize / 2);
+    expect(middle).toBeGreaterThan(10);
+    const corrupted = async (name: string, flip: (b: Buffer, pageStart: number) => void) => {
+      const copy = Buffer.from(bytes);
+      for (const p of [middle, middle + 1]) flip(copy, p * pageSize);
+      const path = join(tmp(), name);
+      writeFileSync(path, copy);
+      const r = await check(path, '--json');
+      return { code: r.code, report: JSON.parse(r.stdout) as { ok: boolean; problems: string[] } };
+    };
+    // Bytes in the cell area of two pages: quick_check walks the file and lists what it found.
+    const cells = await corrupted('cells.db', (b, at) => b.fill(0xa5, at + pageSize - 200, at + pageSize - 100));
+    expect(cells).toMatchObject({ code: 1, report: { ok: false } });
+    expect(cells.report.problems.join('\n')).toMatch(/Tree \d+ page \d+/);
+    // The page headers: SQLite cannot walk the tree and refuses.
+    const headers = await corrupted('headers.db', (b, at) => b.fill(0xa5, at, at + 16));
+    expect(headers).toMatchObject({ code: 1, report: { ok: false, problems: [expect.stringMatching(/malformed/)] } });
 
     const missing = await check(join(tmp(), 'nope.db'));
     expect([missing.code, missing.stdout]).toEqual([1, expect.stringMatching(/no ledger at/)]);

@@ -23,8 +23,9 @@ describe('the ledger file', () => {
     while (stores.length) await stores.pop()!.close();
   });
 
-  it('a new ledger, its -wal and -shm are 0600 and the folders created for it 0700, whatever the umask', async () => {
-    const previous = process.umask(0o000);
+  // 000 would let a file be created 0644 or 0666; 277 would take the owner's own write bit away.
+  it.each([['000', 0o000], ['277', 0o277]] as const)('a new ledger, its -wal and -shm are 0600 and the folders created for it 0700, whatever the umask (%s)', async (_name, umask) => {
+    const previous = process.umask(umask);
     try {
       const dir = join(tmp(), 'var', 'lib');
       const path = join(dir, 'ledger.db');

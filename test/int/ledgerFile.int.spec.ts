@@ -1,4 +1,4 @@
-import { existsSync, linkSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, linkSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -41,7 +41,6 @@ describe('the ledger file', () => {
   it('an existing ledger keeps the mode it has', async () => {
     const path = join(tmp(), 'l.db');
     await open({ path }).close();
-    const { chmodSync } = await import('node:fs');
     chmodSync(path, 0o640);
     await open({ path }).close();
     expect(mode(path)).toBe(0o640);

@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Command } from '../../src/events/decide.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
+import { looseModeWarning } from '../../src/events/sqlite/ledgerFile.js';
 import { openSqliteStore, type SqliteEventStore } from '../../src/events/sqlite/sqliteStore.js';
 import { checkLedger } from '../../src/commands/check.js';
 import { useTempDir } from '../support/tmp.js';
@@ -38,12 +39,14 @@ describe('the ledger file', () => {
     }
   });
 
-  it('an existing ledger keeps the mode it has', async () => {
+  it('an existing ledger keeps the mode it has; one readable by group or others is warned about', async () => {
     const path = join(tmp(), 'l.db');
     await open({ path }).close();
+    expect(looseModeWarning(path)).toBeNull();
     chmodSync(path, 0o640);
     await open({ path }).close();
     expect(mode(path)).toBe(0o640);
+    expect(looseModeWarning(path)).toMatch(/ledger file .*l\.db is readable by group or others \(mode 0640\)/);
   });
 
   describe('what is not a guidgate ledger is refused, with the reason, and left byte for byte as it was', () => {

@@ -162,7 +162,8 @@ describe('files that are not a guidgate ledger, given as --db', () => {
     const path = join(tmp(), 'x.db');
     make(path);
     const bytes = readFileSync(path);
-    const r = await runToEnd(spawn(process.execPath, [BIN, 'serve', '--port', '0', '--db', path], { stdio: ['ignore', 'pipe', 'pipe'] }));
+    // Killed after 20 s if it starts after all (the refusal is what is tested), so no process outlives the test.
+    const r = await runToEnd(spawn(process.execPath, [BIN, 'serve', '--port', '0', '--db', path], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 20_000 }));
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(reason);
     expect(r.stdout).not.toMatch(/listening/);
@@ -234,7 +235,7 @@ describe('guidgate check', () => {
     const pageSize = bytes.readUInt16BE(16);
     bytes.fill(0xa5, pageSize * 2, pageSize * 2 + 16); // page 3: a table's root
     writeFileSync(db, bytes);
-    const refused = await runToEnd(spawn(process.execPath, [BIN, 'serve', '--port', '0', '--db', db, '--check'], { stdio: ['ignore', 'pipe', 'pipe'] }));
+    const refused = await runToEnd(spawn(process.execPath, [BIN, 'serve', '--port', '0', '--db', db, '--check'], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 20_000 }));
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/ledger check failed/);
   }, 60_000);

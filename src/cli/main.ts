@@ -3,6 +3,7 @@
  * Exit codes (CONTRACT.md §5): 0 done, 1 failed, 2 bad usage.
  */
 import { Command, CommanderError } from 'commander';
+import { registerCheckCommand } from './check.js';
 import { registerDemo } from './demo.js';
 import { applyBooleanEnv } from './options.js';
 import { endQuietlyOnClosedPipe, escapeControls } from './output.js';
@@ -40,6 +41,7 @@ registerLedger(program);
 registerStats(program);
 registerRebuild(program);
 registerKeysCommand(program);
+registerCheckCommand(program);
 
 endQuietlyOnClosedPipe();
 try {

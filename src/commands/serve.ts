@@ -1,5 +1,6 @@
+import { existsSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
-import { openStore } from '../store/openStore.js';
+import { checkLedger, ledgerWarning, openStore } from '../store/openStore.js';
 import type { Synchronous } from '../store/openStore.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { createAccountClient } from '../relay/accountClient.js';
@@ -33,6 +34,8 @@ export interface ServeOptions {
   readonly tls?: { readonly cert: Buffer; readonly key: Buffer; readonly clientCa?: Buffer };
   /** CA certificates (PEM) for an `https://` account URL, instead of the system's. */
   readonly accountCa?: Buffer;
+  /** Run `guidgate check` (quick_check over every page) before opening the ledger; refuse to start if it fails. */
+  readonly check?: boolean;
 }
 
 /** After `close()` starts, connections still open this long past the call timeout are cut (slow bodies, keep-alive). */
@@ -48,8 +51,20 @@ export interface RunningRelay {
 
 export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const out = opts.out ?? ((line: string) => process.stdout.write(`${line}\n`));
+  // ---- the ledger file (CONTRACT.md §4): checked if asked, private, watched for replacement ----
+  if (opts.check === true && existsSync(opts.db)) {
+    const checked = checkLedger(opts.db);
+    if (!checked.ok) throw new Error(`ledger check failed: ${checked.problems.join('; ')}`);
+    out(`ledger check: ${opts.db} is sound (quick_check ${checked.quickCheckMs} ms)`);
+  }
+  let ledgerLost = (reason: string): void => out(reason);
   // The writer thread keeps commits (fsync) off the event loop that parses and answers requests.
-  const store = await openStore(opts.db, { synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: opts.writer ?? 'thread' });
+  const store = await openStore(opts.db, {
+    synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: opts.writer ?? 'thread',
+    watchFile: { onLost: (reason) => ledgerLost(reason) },
+  });
+  const loose = ledgerWarning(opts.db);
+  if (loose !== null) out(`warning: ${loose}`);
 
   let simulator: Simulator | null = null;
   let accountUrl = opts.accountUrl;
@@ -80,6 +95,8 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     else app.log.warn({ keys: opts.keys.path, count: reloaded.right }, 'SIGHUP: keys reloaded');
   };
   if (opts.keys !== undefined) process.on('SIGHUP', reloadKeys);
+
+  ledgerLost = (reason) => app.log.error({ reason }, 'ledger file lost: every new transfer gets E503 until serve is restarted on the right file');
 
   const sweep = async (): Promise<void> => {
     try {

@@ -1,7 +1,6 @@
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { LedgerUnavailableError } from '../../events/errors.js';
+import { prepareLedgerFile } from './ledgerFile.js';
 import { migrate } from './schema.js';
 
 export type Synchronous = 'FULL' | 'NORMAL' | 'EXTRA';
@@ -25,7 +24,8 @@ export function unavailable(err: unknown, what: string): LedgerUnavailableError 
  */
 export function openDatabase({ path, synchronous, busyTimeoutMs }: ConnectionOptions, setUp = true): Database.Database {
   try {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    // Created private if new, recognised as a ledger if not, before SQLite writes anything to it.
+    if (path !== ':memory:' && setUp) prepareLedgerFile(path);
     const db = new Database(path, { timeout: busyTimeoutMs, fileMustExist: !setUp });
     if (!setUp) {
       db.pragma(`synchronous = ${synchronous}`);

@@ -13,7 +13,9 @@ export type WriteOp =
   | { readonly op: 'execute'; readonly guid: string; readonly command: Command; readonly now: number }
   | { readonly op: 'append'; readonly guid: string; readonly expectedSeq: number; readonly events: readonly NewEvent[] }
   | { readonly op: 'rebuild' }
-  | { readonly op: 'removeTombstones'; readonly before: number };
+  | { readonly op: 'removeTombstones'; readonly before: number }
+  /** Writes nothing: takes the write lock and commits, to learn whether a write would go through now. */
+  | { readonly op: 'probe' };
 
 export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
   ? ExecuteResult
@@ -21,7 +23,9 @@ export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
     ? AppendResult
     : O extends { op: 'rebuild' }
       ? { rows: number }
-      : number;
+      : O extends { op: 'probe' }
+        ? null
+        : number;
 
 /** An error as plain data (it may cross a thread), turned back into its class by `reviveError`. */
 export interface OpError {
@@ -125,6 +129,8 @@ export function createWriteEngine(db: Database.Database) {
       }
       case 'removeTombstones':
         return ledger.removeTombstones(w.before);
+      case 'probe':
+        return null;
     }
   }
 

@@ -1,0 +1,46 @@
+import { LedgerUnavailableError } from '../../events/errors.js';
+
+/**
+ * Past the busy timeout a commit is not waiting for a lock any more (SQLite would have given up with
+ * SQLITE_BUSY); this margin leaves room for the commit itself (its fsync) under load.
+ */
+export const WRITE_DEADLINE_MARGIN_MS = 1000;
+
+/**
+ * The caller of a ledger write gets its result, or LedgerUnavailableError once `deadlineMs` has passed (a
+ * stuck fsync, a frozen file system, a writer stuck behind a long batch): a relay waiting on its claim must
+ * answer E503 and not call the account system, rather than hang without limit.
+ *
+ * Why abandoning a write that may still commit is safe: the caller only calls the account system after
+ * its claim (Claimed + Sent) resolved, and a rejected claim never resolves. If the write commits later, the
+ * ledger holds a claim no process will call for; the orphan sweep treats it like one whose owner died
+ * (RECEIVED → FAILED never sent; SENT past its timeout plus the grace → UNKNOWN, which an inquiry then
+ * settles: the account system answers absent, and a resend may go). A late outcome write (after the call)
+ * leaves the reply at E901, which the contract gives whenever an outcome cannot be recorded.
+ */
+export function withDeadline<T>(write: Promise<T>, deadlineMs: number, what: string, startsWhen: Promise<void>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    let timer: NodeJS.Timeout | undefined;
+    // Counted from when the writer can write: a writer thread that is still starting holds no lock yet.
+    void startsWhen.then(() => {
+      if (settled) return;
+      timer = setTimeout(() => {
+        settled = true;
+        reject(new LedgerUnavailableError(`ledger ${what} did not complete within ${deadlineMs} ms (the busy timeout plus ${WRITE_DEADLINE_MARGIN_MS} ms)`));
+      }, deadlineMs);
+    });
+    write.then(
+      (value) => {
+        settled = true;
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        settled = true;
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}

@@ -1,0 +1,175 @@
+import { chmodSync, existsSync, linkSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Command } from '../../src/events/decide.js';
+import { LedgerUnavailableError } from '../../src/events/errors.js';
+import { looseModeWarning } from '../../src/store/sqlite/ledgerFile.js';
+import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
+import { checkLedger } from '../../src/store/sqlite/checkLedger.js';
+import { useTempDir } from '../support/tmp.js';
+
+const submit = (guid: string, pad = ''): Command => ({ type: 'Submit', request: `{"guid":"${guid}"${pad}}`, fingerprint: guid, timeoutMs: 100, maxAttempts: 3 });
+const mode = (path: string) => statSync(path).mode & 0o777;
+
+describe('the ledger file', () => {
+  const tmp = useTempDir();
+  const stores: SqliteEventStore[] = [];
+  const open = (...args: Parameters<typeof openSqliteStore>) => {
+    const s = openSqliteStore(...args);
+    stores.push(s);
+    return s;
+  };
+  afterEach(async () => {
+    while (stores.length) await stores.pop()!.close();
+  });
+
+  // 000 would let a file be created 0644 or 0666; 277 would take the owner's own write bit away.
+  it.each([['000', 0o000], ['277', 0o277]] as const)('a new ledger, its -wal and -shm are 0600 and the folders created for it 0700, whatever the umask (%s)', async (_name, umask) => {
+    const previous = process.umask(umask);
+    try {
+      const dir = join(tmp(), 'var', 'lib');
+      const path = join(dir, 'ledger.db');
+      const store = open({ path });
+      await store.execute('g', submit('g'));
+      expect([mode(path), mode(`${path}-wal`), mode(`${path}-shm`)]).toEqual([0o600, 0o600, 0o600]);
+      expect([mode(dir), mode(join(dir, '..'))]).toEqual([0o700, 0o700]);
+    } finally {
+      process.umask(previous);
+    }
+  });
+
+  it('an existing ledger keeps the mode it has; one readable by group or others is warned about', async () => {
+    const path = join(tmp(), 'l.db');
+    await open({ path }).close();
+    expect(looseModeWarning(path)).toBeNull();
+    chmodSync(path, 0o640);
+    await open({ path }).close();
+    expect(mode(path)).toBe(0o640);
+    expect(looseModeWarning(path)).toMatch(/ledger file .*l\.db is readable by group or others \(mode 0640\)/);
+  });
+
+  describe('what is not a guidgate ledger is refused, with the reason, and left byte for byte as it was', () => {
+    const refuses = (make: (path: string) => void, reason: RegExp) => () => {
+      const path = join(tmp(), 'x.db');
+      make(path);
+      const before = readFileSync(path);
+      expect(() => openSqliteStore({ path })).toThrow(reason);
+      expect(readFileSync(path).equals(before)).toBe(true);
+      expect(existsSync(`${path}-wal`)).toBe(false);
+      expect(checkLedger(path)).toMatchObject({ ok: false, problems: [expect.stringMatching(reason)] });
+    };
+    it('a text file', refuses((p) => writeFileSync(p, 'guid,amount\nA,100\n'.repeat(20)), /not a guidgate ledger: not an SQLite database/));
+    it('a file shorter than the SQLite header', refuses((p) => writeFileSync(p, 'SQLite format 3\0'), /not an SQLite database/));
+    it('an SQLite file of another program', refuses((p) => {
+      const db = new Database(p);
+      db.exec("CREATE TABLE accounts (id TEXT PRIMARY KEY, balance INTEGER); INSERT INTO accounts VALUES ('A', 1)");
+      db.close();
+    }, /schema version 0 with tables of something else \(accounts\)/));
+    it('an SQLite file with tables named like ours but other columns', refuses((p) => {
+      const db = new Database(p);
+      db.exec('CREATE TABLE events (id INTEGER); CREATE TABLE ledger (id INTEGER); PRAGMA user_version = 1');
+      db.close();
+    }, /table events has columns \(id\), expected \(position, guid, seq, type, at, data\)/));
+    it('a ledger of a newer guidgate', refuses((p) => {
+      const db = new Database(p);
+      db.pragma('user_version = 99');
+      db.close();
+    }, /schema version 99 is newer than this guidgate's/));
+  });
+
+  it('an empty file is a new ledger', async () => {
+    const path = join(tmp(), 'empty.db');
+    writeFileSync(path, '');
+    const store = open({ path });
+    expect((await store.execute('g', submit('g'))).kind).toBe('applied');
+  });
+
+  describe.each(['inline', 'thread'] as const)('watched (as serve opens it), writer %s', (writer) => {
+    const lostCases = [
+      ['deleted', (path: string) => unlinkSync(path)],
+      ['moved away', (path: string) => renameSync(path, `${path}.moved`)],
+      ['replaced by another ledger', async (path: string) => {
+        const other = `${path}.other`;
+        await openSqliteStore({ path: other }).close();
+        renameSync(other, path);
+      }],
+    ] as const;
+    it.each(lostCases)('%s: writes and ping refuse with the reason from the next check on, and onLost is told once', async (_name, lose) => {
+      const path = join(tmp(), 'l.db');
+      const reasons: string[] = [];
+      const store = open({ path, writer, watchFile: { intervalMs: 50, onLost: (r) => reasons.push(r) } });
+      expect((await store.execute('before', submit('before'))).kind).toBe('applied');
+      await store.ping();
+      linkSync(path, `${path}.keep`);
+      await lose(path);
+      const reason = /ledger file .*l\.db was deleted or replaced/;
+      await expect(store.execute('after', submit('after'))).rejects.toThrow(reason);
+      await expect(store.execute('after', submit('after'))).rejects.toBeInstanceOf(LedgerUnavailableError);
+      await expect(store.ping()).rejects.toThrow(reason);
+      await new Promise((r) => setTimeout(r, 200)); // the timer runs too, and says nothing again
+      expect(reasons).toHaveLength(1);
+      expect(reasons[0]).toMatch(reason);
+      // Nothing of the refused write reached the file that was open. (SQLite does not checkpoint a moved
+      // file on close: its last commits stay in the -wal beside the path until the file is put back.)
+      await store.close();
+      renameSync(`${path}.keep`, path);
+      const check = open({ path });
+      expect(await check.getLedger('after')).toBeNull();
+      expect(await check.getLedger('before')).not.toBeNull();
+    });
+
+    it('the timer notices without any traffic', async () => {
+      const path = join(tmp(), 'l.db');
+      const reasons: string[] = [];
+      open({ path, writer, watchFile: { intervalMs: 50, onLost: (r) => reasons.push(r) } });
+      unlinkSync(path);
+      for (let i = 0; i < 100 && reasons.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(reasons).toEqual([expect.stringMatching(/no file at its path any more/)]);
+    });
+  });
+
+  it('unwatched (the operator commands), a deleted file is not checked', async () => {
+    const path = join(tmp(), 'l.db');
+    const store = open({ path });
+    unlinkSync(path);
+    expect((await store.execute('g', submit('g'))).kind).toBe('applied');
+  });
+});
+
+describe('the write deadline: a claim that does not commit within the busy timeout plus the margin', () => {
+  const tmp = useTempDir();
+
+  it('rejects with LedgerUnavailableError at the deadline; the late commit is a claim nobody called for, which the sweep settles', async () => {
+    const path = join(tmp(), 'l.db');
+    // A log big enough that rebuilding it keeps the writer thread busy well past the deadline.
+    const seed = openSqliteStore({ path, synchronous: 'NORMAL' });
+    const pad = 'x'.repeat(400);
+    for (let b = 0; b < 20; b++) {
+      await Promise.all(Array.from({ length: 1000 }, (_, i) => seed.execute(`seed-${b}-${i}`, submit(`seed-${b}-${i}`, `,"pad":"${pad}"`))));
+    }
+    await seed.close();
+
+    const busyTimeoutMs = 50; // deadline 1050 ms
+    const store = openSqliteStore({ path, writer: 'thread', busyTimeoutMs });
+    try {
+      const started = performance.now();
+      const rebuild = store.rebuildProjection();
+      const claim = store.execute('late', submit('late'));
+      await expect(claim).rejects.toThrow(/ledger write did not complete within 1050 ms/);
+      const waited = performance.now() - started;
+      expect(waited).toBeGreaterThanOrEqual(1000);
+      // The rebuild (no deadline) and the claim shared the batch; if the rebuild is done, so is the claim.
+      expect(await rebuild).toEqual({ rows: 20_000 });
+      const late = await store.getLedger('late');
+      expect(late?.status).toBe('SENT');
+      // Its owner gave up before calling: like a dead process's claim, the sweep settles it, never a send.
+      await new Promise((r) => setTimeout(r, 150));
+      expect((await store.execute('late', { type: 'SweepOrphan', graceMs: 0 })).kind).toBe('applied');
+      expect((await store.getLedger('late'))?.status).toBe('UNKNOWN');
+      expect((await store.readStream('late')).map((e) => e.type)).toEqual(['Claimed', 'Sent', 'TimedOut']);
+    } finally {
+      await store.close();
+    }
+  }, 120_000);
+});

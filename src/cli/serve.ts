@@ -19,8 +19,9 @@ export function registerServe(program: Command): void {
     .addOption(flag('--body-timeout <duration>', 'a request body not received in full within this gets 408 (E400); nothing is stored').argParser(timeLimitArg).default(10_000, '10s'))
     .addOption(flag('--max-connections <n>', 'connections held at most').argParser(intArg(1)).default(1024))
     .addOption(flag('--log-level <level>', LOG_LEVELS.join(', ')).argParser(choiceArg(LOG_LEVELS)).default('info'))
+    .addOption(flag('--check', 'run the full ledger check (guidgate check) before listening; refuse to start if it fails'))
     .addOption(flag('--writer <where>', 'where ledger commits run: thread (a worker thread, fsync off the request loop) or inline (the request thread)').argParser(choiceArg(['thread', 'inline'] as const)).default('thread'))
-    .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; logLevel: string; writer: 'thread' | 'inline' } & SecurityFlags, cmd: Command) => {
+    .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; logLevel: string; writer: 'thread' | 'inline'; check?: boolean } & SecurityFlags, cmd: Command) => {
       const security = securityOptionsOrExit(cmd, o);
       const stopped = stopSignal();
       keepRunningWhenStdoutCloses();
@@ -29,7 +30,7 @@ export function registerServe(program: Command): void {
       const relay = await serve({
         port: o.port, host: o.host, db: o.db, accountUrl: o.accountUrl, timeoutMs: o.timeout, graceMs: o.grace,
         maxAttempts: o.maxAttempts, synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, bodyTimeoutMs: o.bodyTimeout,
-        maxConnections: o.maxConnections, logLevel: o.logLevel, writer: o.writer,
+        maxConnections: o.maxConnections, logLevel: o.logLevel, writer: o.writer, check: o.check === true,
         ...security,
       });
       await stopped;

@@ -114,12 +114,11 @@ function schemaProblem(db: Database.Database): string | null {
     // A new file that was never migrated is fine; an SQLite file of something else is not.
     return tables.size === 0 ? null : `schema version 0 with tables of something else (${[...tables.keys()].join(', ')})`;
   }
-  const expected = expectedColumns();
-  for (const [table, columns] of expected) {
+  // An older version has that version's columns; it is migrated forward after this check.
+  for (const [table, columns] of expectedColumns(version)) {
     const found = tables.get(table);
     if (found === undefined) return `table ${table} is missing`;
-    // Older versions have older columns; they are migrated forward after this check.
-    if (version === SCHEMA_VERSION && found.join(',') !== columns.join(',')) {
+    if (found.join(',') !== columns.join(',')) {
       return `table ${table} has columns (${found.join(', ')}), expected (${columns.join(', ')})`;
     }
   }
@@ -131,18 +130,20 @@ function columnsByTable(db: Database.Database): Map<string, string[]> {
   return new Map(names.map((n) => [n, (db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all(n) as string[])]));
 }
 
-let expected: Map<string, string[]> | null = null;
-/** The tables and columns of a ledger at this guidgate's schema version, read from the migrations themselves. */
-function expectedColumns(): Map<string, string[]> {
-  if (expected !== null) return expected;
+const expected = new Map<number, Map<string, string[]>>();
+/** The tables and columns of a ledger at schema `version`, read from the migrations themselves. */
+function expectedColumns(version: number): Map<string, string[]> {
+  const known = expected.get(version);
+  if (known !== undefined) return known;
   const mem = new Database(':memory:');
   try {
-    migrate(mem);
-    expected = columnsByTable(mem);
+    migrate(mem, version);
+    const columns = columnsByTable(mem);
+    expected.set(version, columns);
+    return columns;
   } finally {
     mem.close();
   }
-  return expected;
 }
 
 /** A warning when an existing ledger file can be read by group or others (it holds full account numbers). */

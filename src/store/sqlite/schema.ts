@@ -39,16 +39,17 @@ const MIGRATIONS: readonly string[] = [
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
-export function migrate(db: Database.Database): void {
+/** Runs the migrations up to `version` (default: this guidgate's). */
+export function migrate(db: Database.Database, version = SCHEMA_VERSION): void {
   const current = db.pragma('user_version', { simple: true }) as number;
   if (current > SCHEMA_VERSION) {
     throw new Error(`ledger schema version ${current} is newer than this guidgate (${SCHEMA_VERSION}); upgrade guidgate`);
   }
-  if (current === SCHEMA_VERSION) return;
+  if (current >= version) return;
   db.transaction(() => {
     // Read again under the write lock: another process opening the same new file may have migrated it since.
     const locked = db.pragma('user_version', { simple: true }) as number;
-    for (let v = locked; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
-    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    for (let v = locked; v < version; v++) db.exec(MIGRATIONS[v]!);
+    db.pragma(`user_version = ${Math.max(locked, version)}`);
   }).immediate();
 }

@@ -141,21 +141,6 @@ describe('decide: refused transitions', () => {
 });
 
 describe('evolve', () => {
-  it('projects the contract columns: attempts count every Sent, code follows the state', () => {
-    const s = foldEvents(GUID, [ev.claimed(10), ev.sent(1, 10), ev.connectFailed(1, 20), ev.sent(2, 30, 700), ev.answered(2, 40, 'B201', 'resp')]);
-    expect(s).toEqual({
-      guid: GUID, status: 'DONE', code: 'B201', request: '{"guid":"G-1"}', response: 'resp', fingerprint: 'fp1',
-      attempts: 2, createdAt: 10, updatedAt: 40, lastSeq: 4, sentAt: 30, timeoutMs: 700,
-    });
-  });
-  it('Purged keeps only the tombstone: guid, fingerprint, final code, times', () => {
-    const s = foldEvents(GUID, [ev.claimed(10), ev.sent(1, 10), ev.answered(1, 20), ev.purged(99)]);
-    expect(s).toMatchObject({ status: 'PURGED', code: '0000', request: null, response: null, fingerprint: 'fp1', createdAt: 10, updatedAt: 99 });
-  });
-  it('rejects a log that does not start with Claimed or claims twice', () => {
-    expect(() => evolve(null, ev.sent(1), GUID)).toThrow(EvolveError);
-    expect(() => foldEvents(GUID, [ev.claimed(), ev.claimed()])).toThrow(EvolveError);
-  });
   it('decide on the folded state never emits what evolve refuses (Submit on a fresh GUID)', () => {
     const r = decide(null, submit, 5);
     expect(r._tag).toBe('Right');

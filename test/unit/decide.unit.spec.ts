@@ -1,6 +1,7 @@
 import { describe, it, expect } from 'vitest';
-import { decide } from '../../src/events/decide.js';
-import { foldEvents, evolve, EvolveError } from '../../src/events/evolve.js';
+import { decide, type Command } from '../../src/events/decide.js';
+import type { NewEvent } from '../../src/events/codecs.js';
+import { foldEvents } from '../../src/events/evolve.js';
 import { given, ev, GUID } from '../support/given.js';
 
 const submit = { type: 'Submit', request: '{"guid":"G-1"}', fingerprint: 'fp1', timeoutMs: 3000, maxAttempts: 3 } as const;
@@ -140,9 +141,53 @@ describe('decide: refused transitions', () => {
   });
 });
 
-describe('evolve', () => {
-  it('decide on the folded state never emits what evolve refuses (Submit on a fresh GUID)', () => {
-    const r = decide(null, submit, 5);
-    expect(r._tag).toBe('Right');
+describe('decide and evolve agree', () => {
+  /** One history per state, and per way into it that leaves different columns behind. */
+  const histories: Record<string, NewEvent[]> = {
+    none: [],
+    received: [ev.claimed()],
+    sent: [ev.claimed(), ev.sent(1)],
+    done: [ev.claimed(), ev.sent(1), ev.answered(1)],
+    unknown: [ev.claimed(), ev.sent(1), ev.timedOut(1)],
+    failed: [ev.claimed(), ev.sent(1), ev.connectFailed(1)],
+    'failed by inquiry': [ev.claimed(), ev.sent(1), ev.timedOut(1), { type: 'Resolved', at: 5000, data: { source: 'inquiry', outcome: 'absent', code: null, response: null } }],
+    'sent again': [ev.claimed(), ev.sent(1), ev.connectFailed(1), ev.sent(2)],
+    purged: [ev.claimed(), ev.sent(1), ev.answered(1), ev.purged(5000)],
+  };
+  const commands: Command[] = [
+    submit,
+    { ...submit, fingerprint: 'other' },
+    { type: 'Claim', request: 'r', fingerprint: 'fp1' },
+    { type: 'Send', timeoutMs: 1, maxAttempts: 9 },
+    { type: 'RecordAnswer', attempt: 1, code: '0000', response: 'x', latencyMs: 1 },
+    { type: 'RecordAnswer', attempt: 2, code: 'B201', response: 'x', latencyMs: 1 },
+    { type: 'RecordTimeout', attempt: 1, reason: 'timeout' },
+    { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' },
+    { type: 'SweepOrphan', graceMs: 0 },
+    { type: 'Resolve', outcome: 'absent' },
+    { type: 'Resolve', outcome: 'processed', code: '0000', response: 'r' },
+    { type: 'Purge', retentionMs: 0 },
+  ];
+
+  it('every event decide emits, on every state, folds with evolve into the state the contract table names', () => {
+    const expectedStatus: Partial<Record<NewEvent['type'], string>> = {
+      Claimed: 'RECEIVED', Sent: 'SENT', Answered: 'DONE', TimedOut: 'UNKNOWN', ConnectFailed: 'FAILED', Purged: 'PURGED',
+    };
+    let emitted = 0;
+    for (const [name, history] of Object.entries(histories)) {
+      const state = foldEvents(GUID, history);
+      for (const command of commands) {
+        const result = decide(state, command, 10 ** 12);
+        if (result._tag === 'Left') continue;
+        emitted++;
+        const next = foldEvents(GUID, result.right, state);
+        const last = result.right[result.right.length - 1]!;
+        expect(next?.lastSeq, `${name} + ${command.type}`).toBe((state?.lastSeq ?? -1) + result.right.length);
+        if (last.type === 'Resolved') expect(next?.status).toBe(last.data.outcome === 'processed' ? 'DONE' : 'FAILED');
+        else expect(next?.status, `${name} + ${command.type}`).toBe(expectedStatus[last.type]);
+      }
+    }
+    // Most pairs are refusals; the allowed ones must all have been folded, not skipped.
+    expect(emitted).toBeGreaterThanOrEqual(20);
   });
 });

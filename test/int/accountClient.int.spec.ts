@@ -5,6 +5,7 @@ import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAccountClient } from '../../src/relay/accountClient.js';
 import type { AccountClient, AccountClientOptions, CallOutcome } from '../../src/relay/accountClient.js';
+import { waitFor } from '../support/waitFor.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers: real servers on 127.0.0.1, port 0, torn down after every test.
@@ -89,11 +90,7 @@ async function blackHole(blockMs?: number): Promise<{ port: number; accepted: ()
   });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString('latin1')));
-  const t0 = performance.now();
-  while (!/port \d+\n/.test(out)) {
-    if (performance.now() - t0 > 5000) throw new Error('black hole did not start');
-    await sleep(10);
-  }
+  await waitFor(() => /port \d+\n/.test(out), { what: 'the black hole listening' });
   const port = Number(/port (\d+)\n/.exec(out)?.[1]);
   await sleep(60);
   for (let i = 0; i < 4; i++) {
@@ -204,10 +201,8 @@ describe('transfer: failures', () => {
       expect(out.detail).toContain('not handed to a socket');
       expect(out.latencyMs).toBeLessThan(500);
       // Wait for the late connection to be accepted (4 fillers + ours), then check nothing of the request arrived.
-      const deadline = performance.now() + 3000;
-      while (hole.accepted() < 5 && performance.now() < deadline) await sleep(25);
-      await sleep(150);
-      expect(hole.accepted()).toBeGreaterThanOrEqual(5);
+      await waitFor(() => hole.accepted() >= 5, { timeoutMs: 3000, intervalMs: 25, what: 'the late connection accepted' });
+      await sleep(150); // time for any byte of the request to arrive, which must not happen
       expect(hole.data()).not.toContain('transfer');
     });
   });

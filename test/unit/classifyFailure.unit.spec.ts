@@ -326,9 +326,11 @@ describe('classifyFailure: the walk over cause and errors', () => {
     expect(classifyFailure(self)).toMatchObject({ outcome: 'FAILED', reason: 'refused' });
   });
 
-  it('skips null and undefined members of errors', () => {
-    const outer = new AggregateError([null, undefined, refusedAtConnect()], 'x');
-    expect(classifyFailure(outer)).toMatchObject({ outcome: 'FAILED', reason: 'refused' });
+  it('skips null and undefined members of errors: they do not count against the bound', () => {
+    expect(classifyFailure(new AggregateError([null, undefined, refusedAtConnect()], 'x'))).toMatchObject({ outcome: 'FAILED', reason: 'refused' });
+    // The aggregate, 30 wrappers and the refusal are 32 objects: exactly the bound.
+    expect(classifyFailure(new AggregateError([null, undefined, wrapIn(30, refusedAtConnect())], 'x'))).toMatchObject({ outcome: 'FAILED', reason: 'refused' });
+    expect(classifyFailure(new AggregateError([wrapIn(31, refusedAtConnect())], 'x'))).toMatchObject({ outcome: 'UNKNOWN', reason: 'non-definite' });
   });
 
   it('walks breadth-first: the outermost sign gives the reason', () => {

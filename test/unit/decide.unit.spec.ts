@@ -38,6 +38,12 @@ describe('decide: allowed transitions of the contract table', () => {
       { type: 'TimedOut', at: NOW, data: { attempt: 1, reason: 'reset', detail: 'ECONNRESET' } },
     ]);
   });
+  it('an outcome without a detail records none; with one, records it', () => {
+    given(ev.claimed(), ev.sent(1)).when({ type: 'RecordTimeout', attempt: 1, reason: 'timeout' }, NOW).then([{ type: 'TimedOut', at: NOW, data: { attempt: 1, reason: 'timeout' } }]);
+    given(ev.claimed(), ev.sent(1)).when({ type: 'RecordConnectFailure', attempt: 1, reason: 'connect-timeout', detail: 'UND_ERR_CONNECT_TIMEOUT' }, NOW).then([
+      { type: 'ConnectFailed', at: NOW, data: { attempt: 1, reason: 'connect-timeout', detail: 'UND_ERR_CONNECT_TIMEOUT' } },
+    ]);
+  });
   it('SENT → FAILED: ConnectFailed', () => {
     given(ev.claimed(), ev.sent(1)).when({ type: 'RecordConnectFailure', attempt: 1, reason: 'refused' }, NOW).then([
       { type: 'ConnectFailed', at: NOW, data: { attempt: 1, reason: 'refused' } },
@@ -98,6 +104,19 @@ describe('decide: refused transitions', () => {
     for (const h of [sent, received, done, unknown, failed, purged]) given(...h).when({ ...submit, fingerprint: 'other' }).thenRefused('fingerprint-mismatch');
   });
   it('Claim of an existing GUID', () => given(...received).when({ type: 'Claim', request: 'r', fingerprint: 'fp1' }).thenRefused('exists'));
+  it('Claim of an existing GUID with another request', () => given(...received).when({ type: 'Claim', request: 'r', fingerprint: 'other' }).thenRefused('fingerprint-mismatch'));
+  it('every command but Submit and Claim on a GUID never seen', () => {
+    const commands: Command[] = [
+      { type: 'Send', timeoutMs: 1, maxAttempts: 3 },
+      { type: 'RecordAnswer', attempt: 1, code: '0000', response: 'x', latencyMs: 1 },
+      { type: 'RecordTimeout', attempt: 1, reason: 'timeout' },
+      { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' },
+      { type: 'SweepOrphan', graceMs: 0 },
+      { type: 'Resolve', outcome: 'absent' },
+      { type: 'Purge', retentionMs: 0 },
+    ];
+    for (const command of commands) given().when(command).thenRefused('not-found');
+  });
   it('Send of an unknown GUID', () => given().when({ type: 'Send', timeoutMs: 1, maxAttempts: 3 }).thenRefused('not-found'));
   it('Sent once the attempt cap is used up', () => {
     const h = [ev.claimed(), ev.sent(1), ev.connectFailed(1), ev.sent(2), ev.connectFailed(2), ev.sent(3), ev.connectFailed(3)];

@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.spec.ts'],
+    // The writer thread and the child processes run `dist`: rebuild it first when the source is newer.
+    globalSetup: ['test/support/buildDist.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',

@@ -13,6 +13,7 @@ import { REPO_ROOT, runToEnd } from '../support/children.js';
 import { cli, seedRow, sleep, snapshot, transferBody } from '../support/commandsSeed.js';
 import { startHarness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
+import { waitFor } from '../support/waitFor.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
 
@@ -249,7 +250,7 @@ describe('guidgate operator commands as processes', () => {
     // Signal once the run is under way (the first rows are settled), not at a guessed moment.
     const watch = new Database(db, { readonly: true });
     const failed = watch.prepare("SELECT COUNT(*) AS n FROM ledger WHERE status = 'FAILED'");
-    for (let i = 0; i < 400 && (failed.get() as { n: number }).n === 0; i++) await sleep(25);
+    await waitFor(() => (failed.get() as { n: number }).n > 0, { intervalMs: 25, what: 'the first row settled' });
     watch.close();
     child.kill('SIGTERM');
     const r = await done;

@@ -20,7 +20,7 @@ import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { makePrng } from '../../src/simulator/faults.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { foldStream, isDefinite, ledgerReader, replyCode } from '../support/model.js';
-import { guidgate, jsonSummary, post, sigkill, spawnServe, type ServeProcess } from '../support/scheduleProcess.js';
+import { guidgate, jsonSummary, killChildren, post, sigkill, spawnServe, type ServeProcess } from '../support/scheduleProcess.js';
 import { soakSeconds } from '../support/scheduleBudget.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -31,13 +31,37 @@ const GRACE = '200ms';
 // The account system's inquiry says 404 for 400 ms after applying: longer than the relay's timeout, so only a
 // resolve that honours --min-age (above latency + processing) may settle what the kills left UNKNOWN.
 const MIN_AGE = '800ms';
+const HEAL_ROUNDS = 10;
+
+/**
+ * The test's time limit, from the work it does rather than a guess: per kill the longest pause before it
+ * (700 ms), the ledger checks and a restart of the relay process (node start-up, seconds on a loaded 2-core
+ * machine); per healing round its 1 s wait, two command processes and the resends; plus the start and the
+ * end-state checks. A soak run adds its seconds.
+ */
+// Measured: 22 kills in 187 s (8.5 s each) while a mutation run and five other test suites shared the 2 cores.
+const KILL_MS = 700 + 8_000;
+const HEAL_ROUND_MS = 1_000 + 2 * 3_000 + 2_000;
+const FIXED_MS = 20_000;
+const TEST_TIMEOUT_MS = FIXED_MS + KILLS * KILL_MS + HEAL_ROUNDS * HEAL_ROUND_MS + (SOAK === null ? 0 : SOAK * 1000);
 
 /** A seeded PRNG (the simulator's), so a failing loop can be told apart from another by its seed. */
 const prng = makePrng;
 
 describe('crash loop: SIGKILL the relay process at random moments under a resending load', () => {
   const dir = mkdtempSync(join(tmpdir(), 'guidgate-crashloop-'));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  /** Set by the test as it opens each resource; run by afterAll, so a failed or timed-out test leaves nothing. */
+  const cleanups: Array<() => unknown> = [];
+  let stop = false; // the channels and the operator stop sending
+  let abandoned = false; // the test is over (failed or timed out): start nothing new
+  afterAll(async () => {
+    stop = true;
+    abandoned = true;
+    // Every relay and command process still alive, wherever the test stopped.
+    await killChildren();
+    for (const cleanup of cleanups.reverse()) await cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   it(`${KILLS}+ SIGKILLs, then healing: at most once, ledger = rebuild, integrity ok, nothing lost, all DONE`, async () => {
     const seed = Number(process.env['GUIDGATE_CRASHLOOP_SEED'] ?? Date.now() % 1_000_000);
@@ -50,12 +74,15 @@ describe('crash loop: SIGKILL the relay process at random moments under a resend
       latencyMs: 20,
       faults: { byGuidPrefix: { 'CL-H': 'hold', 'CL-R': 'reset', 'CL-L': 'late-answer' }, lateMs: 800, processingMs: 400 },
     });
+    cleanups.push(() => sim.close());
     const db = join(dir, 'ledger.db');
     await openSqliteStore({ path: db }).close();
     const raw = new Database(db);
     raw.pragma('busy_timeout = 5000');
+    cleanups.push(() => raw.close());
     const reader = ledgerReader(raw);
     const agent = new Agent({ pipelining: 1, connections: 8, keepAliveTimeout: 1000 });
+    cleanups.push(() => agent.close());
     const env = { GUIDGATE_DB: db, GUIDGATE_ACCOUNT_URL: sim.url };
     const serveArgs = ['--db', db, '--account-url', sim.url, '--timeout', TIMEOUT, '--grace', GRACE, '--max-attempts', '3'];
 
@@ -86,8 +113,6 @@ describe('crash loop: SIGKILL the relay process at random moments under a resend
     };
 
     let relay: ServeProcess | null = await spawnServe(serveArgs);
-    const children: ServeProcess[] = [relay];
-    let stop = false;
     let sends = 0;
     const channel = async (): Promise<void> => {
       while (!stop) {
@@ -140,81 +165,71 @@ describe('crash loop: SIGKILL the relay process at random moments under a resend
 
     const started = Date.now();
     const channels = [...Array.from({ length: 4 }, () => channel()), operator()];
+    cleanups.push(() => Promise.allSettled(channels));
     let kills = 0;
-    try {
-      while (kills < KILLS || (SOAK !== null && Date.now() - started < SOAK * 1000)) {
-        await sleep(100 + Math.floor(rand() * 600));
-        const victim: ServeProcess = relay!;
-        relay = null;
-        await sigkill(victim);
-        kills++;
-        await checkAfterKill(kills);
-        const next: ServeProcess = await spawnServe(serveArgs);
-        children.push(next);
-        relay = next;
-      }
-
-      // ---- heal: faults off, resolve past the processing time, reprocess, resend until definite ----
-      stop = true;
-      await Promise.all(channels);
-      sim.resetFaults();
-      const pending = new Set(sent);
-      let rounds = 0;
-      while (pending.size > 0 && rounds < 10) {
-        rounds++;
-        await sleep(1000); // past the orphan deadline (timeout + grace) and --min-age of everything sent so far
-        const resolved = await guidgate(['resolve', '--min-age', MIN_AGE, '--grace', GRACE, '--json'], env);
-        const reprocessed = await guidgate(['reprocess', '--max-attempts', '100', '--timeout', '3s', '--json'], env);
-        for (const [what, r] of [['resolve', resolved], ['reprocess', reprocessed]] as const) {
-          const summary = jsonSummary(r.stdout);
-          if (r.code !== 0 || summary === null || summary['ledgerErrors'] !== 0) problems.push(`heal ${rounds}: ${what} exited ${r.code}: ${r.stdout.slice(0, 200)} ${r.stderr.slice(0, 200)}`);
-        }
-        for (const guid of [...pending]) {
-          const r = await post(agent, relay.url, body(guid), {});
-          if (r === null) continue;
-          record(guid, r);
-          if (isDefinite(replyCode(r).code)) pending.delete(guid);
-        }
-      }
-      if (problems.length > 0) throw new Error(`${problems.length} problem(s) (seed ${seed}):\n- ${problems.slice(0, 12).join('\n- ')}`);
-      expect(pending.size, `GUIDs without a definite answer after healing: ${[...pending].join(' ')}`).toBe(0);
-
-      // ---- the end state ----
-      const stats = sim.stats();
-      expect(stats.doubleApplied).toEqual([]);
-      const rows = new Map(reader.rows().map((r) => [r.guid, r]));
-      for (const guid of new Set([...sent, ...answered])) {
-        const row = rows.get(guid);
-        expect(row, `${guid} was sent but the ledger lost it`).toBeDefined();
-        expect(row!.status, guid).toBe('DONE');
-        const applied = stats.applied[guid] ?? 0;
-        if (guid.startsWith('CL-B')) expect([row!.code, applied], guid).toEqual(['B202', 0]);
-        else expect([row!.code, applied], guid).toEqual(['0000', 1]);
-        expect(row!.response, `${guid}: the ledger's answer is the one the channels got`).toBe(definite.get(guid));
-      }
-      for (const guid of pool) if (!sent.has(guid)) expect(stats.applied[guid] ?? 0, guid).toBe(0);
-      const store = openSqliteStore({ path: db });
-      expect(store.db.pragma('integrity_check', { simple: true })).toBe('ok');
-      expect(await store.verifyProjection()).toEqual([]);
-      const log = await store.readAll(-1, 10_000_000);
-      await store.close();
-      const orphaned = log.filter((e) => e.type === 'TimedOut' && e.data.reason === 'orphaned').length;
-      const verify = await guidgate(['rebuild', '--verify', '--db', db]);
-      expect(verify.code, verify.stdout + verify.stderr).toBe(0);
-      console.log(
-        `[crash loop] ${kills} SIGKILLs in ${Math.round((Date.now() - started) / 1000)}s, ${sends} sends, ${sent.size} GUIDs, ` +
-          `${orphaned} calls orphaned by a kill, ${operatorRuns} resolve/reprocess runs during the load, ${rounds} healing rounds; replies ${JSON.stringify(codes)}`,
-      );
-      expect(kills).toBeGreaterThanOrEqual(20);
-      // The kills landed while calls were in flight: the sweep found rows their dead owner had sent.
-      expect(orphaned).toBeGreaterThan(0);
-    } finally {
-      stop = true;
-      await Promise.allSettled(channels);
-      for (const c of children) await sigkill(c);
-      await agent.close();
-      raw.close();
-      await sim.close();
+    while (!abandoned && (kills < KILLS || (SOAK !== null && Date.now() - started < SOAK * 1000))) {
+      await sleep(100 + Math.floor(rand() * 600));
+      const victim: ServeProcess = relay!;
+      relay = null;
+      await sigkill(victim);
+      kills++;
+      await checkAfterKill(kills);
+      relay = await spawnServe(serveArgs);
     }
-  }, SOAK === null ? 90_000 : SOAK * 1000 + 120_000);
+
+    // ---- heal: faults off, resolve past the processing time, reprocess, resend until definite ----
+    stop = true;
+    await Promise.all(channels);
+    sim.resetFaults();
+    const pending = new Set(sent);
+    let rounds = 0;
+    while (!abandoned && pending.size > 0 && rounds < HEAL_ROUNDS) {
+      rounds++;
+      await sleep(1000); // past the orphan deadline (timeout + grace) and --min-age of everything sent so far
+      const resolved = await guidgate(['resolve', '--min-age', MIN_AGE, '--grace', GRACE, '--json'], env);
+      const reprocessed = await guidgate(['reprocess', '--max-attempts', '100', '--timeout', '3s', '--json'], env);
+      for (const [what, r] of [['resolve', resolved], ['reprocess', reprocessed]] as const) {
+        const summary = jsonSummary(r.stdout);
+        if (r.code !== 0 || summary === null || summary['ledgerErrors'] !== 0) problems.push(`heal ${rounds}: ${what} exited ${r.code}: ${r.stdout.slice(0, 200)} ${r.stderr.slice(0, 200)}`);
+      }
+      for (const guid of [...pending]) {
+        const r = await post(agent, relay.url, body(guid), {});
+        if (r === null) continue;
+        record(guid, r);
+        if (isDefinite(replyCode(r).code)) pending.delete(guid);
+      }
+    }
+    if (problems.length > 0) throw new Error(`${problems.length} problem(s) (seed ${seed}):\n- ${problems.slice(0, 12).join('\n- ')}`);
+    expect(pending.size, `GUIDs without a definite answer after healing: ${[...pending].join(' ')}`).toBe(0);
+
+    // ---- the end state ----
+    const stats = sim.stats();
+    expect(stats.doubleApplied).toEqual([]);
+    const rows = new Map(reader.rows().map((r) => [r.guid, r]));
+    for (const guid of new Set([...sent, ...answered])) {
+      const row = rows.get(guid);
+      expect(row, `${guid} was sent but the ledger lost it`).toBeDefined();
+      expect(row!.status, guid).toBe('DONE');
+      const applied = stats.applied[guid] ?? 0;
+      if (guid.startsWith('CL-B')) expect([row!.code, applied], guid).toEqual(['B202', 0]);
+      else expect([row!.code, applied], guid).toEqual(['0000', 1]);
+      expect(row!.response, `${guid}: the ledger's answer is the one the channels got`).toBe(definite.get(guid));
+    }
+    for (const guid of pool) if (!sent.has(guid)) expect(stats.applied[guid] ?? 0, guid).toBe(0);
+    const store = openSqliteStore({ path: db });
+    expect(store.db.pragma('integrity_check', { simple: true })).toBe('ok');
+    expect(await store.verifyProjection()).toEqual([]);
+    const log = await store.readAll(-1, 10_000_000);
+    await store.close();
+    const orphaned = log.filter((e) => e.type === 'TimedOut' && e.data.reason === 'orphaned').length;
+    const verify = await guidgate(['rebuild', '--verify', '--db', db]);
+    expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+    console.log(
+      `[crash loop] ${kills} SIGKILLs in ${Math.round((Date.now() - started) / 1000)}s, ${sends} sends, ${sent.size} GUIDs, ` +
+        `${orphaned} calls orphaned by a kill, ${operatorRuns} resolve/reprocess runs during the load, ${rounds} healing rounds; replies ${JSON.stringify(codes)}`,
+    );
+    expect(kills).toBeGreaterThanOrEqual(20);
+    // The kills landed while calls were in flight: the sweep found rows their dead owner had sent.
+    expect(orphaned).toBeGreaterThan(0);
+  }, TEST_TIMEOUT_MS);
 });

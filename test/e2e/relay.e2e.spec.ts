@@ -5,6 +5,7 @@ import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { REPLY_CODES } from '../../src/relay/codes.js';
 import { startHarness, transfer, ledgerRowCount, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
+import { waitFor } from '../support/waitFor.js';
 
 async function freePort(): Promise<number> {
   const srv = createServer();
@@ -110,9 +111,10 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
   it('E902 then, once the account system is back, the resend is sent and answered (one application)', async () => {
     h = await startHarness(tmp());
     const t = transfer();
-    const refusing = h.sim.refuseConnections(600);
-    await new Promise((r) => setTimeout(r, 50));
+    // Refusing until the E902 is seen, not for a window a loaded machine may overrun.
+    const refusing = h.sim.refuseConnections(60_000);
     expect((await h.post(JSON.stringify(t))).json()['code']).toBe('E902');
+    void h.sim.refuseConnections(0);
     await refusing;
     const ok = await h.post(JSON.stringify(t));
     expect([ok.status, ok.json()['code']]).toEqual([200, '0000']);
@@ -135,9 +137,10 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
 
   it('E903 is answered at once while the first call is in flight', async () => {
     h = await startHarness(tmp(), { sim: { latencyMs: 700 } });
-    const t = JSON.stringify(transfer());
+    const tr = transfer();
+    const t = JSON.stringify(tr);
     const first = h.post(t);
-    await new Promise((r) => setTimeout(r, 150));
+    await waitFor(() => h!.sim.guidStats(String(tr['guid'])).calls === 1, { what: 'the first call in flight' });
     const t0 = performance.now();
     const dup = await h.post(t);
     expect([dup.status, dup.json()['code']]).toEqual([409, 'E903']);

@@ -7,6 +7,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { httpRequest, transfer } from '../support/relayHarness.js';
 import { BIN, exited, startServe } from '../support/serveProcess.js';
 import { useTempDir } from '../support/tmp.js';
+import { waitFor } from '../support/waitFor.js';
 
 describe('the relay as a process', () => {
   const tmp = useTempDir();
@@ -37,7 +38,7 @@ describe('the relay as a process', () => {
     const t = JSON.stringify(transfer());
     const guid = String(JSON.parse(t).guid);
     void httpRequest(`${url}/v1/transfers`, { method: 'POST', body: t }).catch(() => undefined);
-    for (let i = 0; i < 100 && sim.guidStats(guid).calls === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitFor(() => sim.guidStats(guid).calls > 0, { what: 'the call in flight' });
     expect(sim.guidStats(guid).calls).toBe(1);
     first.child.kill('SIGKILL');
     await exited(first.child);
@@ -46,8 +47,11 @@ describe('the relay as a process', () => {
     const url2 = await second.ready;
     const soon = await httpRequest(`${url2}/v1/transfers`, { method: 'POST', body: t });
     expect(['E903', 'E901']).toContain(soon.json()['code']);
-    // Past the Sent's timeout plus the grace, the sweep has made it UNKNOWN.
-    await new Promise((r) => setTimeout(r, 2500));
+    // Past the Sent's timeout plus the grace, the sweep makes it UNKNOWN.
+    await waitFor(async () => (await httpRequest(`${url2}/v1/transfers/${encodeURIComponent(guid)}`, { method: 'GET' })).json()['status'] === 'UNKNOWN', {
+      intervalMs: 100,
+      what: 'the sweep marking the orphaned row UNKNOWN',
+    });
     const later = await httpRequest(`${url2}/v1/transfers`, { method: 'POST', body: t });
     expect([later.status, later.json()['code']]).toEqual([504, 'E901']);
     expect(sim.guidStats(guid).calls).toBe(1);
@@ -62,7 +66,7 @@ describe('the relay as a process', () => {
     const url = await s.ready;
     const bodies = Array.from({ length: 5 }, () => JSON.stringify(transfer()));
     const replies = bodies.map((b) => httpRequest(`${url}/v1/transfers`, { method: 'POST', body: b }));
-    for (let i = 0; i < 100 && sim.stats().totalCalls < 5; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitFor(() => sim.stats().totalCalls === 5, { what: 'five calls in flight' });
     s.child.kill('SIGTERM');
     const codes = (await Promise.all(replies)).map((r) => r.json()['code']);
     expect(codes).toEqual(['0000', '0000', '0000', '0000', '0000']);

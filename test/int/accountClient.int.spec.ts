@@ -5,6 +5,7 @@ import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAccountClient } from '../../src/relay/accountClient.js';
 import type { AccountClient, AccountClientOptions, CallOutcome } from '../../src/relay/accountClient.js';
+import { waitFor } from '../support/waitFor.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers: real servers on 127.0.0.1, port 0, torn down after every test.
@@ -89,11 +90,7 @@ async function blackHole(blockMs?: number): Promise<{ port: number; accepted: ()
   });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString('latin1')));
-  const t0 = performance.now();
-  while (!/port \d+\n/.test(out)) {
-    if (performance.now() - t0 > 5000) throw new Error('black hole did not start');
-    await sleep(10);
-  }
+  await waitFor(() => /port \d+\n/.test(out), { what: 'the black hole listening' });
   const port = Number(/port (\d+)\n/.exec(out)?.[1]);
   await sleep(60);
   for (let i = 0; i < 4; i++) {
@@ -208,10 +205,8 @@ describe('transfer: failures', () => {
       expect(out.detail).toContain('not handed to a socket');
       expect(out.latencyMs).toBeLessThan(500);
       // Wait for the late connection to be accepted (4 fillers + ours), then check nothing of the request arrived.
-      const deadline = performance.now() + 3000;
-      while (hole.accepted() < 5 && performance.now() < deadline) await sleep(25);
-      await sleep(150);
-      expect(hole.accepted()).toBeGreaterThanOrEqual(5);
+      await waitFor(() => hole.accepted() >= 5, { timeoutMs: 3000, intervalMs: 25, what: 'the late connection accepted' });
+      await sleep(150); // time for any byte of the request to arrive, which must not happen
       expect(hole.data()).not.toContain('transfer');
     });
   });
@@ -332,7 +327,7 @@ describe('never a second copy', () => {
     expect(requestsPerSocket).toEqual([1]); // one socket, reused; no second connection carrying a resend
   });
 
-  it('stale keep-alive: server closes idle sockets right after answering → never failed, never two copies', async () => {
+  it('stale keep-alive: server closes idle sockets right after answering → the race happens, and is never failed, never two copies', async () => {
     let n = 0;
     const s = await httpServer((req, res) => {
       res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive', 'keep-alive': 'timeout=5' });
@@ -342,12 +337,18 @@ describe('never a second copy', () => {
     const c = client({ baseUrl: s.url });
     const outcomes: CallOutcome[] = [];
     const bodies: string[] = [];
-    for (let i = 0; i < 40; i++) {
+    // The server only ever answers 200, so an unknown outcome is a request that met the closing socket: the
+    // race under test. It lands in about one call in 40 here; call until it has happened a few times.
+    let races = 0;
+    for (let i = 0; i < 400 && races < 3; i++) {
       const body = `{"guid":"stale-${i}","amount":1}`;
       bodies.push(body);
-      outcomes.push(await c.transfer(body));
+      const out = await c.transfer(body);
+      outcomes.push(out);
+      if (out.kind === 'unknown') races++;
       await sleep(i % 3); // 0–2 ms between calls: sometimes before the FIN, sometimes after
     }
+    expect(races, `requests that met a socket the server was closing, in ${outcomes.length} calls`).toBeGreaterThanOrEqual(1);
     for (const out of outcomes) expect(out.kind).not.toBe('failed');
     await sleep(100);
     const counts = copies(s.received);

@@ -22,6 +22,7 @@ import { reprocessFailed } from '../../src/commands/reprocess.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { REPO_ROOT } from '../support/children.js';
 import { inOrder, runSchedule, type Action, type Round, type Schedule } from '../support/schedule.js';
+import { waitFor } from '../support/waitFor.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'guidgate-regr-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -162,7 +163,7 @@ process.stdout.write('ready\\n');`;
       const body = JSON.stringify({ guid: 'STALE-1', from: 'ACC-1', to: 'ACC-2', amount: 5 });
       const post = () => app.inject({ method: 'POST', url: '/v1/transfers', payload: body, headers: { 'content-type': 'application/json' } });
       const first = post(); // attempt 1: the account system answers E500 (not applied) after 300 ms
-      await new Promise((r) => setTimeout(r, 50));
+      await waitFor(() => sim.guidStats('STALE-1').calls === 1, { what: 'attempt 1 in flight' });
       now += 10_000; // the owner looks dead to the sweep
       expect(await sweepOrphans(ops, 100, now)).toEqual({ neverSent: 0, orphaned: 1 });
       expect(await resolveUnknown({ store: ops, account, clock }, { minAgeMs: 1, graceMs: 100 })).toMatchObject({ absent: 1 });

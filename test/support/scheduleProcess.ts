@@ -113,6 +113,34 @@ function describe(a: PAction): string {
 // ---------------------------------------------------------------------------------------------------------
 // Processes
 
+/** Every child `spawnServe` and `guidgate` started that has not exited yet. */
+const live = new Set<ChildProcess>();
+
+function track(child: ChildProcess): ChildProcess {
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+  return child;
+}
+
+/**
+ * SIGKILLs every child `spawnServe` and `guidgate` started that is still running and waits until each is gone;
+ * for `afterAll`, which runs even when the test failed or timed out with children mid-flight. Returns how many.
+ */
+export async function killChildren(): Promise<number> {
+  const running = [...live];
+  await Promise.all(
+    running.map(
+      (child) =>
+        new Promise<void>((gone) => {
+          if (child.exitCode !== null || child.signalCode !== null) return gone();
+          child.once('exit', () => gone());
+          child.kill('SIGKILL');
+        }),
+    ),
+  );
+  return running.length;
+}
+
 export interface ServeProcess {
   readonly child: ChildProcess;
   readonly url: string;
@@ -121,7 +149,7 @@ export interface ServeProcess {
 
 /** `node bin/guidgate serve --port 0 …`; resolves once it printed `listening on http://…`. */
 export function spawnServe(args: readonly string[], env: Record<string, string> = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--log-level', 'error', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const child = track(spawn(process.execPath, [BIN, 'serve', '--port', '0', '--log-level', 'error', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } }));
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   let out = '';
   let err = '';
@@ -150,7 +178,7 @@ export async function sigkill(p: ServeProcess): Promise<void> {
 
 /** Runs `node bin/guidgate ARGS` to the end. */
 export function guidgate(args: readonly string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const child = track(spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } }));
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -222,3 +222,167 @@ describe('classifyFailure on errors produced by undici itself', () => {
     expect(c.outcome).toBe('FAILED');
   });
 });
+
+/** An error with these own properties, the way Node and undici attach them. */
+const err = (props: Record<string, unknown>, message = 'x', options?: ErrorOptions): Error => Object.assign(new Error(message, options), props);
+const refusedAtConnect = (): Error => err({ code: 'ECONNREFUSED', syscall: 'connect' }, 'connect ECONNREFUSED');
+/** A chain of `depth` code-less wrappers around `inner`. */
+const wrapIn = (depth: number, inner: Error): Error => {
+  let e = inner;
+  for (let i = 0; i < depth; i++) e = new Error(`wrapper ${i}`, { cause: e });
+  return e;
+};
+
+describe('classifyFailure: evidence of the connect phase', () => {
+  const agg = (members: unknown[], code = 'ETIMEDOUT'): Error => Object.assign(new AggregateError(members, 'all failed'), { code });
+
+  it('an AggregateError is FAILED only when EVERY member with a code failed in connect', () => {
+    // One address timed out connecting, the other failed mid-request with a code nothing in the table knows:
+    // that request may have left, so the whole is UNKNOWN.
+    expect(classifyFailure(agg([err({ code: 'ETIMEDOUT', syscall: 'connect' }), err({ code: 'EIO', syscall: 'write' })]))).toMatchObject({
+      outcome: 'UNKNOWN',
+      reason: 'timeout',
+    });
+    expect(classifyFailure(agg([err({ code: 'EIO', syscall: 'write' }), err({ code: 'ETIMEDOUT', syscall: 'connect' })])).outcome).toBe('UNKNOWN');
+    expect(classifyFailure(agg([err({ code: 'ETIMEDOUT', syscall: 'connect' }), err({ code: 'EHOSTUNREACH', syscall: 'getaddrinfo' })]))).toMatchObject({
+      outcome: 'FAILED',
+      reason: 'connect-timeout',
+    });
+  });
+
+  it('members without a code neither prove nor disprove anything', () => {
+    expect(classifyFailure(agg([err({ code: 'ETIMEDOUT', syscall: 'connect' }), new Error('no code')]))).toMatchObject({ outcome: 'FAILED' });
+    expect(classifyFailure(agg([err({ code: 'ETIMEDOUT', syscall: 'connect' }), err({ code: '' })]))).toMatchObject({ outcome: 'FAILED' });
+  });
+
+  it('an AggregateError with no member that has a code is no evidence', () => {
+    expect(classifyFailure(agg([]))).toMatchObject({ outcome: 'UNKNOWN', reason: 'timeout' });
+    expect(classifyFailure(agg([new Error('a'), new Error('b')]))).toMatchObject({ outcome: 'UNKNOWN', reason: 'timeout' });
+  });
+
+  it("a cause's connect syscall is not evidence for the error wrapping it", () => {
+    // `errors` is what makes the members evidence; a `cause` is another error, classified on its own.
+    expect(classifyFailure(err({ code: 'ETIMEDOUT' }, 'x', { cause: refusedAtConnect() }))).toMatchObject({ outcome: 'UNKNOWN', reason: 'timeout' });
+  });
+
+  it("the error's own syscall decides, even on an AggregateError", () => {
+    const members = [err({ code: 'ETIMEDOUT', syscall: 'connect' })];
+    expect(classifyFailure(Object.assign(agg(members), { syscall: 'read' })).outcome).toBe('UNKNOWN');
+    expect(classifyFailure(Object.assign(agg(members), { syscall: 'connect' })).outcome).toBe('FAILED');
+    // An empty syscall is no syscall: the members decide.
+    expect(classifyFailure(Object.assign(agg(members), { syscall: '' })).outcome).toBe('FAILED');
+  });
+});
+
+describe('classifyFailure: how a rule matches', () => {
+  it('a code rule matches the whole code, not a prefix of it', () => {
+    expect(classifyFailure(err({ code: 'ENOTFOUND_SOMETHING' }))).toMatchObject({ outcome: 'UNKNOWN', reason: 'non-definite' });
+    expect(classifyFailure(err({ code: 'XECONNREFUSED', syscall: 'connect' }))).toMatchObject({ outcome: 'UNKNOWN', reason: 'non-definite' });
+  });
+
+  it('a code is never read as a name, nor a name as a code', () => {
+    expect(classifyFailure(Object.assign(new Error('x'), { name: 'ECONNREFUSED' }))).toMatchObject({ outcome: 'UNKNOWN', reason: 'non-definite' });
+    expect(classifyFailure(Object.assign(new Error('x'), { name: 'ERR_TLS_CERT_ALTNAME_INVALID' }))).toMatchObject({ outcome: 'UNKNOWN', reason: 'non-definite' });
+    expect(classifyFailure(err({ code: 'TimeoutError' }))).toMatchObject({ outcome: 'UNKNOWN', reason: 'non-definite' });
+    // A prefix rule's key is not a code of its own.
+    expect(classifyFailure(err({ code: 'ERR_TLS_CERT_' }))).toMatchObject({ outcome: 'FAILED', reason: 'refused' });
+  });
+
+  it('reads a function carrying a code, like any object', () => {
+    expect(classifyFailure(Object.assign(() => undefined, { code: 'ECONNREFUSED' }))).toMatchObject({ outcome: 'FAILED', reason: 'refused' });
+  });
+
+  it('an error whose name is not a string is judged by its code', () => {
+    const e = Object.assign(Object.create(null) as object, { code: 'ECONNREFUSED', name: 7 });
+    expect(classifyFailure(e)).toMatchObject({ outcome: 'FAILED', reason: 'refused' });
+  });
+});
+
+describe('classifyFailure: the walk over cause and errors', () => {
+  it('looks 31 wrappers deep: an UNKNOWN sign there still wins', () => {
+    const deep = err({ code: 'ECONNRESET' });
+    expect(classifyFailure(Object.assign(wrapIn(31, deep), { code: 'ECONNREFUSED', syscall: 'connect' })).outcome).toBe('UNKNOWN');
+  });
+
+  it('stops after 32 error objects: a FAILED sign deeper than that is not believed', () => {
+    expect(classifyFailure(wrapIn(31, refusedAtConnect()))).toMatchObject({ outcome: 'FAILED', reason: 'refused' });
+    expect(classifyFailure(wrapIn(32, refusedAtConnect()))).toMatchObject({ outcome: 'UNKNOWN', reason: 'non-definite' });
+    expect(classifyFailure(wrapIn(500, refusedAtConnect()))).toMatchObject({ outcome: 'UNKNOWN', reason: 'non-definite' });
+  });
+
+  it('counts an error object once however often it is referenced, so the bound does not hide what follows', () => {
+    const shared = new Error('shared, no code', { cause: err({ code: 'ECONNRESET' }) });
+    const outer = Object.assign(new AggregateError(Array.from({ length: 40 }, () => shared), 'x'), { code: 'ECONNREFUSED', syscall: 'connect' });
+    expect(classifyFailure(outer)).toMatchObject({ outcome: 'UNKNOWN', reason: 'reset' });
+  });
+
+  it('terminates on a cycle, and still sees every object in it', () => {
+    const a = err({}, 'a');
+    const b = err({ code: 'ECONNRESET' }, 'b', { cause: a });
+    Object.assign(a, { cause: b, code: 'ECONNREFUSED', syscall: 'connect' });
+    expect(classifyFailure(a)).toMatchObject({ outcome: 'UNKNOWN', reason: 'reset' });
+    const self = refusedAtConnect();
+    Object.assign(self, { cause: self });
+    expect(classifyFailure(self)).toMatchObject({ outcome: 'FAILED', reason: 'refused' });
+  });
+
+  it('skips null and undefined members of errors: they do not count against the bound', () => {
+    expect(classifyFailure(new AggregateError([null, undefined, refusedAtConnect()], 'x'))).toMatchObject({ outcome: 'FAILED', reason: 'refused' });
+    // The aggregate, 30 wrappers and the refusal are 32 objects: exactly the bound.
+    expect(classifyFailure(new AggregateError([null, undefined, wrapIn(30, refusedAtConnect())], 'x'))).toMatchObject({ outcome: 'FAILED', reason: 'refused' });
+    expect(classifyFailure(new AggregateError([wrapIn(31, refusedAtConnect())], 'x'))).toMatchObject({ outcome: 'UNKNOWN', reason: 'non-definite' });
+  });
+
+  it('walks breadth-first: the outermost sign gives the reason', () => {
+    // Both UNKNOWN; the reason recorded is the one nearest the top.
+    const members = [err({ code: 'ECONNRESET' }), err({ code: 'UND_ERR_HEADERS_TIMEOUT' })];
+    expect(classifyFailure(new AggregateError(members, 'x'))).toMatchObject({ outcome: 'UNKNOWN', reason: 'reset' });
+    expect(classifyFailure(err({ code: 'ECONNRESET' }, 'x', { cause: err({ code: 'UND_ERR_HEADERS_TIMEOUT' }) }))).toMatchObject({ reason: 'reset' });
+    expect(classifyFailure(err({ code: 'UND_ERR_HEADERS_TIMEOUT' }, 'x', { cause: err({ code: 'ECONNRESET' }) }))).toMatchObject({ reason: 'timeout' });
+    const nested = new AggregateError([new Error('w', { cause: err({ code: 'ECONNRESET' }) }), err({ code: 'UND_ERR_BODY_TIMEOUT' })], 'x');
+    expect(classifyFailure(nested)).toMatchObject({ reason: 'timeout' });
+    // Both FAILED: the outermost reason too.
+    const failed = err({ code: 'UND_ERR_CONNECT_TIMEOUT' }, 'x', { cause: refusedAtConnect() });
+    expect(classifyFailure(failed)).toMatchObject({ outcome: 'FAILED', reason: 'connect-timeout' });
+    expect(classifyFailure(err({ code: 'ECONNREFUSED' }, 'x', { cause: err({ code: 'UND_ERR_CONNECT_TIMEOUT' }) }))).toMatchObject({ reason: 'refused' });
+  });
+});
+
+describe('classifyFailure: the request was handed to the socket', () => {
+  it('turns a connect-phase code into UNKNOWN with the matching reason', () => {
+    expect(classifyFailure(err({ code: 'UND_ERR_CONNECT_TIMEOUT' }), { requestWritten: true })).toEqual({
+      outcome: 'UNKNOWN',
+      reason: 'timeout',
+      detail: 'UND_ERR_CONNECT_TIMEOUT x (after the request was handed to the socket)',
+    });
+    expect(classifyFailure(refusedAtConnect(), { requestWritten: true })).toEqual({
+      outcome: 'UNKNOWN',
+      reason: 'reset',
+      detail: 'ECONNREFUSED (connect) connect ECONNREFUSED (after the request was handed to the socket)',
+    });
+  });
+});
+
+describe('classifyFailure: the detail text', () => {
+  it('code, syscall and message; the name when there is no code', () => {
+    expect(classifyFailure(refusedAtConnect()).detail).toBe('ECONNREFUSED (connect) connect ECONNREFUSED');
+    expect(classifyFailure(Object.assign(new Error('stop'), { name: 'AbortError' })).detail).toBe('AbortError stop');
+    expect(classifyFailure(err({ code: 'ETIMEDOUT', syscall: 'read' }, 'read ETIMEDOUT')).detail).toBe('ETIMEDOUT (read) read ETIMEDOUT (not provably during connect)');
+    expect(classifyFailure(err({ code: 'EWHAT' }, 'odd')).detail).toBe('unrecognised: EWHAT odd');
+    expect(classifyFailure(Object.assign(new Error(''), { name: '' })).detail).toBe('unrecognised: non-error value: ');
+  });
+
+  it('values that are not errors', () => {
+    expect(classifyFailure(undefined).detail).toBe('unrecognised: undefined');
+    expect(classifyFailure('socket hang up').detail).toBe('unrecognised: non-error value: socket hang up');
+    expect(classifyFailure({}).detail).toBe('unrecognised: non-error value: [object Object]');
+    // String() throws on an object without a prototype: the detail must not.
+    expect(classifyFailure(Object.create(null)).detail).toBe('unrecognised: non-error value');
+  });
+
+  it('is bounded, whatever the error carries', () => {
+    const long = 'm'.repeat(1000);
+    expect(classifyFailure(err({ code: 'EWHAT' }, long)).detail).toBe(`unrecognised: EWHAT ${'m'.repeat(294)}`);
+    expect(classifyFailure(long).detail).toBe(`unrecognised: non-error value: ${'m'.repeat(200 - 'non-error value: '.length)}`);
+  });
+});

@@ -1,6 +1,7 @@
 import { describe, it, expect } from 'vitest';
-import { decide } from '../../src/events/decide.js';
-import { foldEvents, evolve, EvolveError } from '../../src/events/evolve.js';
+import { decide, type Command } from '../../src/events/decide.js';
+import type { NewEvent } from '../../src/events/codecs.js';
+import { foldEvents } from '../../src/events/evolve.js';
 import { given, ev, GUID } from '../support/given.js';
 
 const submit = { type: 'Submit', request: '{"guid":"G-1"}', fingerprint: 'fp1', timeoutMs: 3000, maxAttempts: 3 } as const;
@@ -35,6 +36,12 @@ describe('decide: allowed transitions of the contract table', () => {
   it('SENT → UNKNOWN: TimedOut', () => {
     given(ev.claimed(), ev.sent(1)).when({ type: 'RecordTimeout', attempt: 1, reason: 'reset', detail: 'ECONNRESET' }, NOW).then([
       { type: 'TimedOut', at: NOW, data: { attempt: 1, reason: 'reset', detail: 'ECONNRESET' } },
+    ]);
+  });
+  it('an outcome without a detail records none; with one, records it', () => {
+    given(ev.claimed(), ev.sent(1)).when({ type: 'RecordTimeout', attempt: 1, reason: 'timeout' }, NOW).then([{ type: 'TimedOut', at: NOW, data: { attempt: 1, reason: 'timeout' } }]);
+    given(ev.claimed(), ev.sent(1)).when({ type: 'RecordConnectFailure', attempt: 1, reason: 'connect-timeout', detail: 'UND_ERR_CONNECT_TIMEOUT' }, NOW).then([
+      { type: 'ConnectFailed', at: NOW, data: { attempt: 1, reason: 'connect-timeout', detail: 'UND_ERR_CONNECT_TIMEOUT' } },
     ]);
   });
   it('SENT → FAILED: ConnectFailed', () => {
@@ -97,6 +104,19 @@ describe('decide: refused transitions', () => {
     for (const h of [sent, received, done, unknown, failed, purged]) given(...h).when({ ...submit, fingerprint: 'other' }).thenRefused('fingerprint-mismatch');
   });
   it('Claim of an existing GUID', () => given(...received).when({ type: 'Claim', request: 'r', fingerprint: 'fp1' }).thenRefused('exists'));
+  it('Claim of an existing GUID with another request', () => given(...received).when({ type: 'Claim', request: 'r', fingerprint: 'other' }).thenRefused('fingerprint-mismatch'));
+  it('every command but Submit and Claim on a GUID never seen', () => {
+    const commands: Command[] = [
+      { type: 'Send', timeoutMs: 1, maxAttempts: 3 },
+      { type: 'RecordAnswer', attempt: 1, code: '0000', response: 'x', latencyMs: 1 },
+      { type: 'RecordTimeout', attempt: 1, reason: 'timeout' },
+      { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' },
+      { type: 'SweepOrphan', graceMs: 0 },
+      { type: 'Resolve', outcome: 'absent' },
+      { type: 'Purge', retentionMs: 0 },
+    ];
+    for (const command of commands) given().when(command).thenRefused('not-found');
+  });
   it('Send of an unknown GUID', () => given().when({ type: 'Send', timeoutMs: 1, maxAttempts: 3 }).thenRefused('not-found'));
   it('Sent once the attempt cap is used up', () => {
     const h = [ev.claimed(), ev.sent(1), ev.connectFailed(1), ev.sent(2), ev.connectFailed(2), ev.sent(3), ev.connectFailed(3)];
@@ -140,24 +160,53 @@ describe('decide: refused transitions', () => {
   });
 });
 
-describe('evolve', () => {
-  it('projects the contract columns: attempts count every Sent, code follows the state', () => {
-    const s = foldEvents(GUID, [ev.claimed(10), ev.sent(1, 10), ev.connectFailed(1, 20), ev.sent(2, 30, 700), ev.answered(2, 40, 'B201', 'resp')]);
-    expect(s).toEqual({
-      guid: GUID, status: 'DONE', code: 'B201', request: '{"guid":"G-1"}', response: 'resp', fingerprint: 'fp1', channel: null,
-      attempts: 2, createdAt: 10, updatedAt: 40, lastSeq: 4, sentAt: 30, timeoutMs: 700,
-    });
-  });
-  it('Purged keeps only the tombstone: guid, fingerprint, final code, times', () => {
-    const s = foldEvents(GUID, [ev.claimed(10), ev.sent(1, 10), ev.answered(1, 20), ev.purged(99)]);
-    expect(s).toMatchObject({ status: 'PURGED', code: '0000', request: null, response: null, fingerprint: 'fp1', createdAt: 10, updatedAt: 99 });
-  });
-  it('rejects a log that does not start with Claimed or claims twice', () => {
-    expect(() => evolve(null, ev.sent(1), GUID)).toThrow(EvolveError);
-    expect(() => foldEvents(GUID, [ev.claimed(), ev.claimed()])).toThrow(EvolveError);
-  });
-  it('decide on the folded state never emits what evolve refuses (Submit on a fresh GUID)', () => {
-    const r = decide(null, submit, 5);
-    expect(r._tag).toBe('Right');
+describe('decide and evolve agree', () => {
+  /** One history per state, and per way into it that leaves different columns behind. */
+  const histories: Record<string, NewEvent[]> = {
+    none: [],
+    received: [ev.claimed()],
+    sent: [ev.claimed(), ev.sent(1)],
+    done: [ev.claimed(), ev.sent(1), ev.answered(1)],
+    unknown: [ev.claimed(), ev.sent(1), ev.timedOut(1)],
+    failed: [ev.claimed(), ev.sent(1), ev.connectFailed(1)],
+    'failed by inquiry': [ev.claimed(), ev.sent(1), ev.timedOut(1), { type: 'Resolved', at: 5000, data: { source: 'inquiry', outcome: 'absent', code: null, response: null } }],
+    'sent again': [ev.claimed(), ev.sent(1), ev.connectFailed(1), ev.sent(2)],
+    purged: [ev.claimed(), ev.sent(1), ev.answered(1), ev.purged(5000)],
+  };
+  const commands: Command[] = [
+    submit,
+    { ...submit, fingerprint: 'other' },
+    { type: 'Claim', request: 'r', fingerprint: 'fp1' },
+    { type: 'Send', timeoutMs: 1, maxAttempts: 9 },
+    { type: 'RecordAnswer', attempt: 1, code: '0000', response: 'x', latencyMs: 1 },
+    { type: 'RecordAnswer', attempt: 2, code: 'B201', response: 'x', latencyMs: 1 },
+    { type: 'RecordTimeout', attempt: 1, reason: 'timeout' },
+    { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' },
+    { type: 'SweepOrphan', graceMs: 0 },
+    { type: 'Resolve', outcome: 'absent' },
+    { type: 'Resolve', outcome: 'processed', code: '0000', response: 'r' },
+    { type: 'Purge', retentionMs: 0 },
+  ];
+
+  it('every event decide emits, on every state, folds with evolve into the state the contract table names', () => {
+    const expectedStatus: Partial<Record<NewEvent['type'], string>> = {
+      Claimed: 'RECEIVED', Sent: 'SENT', Answered: 'DONE', TimedOut: 'UNKNOWN', ConnectFailed: 'FAILED', Purged: 'PURGED',
+    };
+    let emitted = 0;
+    for (const [name, history] of Object.entries(histories)) {
+      const state = foldEvents(GUID, history);
+      for (const command of commands) {
+        const result = decide(state, command, 10 ** 12);
+        if (result._tag === 'Left') continue;
+        emitted++;
+        const next = foldEvents(GUID, result.right, state);
+        const last = result.right[result.right.length - 1]!;
+        expect(next?.lastSeq, `${name} + ${command.type}`).toBe((state?.lastSeq ?? -1) + result.right.length);
+        if (last.type === 'Resolved') expect(next?.status).toBe(last.data.outcome === 'processed' ? 'DONE' : 'FAILED');
+        else expect(next?.status, `${name} + ${command.type}`).toBe(expectedStatus[last.type]);
+      }
+    }
+    // Most pairs are refusals; the allowed ones must all have been folded, not skipped.
+    expect(emitted).toBeGreaterThanOrEqual(20);
   });
 });

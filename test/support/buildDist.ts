@@ -1,0 +1,39 @@
+/**
+ * vitest globalSetup: the writer-thread store and the child scripts run compiled code from `dist`, so a run of
+ * `npx vitest run` alone must not test a stale build. Compiles `tsconfig.build.json` (incrementally) whenever
+ * one of its inputs is newer than the last build; a run with nothing edited pays only for the mtime scan.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, readdirSync, statSync, utimesSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { REPO_ROOT } from './children.js';
+
+const BUILD_CONFIG = join(REPO_ROOT, 'tsconfig.build.json');
+const BUILD_INFO = join(REPO_ROOT, 'dist', 'tsconfig.build.tsbuildinfo');
+
+function newestMtime(path: string): number {
+  const st = statSync(path);
+  if (!st.isDirectory()) return st.mtimeMs;
+  let newest = st.mtimeMs; // a deleted file shows only as a newer directory
+  for (const entry of readdirSync(path)) newest = Math.max(newest, newestMtime(join(path, entry)));
+  return newest;
+}
+
+/** True when `dist` is missing or older than a source file the build reads. */
+export function distIsStale(): boolean {
+  if (!existsSync(BUILD_INFO)) return true;
+  const { include } = JSON.parse(readFileSync(BUILD_CONFIG, 'utf8')) as { include: string[] };
+  const inputs = [...include.map((p) => join(REPO_ROOT, p)), BUILD_CONFIG, join(REPO_ROOT, 'tsconfig.json')];
+  const built = statSync(BUILD_INFO).mtimeMs;
+  return inputs.some((p) => existsSync(p) && newestMtime(p) > built);
+}
+
+export default function setup(): void {
+  if (!distIsStale()) return;
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  execFileSync(process.execPath, [tsc, '-p', BUILD_CONFIG], { cwd: REPO_ROOT, stdio: 'inherit' });
+  // tsc leaves the build info alone when no output changed (a file saved unchanged); mark this check done.
+  const now = new Date();
+  utimesSync(BUILD_INFO, now, now);
+}

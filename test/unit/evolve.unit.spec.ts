@@ -86,7 +86,7 @@ describe('foldEvents', () => {
   it('projects the contract columns: attempts count every Sent, code follows the state', () => {
     const s = foldEvents(GUID, [ev.claimed(10), ev.sent(1, 10), ev.connectFailed(1, 20), ev.sent(2, 30, 700), ev.answered(2, 40, 'B201', 'resp')]);
     expect(s).toEqual({
-      guid: GUID, status: 'DONE', code: 'B201', request: '{"guid":"G-1"}', response: 'resp', fingerprint: 'fp1',
+      guid: GUID, status: 'DONE', code: 'B201', request: '{"guid":"G-1"}', response: 'resp', fingerprint: 'fp1', channel: null,
       attempts: 2, createdAt: 10, updatedAt: 40, lastSeq: 4, sentAt: 30, timeoutMs: 700,
     });
   });

@@ -1,9 +1,13 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { STATUSES, type Status } from '../events/codecs.js';
 import { choiceArg, DEFAULT_DB, durationArg, flag, intArg } from './options.js';
 
+// dist/src/cli/main.js → the package root, in the repository and in an installed package alike.
+const { version } = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
 const program = new Command('guidgate')
   .description('A durable GUID ledger in front of a non-idempotent account system')
+  .version(version)
   .exitOverride()
   .configureOutput({ outputError: (str, write) => write(str) });
 

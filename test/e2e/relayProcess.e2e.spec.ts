@@ -1,32 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it, expect, afterEach } from 'vitest';
 import { openSqliteStore } from '../../src/events/sqlite/sqliteStore.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { REPO_ROOT } from '../support/children.js';
+import { BIN, exited, startServe } from '../support/serveProcess.js';
 import { httpRequest, transfer } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
-
-const BIN = join(REPO_ROOT, 'bin', 'guidgate');
-
-function startServe(args: string[], env: Record<string, string> = {}): { child: ChildProcess; ready: Promise<string>; output: () => string } {
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--log-level', 'warn', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...env },
-  });
-  let out = '';
-  const ready = new Promise<string>((resolve, reject) => {
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    child.on('exit', (code) => reject(new Error(`serve exited ${code}: ${out}`)));
-  });
-  return { child, ready, output: () => out };
-}
-
-const exited = (child: ChildProcess) => new Promise<number | null>((r) => (child.exitCode !== null ? r(child.exitCode) : child.on('exit', (code) => r(code))));
 
 describe('the relay as a process', () => {
   const tmp = useTempDir();

@@ -9,16 +9,21 @@ const ReplyBodyC = t.intersection([
 ]);
 export type ReplyBody = t.TypeOf<typeof ReplyBodyC> & Record<string, unknown>;
 
-/** A reply's JSON, or null when it is not contract-shaped (not JSON, not an object, no string `code`). */
-export function decodeReplyBody(text: string): ReplyBody | null {
+/** `text` parsed and decoded by `codec`, or null when it is not JSON or not of that shape. */
+function decodeJson<A>(codec: t.Decoder<unknown, A>, text: string): A | null {
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch {
     return null;
   }
-  const decoded = ReplyBodyC.decode(json);
-  return E.isRight(decoded) ? (decoded.right as ReplyBody) : null;
+  const decoded = codec.decode(json);
+  return E.isRight(decoded) ? decoded.right : null;
+}
+
+/** A reply's JSON, or null when it is not contract-shaped (not JSON, not an object, no string `code`). */
+export function decodeReplyBody(text: string): ReplyBody | null {
+  return decodeJson(ReplyBodyC, text) as ReplyBody | null;
 }
 
 /** `GET /v1/transfers/{guid}`: the ledger row (never the request or its fingerprint). */
@@ -36,12 +41,5 @@ const TransferStatusC = t.intersection([
 export type TransferStatus = t.TypeOf<typeof TransferStatusC> & Record<string, unknown>;
 
 export function decodeTransferStatus(text: string): TransferStatus | null {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return null;
-  }
-  const decoded = TransferStatusC.decode(json);
-  return E.isRight(decoded) ? (decoded.right as TransferStatus) : null;
+  return decodeJson(TransferStatusC, text) as TransferStatus | null;
 }

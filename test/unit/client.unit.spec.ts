@@ -1,0 +1,80 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { backoffDelay } from '../../src/client/backoff.js';
+import { InvalidRequestError, RESEND_RULES, resendRuleFor } from '../../src/client/index.js';
+import { serialiseTransfer } from '../../src/client/transferBody.js';
+import { REPO_ROOT } from '../support/children.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+describe('serialiseTransfer: one body, checked by the relay\'s decoder', () => {
+  it('puts the given GUID first and keeps every other field', () => {
+    const { guid, body } = serialiseTransfer({ from: 'A-1', to: 'B-2', amount: 5, guid: 'TX-1', memo: { n: 1 } });
+    expect(guid).toBe('TX-1');
+    expect(body.toString()).toBe('{"guid":"TX-1","from":"A-1","to":"B-2","amount":5,"memo":{"n":1}}');
+  });
+
+  it('makes a random UUID when no GUID is given', () => {
+    const a = serialiseTransfer({ from: 'A', to: 'B', amount: 1 });
+    const b = serialiseTransfer({ from: 'A', to: 'B', amount: 1 });
+    expect(a.guid).toMatch(UUID);
+    expect(a.guid).not.toBe(b.guid);
+    expect(JSON.parse(a.body.toString()).guid).toBe(a.guid);
+  });
+
+  it.each([
+    [{ guid: 'TX-1', from: 'A', to: 'B', amount: 0 }, 'amount'],
+    [{ guid: 'TX-1', from: 'A', to: 'B', amount: 1.5 }, 'amount'],
+    [{ guid: 'TX-1', from: 'A', to: 'A', amount: 1 }, 'to'],
+    [{ guid: '-bad', from: 'A', to: 'B', amount: 1 }, 'guid'],
+    [{ guid: 'TX-1', from: 'A', to: 'B', amount: 1, currency: 'cny' }, 'currency'],
+  ])('refuses %j naming %s, before anything is sent', (input, field) => {
+    expect(() => serialiseTransfer(input)).toThrow(InvalidRequestError);
+    try {
+      serialiseTransfer(input);
+    } catch (e) {
+      expect(e).toMatchObject({ code: 'E400', field });
+    }
+  });
+});
+
+describe('resendRuleFor', () => {
+  it('takes a definite code only with HTTP 200', () => {
+    for (const code of ['0000', 'B201', 'B299', 'E500']) {
+      expect(resendRuleFor(200, code).action).toBe('return');
+      expect(resendRuleFor(502, code)).toEqual({ action: 'resend', maybeSent: true });
+    }
+  });
+  it('resends, as maybe sent, what the contract does not name', () => {
+    for (const code of [undefined, 'E999', 'B100', 'constructor', 'toString']) expect(resendRuleFor(504, code)).toEqual({ action: 'resend', maybeSent: true });
+  });
+});
+
+describe('backoffDelay', () => {
+  it('waits between half and all of min(max, initial·2^n)', () => {
+    const opts = { initialMs: 100, maxMs: 1_000 };
+    expect([backoffDelay(0, opts, () => 0), backoffDelay(0, opts, () => 0.999)]).toEqual([50, expect.closeTo(100, 0)]);
+    expect(backoffDelay(2, opts, () => 0)).toBe(200);
+    expect(backoffDelay(10, opts, () => 0)).toBe(500);
+    expect(backoffDelay(1_000, opts, () => 1)).toBe(1_000);
+  });
+});
+
+describe('the README states the client\'s resend rules', () => {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## For channel developers'));
+  const rows = section.split('\n').filter((l) => l.startsWith('| ') && !l.startsWith('| reply') && !l.startsWith('|---'));
+
+  it.each(Object.entries(RESEND_RULES))('%s', (code, rule) => {
+    const row = rows.find((l) => (l.split('|')[1] ?? '').includes(code));
+    expect(row, `no row for ${code}`).toBeDefined();
+    const [, , , client, applied] = row!.split('|').map((c) => c.trim());
+    if (rule.action === 'resend') {
+      expect(client).toContain('resends the same bytes');
+      expect(applied).toBe(rule.maybeSent ? 'maybe' : 'no');
+    } else {
+      expect(client).toContain('never resent');
+    }
+  });
+});

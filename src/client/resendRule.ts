@@ -1,4 +1,5 @@
-import { DEFINITE_CODE, type ReplyCode } from '../relay/codes.js';
+import { isDefiniteCode } from '../events/codecs.js';
+import type { ReplyCode } from '../relay/codes.js';
 
 /**
  * What a channel does with one reply to `POST /v1/transfers` (CONTRACT.md §2). The one table the client
@@ -49,6 +50,6 @@ export const NO_CLEAR_REPLY: ResendRule = { action: 'resend', maybeSent: true };
  */
 export function resendRuleFor(httpStatus: number, code: string | undefined): ResendRule {
   if (code === undefined) return NO_CLEAR_REPLY;
-  if (DEFINITE_CODE.test(code)) return httpStatus === 200 ? DEFINITE : NO_CLEAR_REPLY;
+  if (isDefiniteCode(code)) return httpStatus === 200 ? DEFINITE : NO_CLEAR_REPLY;
   return Object.hasOwn(RESEND_RULES, code) ? RESEND_RULES[code as RelayCode] : NO_CLEAR_REPLY;
 }

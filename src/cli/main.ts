@@ -105,13 +105,14 @@ const accountUrlFlag = () => flag('--account-url <url>', 'base URL of the accoun
 const limitFlag = () => flag('--limit <n>', 'handle at most this many rows').argParser(intArg(1));
 const dryRunFlag = (what: string) => flag('--dry-run', what);
 const concurrencyFlag = (what: string) => flag('--concurrency <n>', what).argParser(intArg(1, 256)).default(8);
+const minAgeFlag = (what: string) => flag('--min-age <duration>', what).argParser(durationArg).default(60_000, '60s');
 const jsonFlag = (what = 'print the result as JSON') => flag('--json', what);
 
 program
   .command('resolve')
   .description('sweep orphans, then settle UNKNOWN rows whose last send is at least --min-age old by asking the account system')
   .addOption(accountUrlFlag())
-  .addOption(flag('--min-age <duration>', 'only rows whose last Sent is at least this old (longer than the account system may take to process)').argParser(durationArg).default(60_000, '60s'))
+  .addOption(minAgeFlag('only rows whose last Sent is at least this old (longer than the account system may take to process)'))
   .addOption(limitFlag())
   .addOption(dryRunFlag('list the candidates; sweep, inquire and change nothing'))
   .addOption(concurrencyFlag('inquiries in flight at once'))
@@ -128,13 +129,14 @@ program
   .description('send FAILED rows again (same GUID, stored bytes) while attempts < --max-attempts; never touches any other state')
   .addOption(accountUrlFlag())
   .addOption(flag('--max-attempts <n>', 'sends of one GUID at most (refused connections count)').argParser(intArg(1)).default(5))
+  .addOption(minAgeFlag('a row FAILED by an inquiry is sent again only when its last Sent is this old and a fresh inquiry says absent'))
   .addOption(limitFlag())
   .addOption(dryRunFlag('list the candidates; send and change nothing'))
   .addOption(concurrencyFlag('sends in flight at once'))
   .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(durationArg).default(3000, '3s'))
   .addOption(dbFlag())
   .addOption(jsonFlag())
-  .action(async (o: { accountUrl: string; maxAttempts: number; limit?: number; dryRun?: boolean; concurrency: number; timeout: number; db: string; json?: boolean }) => {
+  .action(async (o: { accountUrl: string; maxAttempts: number; minAge: number; limit?: number; dryRun?: boolean; concurrency: number; timeout: number; db: string; json?: boolean }) => {
     setExit(await (await run()).runReprocess(o));
   });
 

@@ -154,7 +154,7 @@ export function runResolve(o: ResolveCliOptions): Promise<Exit> {
 }
 
 export interface ReprocessCliOptions {
-  db: string; accountUrl: string; maxAttempts: number; timeout: number; concurrency: number;
+  db: string; accountUrl: string; maxAttempts: number; timeout: number; concurrency: number; minAge: number;
   limit?: number; dryRun?: boolean; json?: boolean;
 }
 
@@ -168,7 +168,7 @@ export function runReprocess(o: ReprocessCliOptions): Promise<Exit> {
       let firstFailure: string | undefined;
       const now = Date.now();
       const summary = await reprocessFailed({ store, account }, {
-        maxAttempts: o.maxAttempts, timeoutMs: o.timeout, limit: o.limit, concurrency: o.concurrency, dryRun: o.dryRun, signal: stop.signal,
+        maxAttempts: o.maxAttempts, timeoutMs: o.timeout, minAgeMs: o.minAge, limit: o.limit, concurrency: o.concurrency, dryRun: o.dryRun, signal: stop.signal,
         onProgress: (d, t) => progress.update(d, t),
         onRow: (row, outcome, detail) => {
           if (outcome === 'candidate') listed.push(row);
@@ -189,7 +189,7 @@ export function runReprocess(o: ReprocessCliOptions): Promise<Exit> {
       } else {
         out(
           `reprocess: candidates=${summary.candidates} done=${summary.done} failed=${summary.failed} unknown=${summary.unknown} ` +
-            `skipped=${summary.skipped} ledger-errors=${summary.ledgerErrors}`,
+            `skipped=${summary.skipped} found=${summary.found} held=${summary.held} ledger-errors=${summary.ledgerErrors}`,
         );
       }
       if (firstFailure !== undefined) err(`guidgate reprocess: first failed send: ${firstFailure}`);

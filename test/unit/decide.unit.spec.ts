@@ -145,7 +145,7 @@ describe('evolve', () => {
     const s = foldEvents(GUID, [ev.claimed(10), ev.sent(1, 10), ev.connectFailed(1, 20), ev.sent(2, 30, 700), ev.answered(2, 40, 'B201', 'resp')]);
     expect(s).toEqual({
       guid: GUID, status: 'DONE', code: 'B201', request: '{"guid":"G-1"}', response: 'resp', fingerprint: 'fp1',
-      attempts: 2, createdAt: 10, updatedAt: 40, lastSeq: 4, sentAt: 30, timeoutMs: 700,
+      attempts: 2, createdAt: 10, updatedAt: 40, lastSeq: 4, sentAt: 30, timeoutMs: 700, failedByInquiry: false,
     });
   });
   it('Purged keeps only the tombstone: guid, fingerprint, final code, times', () => {

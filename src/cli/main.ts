@@ -1,6 +1,6 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { STATUSES, type Status } from '../events/codecs.js';
-import { choiceArg, DEFAULT_DB, durationArg, flag, intArg } from './options.js';
+import { choiceArg, DEFAULT_DB, durationArg, durationOrOffArg, flag, intArg } from './options.js';
 
 const program = new Command('guidgate')
   .description('A durable GUID ledger in front of a non-idempotent account system')
@@ -8,6 +8,7 @@ const program = new Command('guidgate')
   .configureOutput({ outputError: (str, write) => write(str) });
 
 const dbFlag = () => flag('--db <path>', 'ledger file').default(DEFAULT_DB);
+const minAgeFlag = (what: string) => flag('--min-age <duration>', what).argParser(durationArg).default(60_000, '60s');
 
 program
   .command('serve')
@@ -22,13 +23,18 @@ program
   .addOption(flag('--synchronous <mode>', 'SQLite synchronous: FULL (durable, default) or NORMAL (faster; a power cut may lose the last claims)').argParser(choiceArg(['FULL', 'NORMAL', 'EXTRA'] as const)).default('FULL'))
   .addOption(flag('--busy-timeout <duration>', 'how long to wait for another process holding the ledger lock').argParser(durationArg).default(5000, '5s'))
   .addOption(flag('--log-level <level>', 'fatal, error, warn, info, debug').default('info'))
+  .addOption(flag('--settle-every <duration>', 'settle UNKNOWN rows by inquiry in the background this often (0: off)').argParser(durationOrOffArg).default(10_000, '10s'))
+  .addOption(minAgeFlag('settle (and resend a row an inquiry made FAILED) only once its last Sent is this old'))
+  .addOption(flag('--breaker-failures <n>', 'stop calling the account system after this many calls in a row ended FAILED or UNKNOWN (0: off)').argParser(intArg(0)).default(20))
+  .addOption(flag('--breaker-cooldown <duration>', 'how long the breaker stays open before one trial call').argParser(durationArg).default(5000, '5s'))
   .addOption(flag('--writer <where>', 'where ledger commits run: thread (a worker thread, fsync off the request loop) or inline (the request thread)').argParser(choiceArg(['thread', 'inline'] as const)).default('thread'))
-  .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; logLevel: string; writer: 'thread' | 'inline' }) => {
+  .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; settleEvery: number; minAge: number; breakerFailures: number; breakerCooldown: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; logLevel: string; writer: 'thread' | 'inline' }) => {
     // Loaded when used, so that the operator commands start without fastify.
     const { serve } = await import('../commands/serve.js');
     const relay = await serve({
       port: o.port, host: o.host, db: o.db, accountUrl: o.accountUrl, timeoutMs: o.timeout, graceMs: o.grace,
-      maxAttempts: o.maxAttempts, synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, logLevel: o.logLevel, writer: o.writer,
+      maxAttempts: o.maxAttempts, settleEveryMs: o.settleEvery, minAgeMs: o.minAge, breakerFailures: o.breakerFailures, breakerCooldownMs: o.breakerCooldown,
+      synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, logLevel: o.logLevel, writer: o.writer,
     });
     await new Promise<void>((resolve) => {
       const stop = () => resolve();
@@ -105,7 +111,6 @@ const accountUrlFlag = () => flag('--account-url <url>', 'base URL of the accoun
 const limitFlag = () => flag('--limit <n>', 'handle at most this many rows').argParser(intArg(1));
 const dryRunFlag = (what: string) => flag('--dry-run', what);
 const concurrencyFlag = (what: string) => flag('--concurrency <n>', what).argParser(intArg(1, 256)).default(8);
-const minAgeFlag = (what: string) => flag('--min-age <duration>', what).argParser(durationArg).default(60_000, '60s');
 const jsonFlag = (what = 'print the result as JSON') => flag('--json', what);
 
 program

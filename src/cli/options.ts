@@ -17,6 +17,11 @@ export function durationArg(value: string): number {
   return ms;
 }
 
+/** A duration, or `0` for off. */
+export function durationOrOffArg(value: string): number {
+  return value.trim() === '0' ? 0 : durationArg(value);
+}
+
 export function intArg(min: number, max = Number.MAX_SAFE_INTEGER) {
   return (value: string): number => {
     if (!/^\d+$/.test(value.trim())) throw new InvalidArgumentError(`'${value}' is not a whole number`);

@@ -1,6 +1,7 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { EventStore } from '../events/store.js';
 import type { AccountClient } from './accountClient.js';
+import type { Breaker } from './breaker.js';
 import { REPLY_CODES } from './codes.js';
 import type { Metrics } from './metrics.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
@@ -15,6 +16,8 @@ export interface AppDeps {
   readonly metrics: Metrics;
   readonly timeoutMs: number;
   readonly maxAttempts: number;
+  readonly minAgeMs?: number | undefined;
+  readonly breaker?: Breaker | undefined;
   readonly logger?: FastifyServerOptions['logger'];
 }
 

@@ -338,6 +338,7 @@ export function crashable(store: EventStore, dead: () => boolean): EventStore {
     queryLedger: (...a) => (dead() ? gone() : store.queryLedger(...a)),
     countLedger: (...a) => (dead() ? gone() : store.countLedger(...a)),
     removeTombstones: (...a) => (dead() ? gone() : store.removeTombstones(...a)),
+    recordUnclearInquiry: (...a) => (dead() ? gone() : store.recordUnclearInquiry(...a)),
     spaceOnDisk: () => (dead() ? gone() : store.spaceOnDisk()),
     reclaimSpace: () => (dead() ? gone() : store.reclaimSpace()),
     countByStatus: () => (dead() ? gone() : store.countByStatus()),

@@ -4,6 +4,8 @@ import { decide, type Command } from '../../events/decide.js';
 import { LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import { foldEvents } from '../../events/evolve.js';
 import type { AppendResult, ExecuteResult } from '../../events/store.js';
+import type { InquiryScheduled } from '../../events/inquirySchedule.js';
+import { inquiryScheduleTable } from './inquiryScheduleTable.js';
 import { ledgerTable } from './ledgerTable.js';
 import { stateToRow } from '../../projections/ledgerRow.js';
 import { eventsTable, isUniqueViolation } from './appendEvents.js';
@@ -13,7 +15,8 @@ export type WriteOp =
   | { readonly op: 'execute'; readonly guid: string; readonly command: Command; readonly now: number }
   | { readonly op: 'append'; readonly guid: string; readonly expectedSeq: number; readonly events: readonly NewEvent[] }
   | { readonly op: 'rebuild' }
-  | { readonly op: 'removeTombstones'; readonly before: number };
+  | { readonly op: 'removeTombstones'; readonly before: number }
+  | { readonly op: 'recordUnclearInquiry'; readonly guid: string; readonly sentAt: number; readonly at: number; readonly minAgeMs: number };
 
 export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
   ? ExecuteResult
@@ -21,7 +24,9 @@ export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
     ? AppendResult
     : O extends { op: 'rebuild' }
       ? { rows: number }
-      : number;
+      : O extends { op: 'recordUnclearInquiry' }
+        ? InquiryScheduled
+        : number;
 
 /** An error as plain data (it may cross a thread), turned back into its class by `reviveError`. */
 export interface OpError {
@@ -54,6 +59,7 @@ function toOpError(err: unknown): OpError {
 export function createWriteEngine(db: Database.Database) {
   const events = eventsTable(db);
   const ledger = ledgerTable(db);
+  const schedule = inquiryScheduleTable(db);
   const begin = db.prepare('BEGIN IMMEDIATE');
   const commit = db.prepare('COMMIT');
   const rollback = db.prepare('ROLLBACK');
@@ -125,6 +131,8 @@ export function createWriteEngine(db: Database.Database) {
       }
       case 'removeTombstones':
         return ledger.removeTombstones(w.before);
+      case 'recordUnclearInquiry':
+        return schedule.record(w.guid, w.sentAt, w.at, w.minAgeMs);
     }
   }
 

@@ -26,6 +26,16 @@ export interface Settler {
   stop(): Promise<void>;
 }
 
+/** One settle run: `resolve` on the rows whose next inquiry is due; stamps the run's end in the metrics. */
+export async function settleOnce(deps: Omit<SettlerDeps, 'log'>, opts: Omit<SettlerOptions, 'everyMs'>, signal?: AbortSignal): Promise<ResolveSummary> {
+  const summary = await resolveUnknown(
+    { store: deps.store, account: deps.account, clock: deps.clock, metrics: deps.metrics },
+    { minAgeMs: opts.minAgeMs, graceMs: opts.graceMs, concurrency: opts.concurrency, onlyDue: true, signal },
+  );
+  deps.metrics.settleRunFinished(deps.clock());
+  return summary;
+}
+
 /**
  * `serve`'s background settling (CONTRACT.md §7): every `everyMs`, what `resolve` does (the same function), asking
  * only about rows whose next inquiry is due. It never calls POST /transfer. Several processes may settle one
@@ -37,11 +47,7 @@ export function startSettler(deps: SettlerDeps, opts: SettlerOptions): Settler {
   let running: Promise<void> = Promise.resolve();
 
   const run = async (): Promise<void> => {
-    const summary = await resolveUnknown(
-      { store: deps.store, account: deps.account, clock: deps.clock, metrics: deps.metrics },
-      { minAgeMs: opts.minAgeMs, graceMs: opts.graceMs, concurrency: opts.concurrency, onlyDue: true, signal: abort.signal },
-    );
-    deps.metrics.settleRunFinished(deps.clock());
+    const summary = await settleOnce(deps, opts, abort.signal);
     if (summary.processed + summary.absent + summary.swept.neverSent + summary.swept.orphaned + summary.ledgerErrors > 0) deps.log(summary);
   };
   const schedule = (): void => {

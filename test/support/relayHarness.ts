@@ -1,3 +1,4 @@
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { serve, type RunningRelay, type ServeOptions } from '../../src/commands/serve.js';
@@ -48,4 +49,13 @@ let counter = 0;
 export function transfer(over: Record<string, unknown> = {}): Record<string, unknown> {
   counter++;
   return { guid: `T-${process.pid}-${counter}`, from: 'ACC-1001', to: 'ACC-2002', amount: 100, currency: 'CNY', ...over };
+}
+
+/** A loopback port free a moment ago (nothing listens on it: connections are refused). */
+export async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  return port;
 }

@@ -2,7 +2,6 @@
  * CONTRACT.md §7 end to end: background settling, inquiry before a resend (the min-age trap), the breaker. The real
  * relay (`serve`) on a real ledger file, the bundled simulator, loopback sockets.
  */
-import { createServer } from 'node:net';
 import { describe, it, expect, afterEach } from 'vitest';
 import { createAccountClient } from '../../src/relay/accountClient.js';
 import { reprocessFailed } from '../../src/commands/reprocess.js';
@@ -10,7 +9,7 @@ import { resolveUnknown } from '../../src/commands/resolve.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { sleep, transferBody } from '../support/commandsSeed.js';
-import { startHarness, type Harness } from '../support/relayHarness.js';
+import { freePort, startHarness, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 
 /** Polls until `check` holds or `ms` pass; returns the time it took. */
@@ -21,14 +20,6 @@ async function until(check: () => Promise<boolean>, ms: number, what: string): P
     await sleep(20);
   }
   return Date.now() - started;
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
 }
 
 const metric = async (h: Harness, name: string): Promise<number> => {

@@ -50,5 +50,13 @@ describe('two relays settling one ledger', () => {
       expect((await store.getLedger(guid))?.status).toBe(processed.includes(guid) ? 'DONE' : 'FAILED');
     }
     expect(sim.stats().totalCalls).toBe(processed.length); // only the direct POSTs above: settling never sends
+    // Each relay's metrics: both asked (the race was real), and the settlements they recorded add up to one per GUID.
+    const sample = async (url: string, name: string): Promise<number> =>
+      (await (await fetch(`${url}/metrics`)).text()).split('\n').filter((l) => l.startsWith(name)).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+    const asked = await Promise.all(relays.map((r) => sample(r.url, 'guidgate_inquiries_total')));
+    const settled = await Promise.all(relays.map((r) => sample(r.url, 'guidgate_settlement_lag_seconds_count')));
+    console.log(`two relays: inquiries ${asked.join(' + ')}, settlements ${settled.join(' + ')} for ${guids.length} GUIDs`);
+    expect(Math.min(...asked)).toBeGreaterThan(0);
+    expect(settled[0]! + settled[1]!).toBe(guids.length);
   });
 });

@@ -219,7 +219,9 @@ export class ProcessWorld {
   }
 
   serveArgs(): string[] {
-    return ['--db', this.db, '--account-url', this.sim.url, '--timeout', `${RELAY.timeoutMs}ms`, '--grace', `${RELAY.graceMs}ms`, '--max-attempts', String(RELAY.maxAttempts), '--min-age', `${MIN_AGE_MS}ms`];
+    return ['--db', this.db, '--account-url', this.sim.url, '--timeout', `${RELAY.timeoutMs}ms`, '--grace', `${RELAY.graceMs}ms`, '--max-attempts', String(RELAY.maxAttempts), '--min-age', `${MIN_AGE_MS}ms`,
+      // Both relays settle in the background, and each has a breaker that trips after 3 failed or unknown calls.
+      '--settle-every', '200ms', '--breaker-failures', '3', '--breaker-cooldown', '300ms'];
   }
 
   restart(i: 0 | 1, downMs: number): Promise<void> {

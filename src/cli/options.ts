@@ -61,6 +61,11 @@ export function timeLimitArg(value: string): number {
   return ms;
 }
 
+/** A duration, or `0` for off. */
+export function durationOrOffArg(value: string): number {
+  return value.trim() === '0' ? 0 : durationArg(value);
+}
+
 export function intArg(min: number, max = Number.MAX_SAFE_INTEGER) {
   return (value: string): number => {
     if (!/^\d+$/.test(value.trim())) throw new InvalidArgumentError(`'${value}' is not a whole number`);
@@ -108,3 +113,6 @@ export const limitFlag = () => flag('--limit <n>', 'handle at most this many row
 export const dryRunFlag = (what: string) => flag('--dry-run', what);
 export const concurrencyFlag = (what: string) => flag('--concurrency <n>', what).argParser(intArg(1, 256)).default(8);
 export const jsonFlag = (what = 'print the result as JSON') => flag('--json', what);
+
+/** `--min-age`: how old a row's last Sent must be before it is inquired about (or, FAILED by an inquiry, sent again). */
+export const minAgeFlag = (what: string) => flag('--min-age <duration>', what).argParser(durationArg).default(60_000, '60s');

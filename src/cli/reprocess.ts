@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
-import { accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, flag, intArg, jsonFlag, limitFlag, timeLimitArg } from './options.js';
+import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, flag, intArg, jsonFlag, limitFlag, timeLimitArg } from './options.js';
 import { setExit, type Exit } from './output.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
-export interface ReprocessCliOptions extends RowCliOptions { maxAttempts: number }
+export interface ReprocessCliOptions extends RowCliOptions { maxAttempts: number; minAge: number }
 
 export async function runReprocess(o: ReprocessCliOptions): Promise<Exit> {
   const { reprocessExitCode, reprocessFailed } = await import('../commands/reprocess.js');
@@ -11,9 +11,9 @@ export async function runReprocess(o: ReprocessCliOptions): Promise<Exit> {
     name: 'reprocess',
     failures: ['failed', 'unknown', 'ledger-error'],
     failureLabel: 'first failed send',
-    run: (deps, hooks) => reprocessFailed(deps, { maxAttempts: o.maxAttempts, timeoutMs: o.timeout, limit: o.limit, concurrency: o.concurrency, ...hooks }),
+    run: (deps, hooks) => reprocessFailed(deps, { maxAttempts: o.maxAttempts, timeoutMs: o.timeout, minAgeMs: o.minAge, limit: o.limit, concurrency: o.concurrency, ...hooks }),
     exitCode: reprocessExitCode,
-    summaryLine: (s) => `reprocess: candidates=${s.candidates} done=${s.done} failed=${s.failed} unknown=${s.unknown} skipped=${s.skipped} ledger-errors=${s.ledgerErrors}`,
+    summaryLine: (s) => `reprocess: candidates=${s.candidates} done=${s.done} failed=${s.failed} unknown=${s.unknown} skipped=${s.skipped} found=${s.found} held=${s.held} ledger-errors=${s.ledgerErrors}`,
     dryRunLine: (s) => `reprocess (dry run, nothing changed, nothing sent): candidates=${s.candidates} max-attempts=${o.maxAttempts}`,
   });
 }
@@ -24,6 +24,7 @@ export function registerReprocess(program: Command): void {
     .description('send FAILED rows again (same GUID, stored bytes) while attempts < --max-attempts; never touches any other state')
     .addOption(accountUrlFlag())
     .addOption(flag('--max-attempts <n>', 'sends of one GUID at most (refused connections count)').argParser(intArg(1)).default(5))
+    .addOption(minAgeFlag('a row FAILED by an inquiry is sent again only when its last Sent is this old and a fresh inquiry says absent'))
     .addOption(limitFlag())
     .addOption(dryRunFlag('list the candidates; send and change nothing'))
     .addOption(concurrencyFlag('sends in flight at once'))

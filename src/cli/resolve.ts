@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { formatDuration } from './duration.js';
-import { accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, durationArg, flag, jsonFlag, limitFlag, timeLimitArg } from './options.js';
+import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, durationArg, flag, jsonFlag, limitFlag, timeLimitArg } from './options.js';
 import { setExit, type Exit } from './output.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
@@ -28,7 +28,7 @@ export function registerResolve(program: Command): void {
     .command('resolve')
     .description('sweep orphans, then settle UNKNOWN rows whose last send is at least --min-age old by asking the account system')
     .addOption(accountUrlFlag())
-    .addOption(flag('--min-age <duration>', 'only rows whose last Sent is at least this old (longer than the account system may take to process)').argParser(durationArg).default(60_000, '60s'))
+    .addOption(minAgeFlag('only rows whose last Sent is at least this old (longer than the account system may take to process)'))
     .addOption(limitFlag())
     .addOption(dryRunFlag('list the candidates; sweep, inquire and change nothing'))
     .addOption(concurrencyFlag('inquiries in flight at once'))

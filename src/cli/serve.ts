@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { stopSignal } from './interrupt.js';
 import { keepRunningWhenStdoutCloses } from './output.js';
 import { addSecurityOptions, securityOptionsOrExit, type SecurityFlags } from './serveSecurity.js';
-import { choiceArg, dbFlag, durationArg, flag, intArg, LOG_LEVELS, timeLimitArg, urlArg } from './options.js';
+import { durationOrOffArg, minAgeFlag, choiceArg, dbFlag, durationArg, flag, intArg, LOG_LEVELS, timeLimitArg, urlArg } from './options.js';
 
 export function registerServe(program: Command): void {
   addSecurityOptions(program.command('serve'))
@@ -19,9 +19,13 @@ export function registerServe(program: Command): void {
     .addOption(flag('--body-timeout <duration>', 'a request body not received in full within this gets 408 (E400); nothing is stored').argParser(timeLimitArg).default(10_000, '10s'))
     .addOption(flag('--max-connections <n>', 'connections held at most').argParser(intArg(1)).default(1024))
     .addOption(flag('--log-level <level>', LOG_LEVELS.join(', ')).argParser(choiceArg(LOG_LEVELS)).default('info'))
+    .addOption(flag('--settle-every <duration>', 'settle UNKNOWN rows by inquiry in the background this often (0: off)').argParser(durationOrOffArg).default(10_000, '10s'))
+    .addOption(minAgeFlag('settle (and resend a row an inquiry made FAILED) only once its last Sent is this old'))
+    .addOption(flag('--breaker-failures <n>', 'stop calling the account system after this many calls in a row ended FAILED or UNKNOWN (0: off)').argParser(intArg(0)).default(20))
+    .addOption(flag('--breaker-cooldown <duration>', 'how long the breaker stays open before one trial call').argParser(timeLimitArg).default(5000, '5s'))
     .addOption(flag('--check', 'run the full ledger check (guidgate check) before listening; refuse to start if it fails'))
     .addOption(flag('--writer <where>', 'where ledger commits run: thread (a worker thread, fsync off the request loop) or inline (the request thread)').argParser(choiceArg(['thread', 'inline'] as const)).default('thread'))
-    .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; logLevel: string; writer: 'thread' | 'inline'; check?: boolean } & SecurityFlags, cmd: Command) => {
+    .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; logLevel: string; writer: 'thread' | 'inline'; check?: boolean; settleEvery: number; minAge: number; breakerFailures: number; breakerCooldown: number } & SecurityFlags, cmd: Command) => {
       const security = securityOptionsOrExit(cmd, o);
       const stopped = stopSignal();
       keepRunningWhenStdoutCloses();
@@ -31,6 +35,7 @@ export function registerServe(program: Command): void {
         port: o.port, host: o.host, db: o.db, accountUrl: o.accountUrl, timeoutMs: o.timeout, graceMs: o.grace,
         maxAttempts: o.maxAttempts, synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, bodyTimeoutMs: o.bodyTimeout,
         maxConnections: o.maxConnections, logLevel: o.logLevel, writer: o.writer, check: o.check === true,
+        settleEveryMs: o.settleEvery, minAgeMs: o.minAge, breakerFailures: o.breakerFailures, breakerCooldownMs: o.breakerCooldown,
         ...security,
       });
       await stopped;

@@ -3,6 +3,7 @@ import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../relay/accountClient.js';
 import { createMetrics, type Metrics } from '../relay/metrics.js';
 import { sendClaimed, type SendResult } from '../relay/relayTransfer.js';
+import { resendAfterInquiry } from '../relay/resendAfterInquiry.js';
 import { countRows, forEachBounded, pagedRows, type RowFilter } from './rows.js';
 
 export interface ReprocessSummary {
@@ -16,24 +17,34 @@ export interface ReprocessSummary {
   unknown: number;
   /** Someone else moved first (a channel resend, another reprocess) or the cap was reached: not sent by us. */
   skipped: number;
+  /**
+   * FAILED by an inquiry, so the last attempt may have arrived, and the fresh inquiry found it processed: DONE with
+   * its answer, nothing sent (counted in `done` too).
+   */
+  found: number;
+  /** May have arrived, and too young to ask or the inquiry could not tell: not sent (CONTRACT.md §7). */
+  held: number;
   /** Ledger reads or writes that failed; the run stops starting new rows after the first. */
   ledgerErrors: number;
   dryRun: boolean;
 }
 
-export type ReprocessRowOutcome = 'candidate' | 'done' | 'failed' | 'unknown' | 'skipped' | 'ledger-error';
+export type ReprocessRowOutcome = 'candidate' | 'done' | 'found' | 'failed' | 'unknown' | 'skipped' | 'held' | 'ledger-error';
 
 export interface ReprocessDeps {
   readonly store: EventLog & LedgerReadModel;
   /** Its call timeout should be `timeoutMs`: that is what the Sent event records for the orphan sweep. */
   readonly account: AccountClient;
   readonly metrics?: Metrics | undefined;
+  readonly clock?: (() => number) | undefined;
 }
 
 export interface ReprocessOptions {
   readonly maxAttempts: number;
   /** The call timeout recorded in each Sent (the orphan sweep waits this plus its grace). */
   readonly timeoutMs: number;
+  /** A row FAILED by an inquiry is sent again only when its last Sent is this old and a fresh inquiry says absent. */
+  readonly minAgeMs?: number | undefined;
   readonly limit?: number | undefined;
   /** Sends in flight at once (default 8). */
   readonly concurrency?: number | undefined;
@@ -55,7 +66,7 @@ export function reprocessExitCode(s: ReprocessSummary): 0 | 1 {
 }
 
 /** How one send counts in the summary, read from what `sendClaimed` says happened. */
-export function countSend(r: SendResult): { outcome: Exclude<ReprocessRowOutcome, 'candidate' | 'skipped'>; detail: string } {
+export function countSend(r: SendResult): { outcome: Exclude<ReprocessRowOutcome, 'candidate' | 'skipped' | 'found' | 'held'>; detail: string } {
   if (!r.sent) return { outcome: 'ledger-error', detail: 'the stored request is missing: not sent' };
   const { call, recorded } = r;
   // The call was made but its outcome is not in the ledger: the row stays SENT until the sweep makes it UNKNOWN.
@@ -87,7 +98,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   const { store, account } = deps;
   const dryRun = opts.dryRun === true;
   const metrics = deps.metrics ?? createMetrics(store, Date.now);
-  const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, ledgerErrors: 0, dryRun };
+  const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, ledgerErrors: 0, dryRun };
   const filter: RowFilter = { statuses: ['FAILED'], attemptsBelow: opts.maxAttempts };
 
   let total: number;
@@ -111,12 +122,23 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
 
     let claimed: LedgerState;
     try {
-      const result = await store.execute(row.guid, { type: 'Send', timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts });
+      const send = { type: 'Send', timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, ...(opts.minAgeMs === undefined ? {} : { minAgeMs: opts.minAgeMs }) } as const;
+      const result = await resendAfterInquiry({ store, account, metrics, clock: deps.clock ?? Date.now }, row, send);
       if (result.kind === 'refused') {
+        const { reason } = result.refusal;
+        if (reason === 'too-young' || reason === 'inquiry-unclear' || reason === 'needs-inquiry') {
+          summary.held++;
+          return progressed(row, 'held', reason);
+        }
         summary.skipped++;
         return progressed(row, 'skipped', `${result.refusal.reason}${result.refusal.state === null ? '' : ` (${result.refusal.state.status})`}`);
       }
       claimed = result.state;
+      if (claimed.status === 'DONE') {
+        summary.done++;
+        summary.found++;
+        return progressed(row, 'found', claimed.code ?? 'DONE');
+      }
     } catch (err) {
       // Nothing was sent: the Sent is not durable, so the account system is not called.
       summary.ledgerErrors++;

@@ -1,7 +1,8 @@
 import { decide, type Command } from '../events/decide.js';
-import type { EventLog, LedgerReadModel } from '../events/store.js';
+import type { EventLog, InquirySchedule, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../relay/accountClient.js';
+import type { Metrics } from '../relay/metrics.js';
 import { sweepOrphans } from '../relay/sweepOrphans.js';
 import { countRows, forEachBounded, pagedRows, type RowFilter } from './rows.js';
 
@@ -28,9 +29,11 @@ export interface ResolveSummary {
 export type ResolveRowOutcome = 'candidate' | 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped' | 'ledger-error';
 
 export interface ResolveDeps {
-  readonly store: EventLog & LedgerReadModel;
+  readonly store: EventLog & LedgerReadModel & InquirySchedule;
   readonly account: AccountClient;
   readonly clock?: () => number;
+  /** Inquiries by outcome and the settlement lag (serve's settler). */
+  readonly metrics?: Pick<Metrics, 'inquiry' | 'settled'> | undefined;
 }
 
 export interface ResolveOptions {
@@ -43,6 +46,11 @@ export interface ResolveOptions {
   readonly concurrency?: number | undefined;
   /** Sweep nothing, inquire nothing, change nothing: report the candidates (and what the sweep would do). */
   readonly dryRun?: boolean | undefined;
+  /**
+   * Skip rows whose next inquiry is not due yet (recorded by earlier inquiries that could not tell, by any
+   * process): serve's background settler. An operator's `resolve` asks about every candidate.
+   */
+  readonly onlyDue?: boolean | undefined;
   readonly onProgress?: ((done: number, total: number) => void) | undefined;
   /** Once aborted, no new row is started; the rows in flight finish and the summary counts what was done. */
   readonly signal?: AbortSignal | undefined;
@@ -90,7 +98,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     dryRun,
   };
 
-  const filter: RowFilter = { statuses: ['UNKNOWN'], sentAtOrBefore: now - opts.minAgeMs };
+  const filter: RowFilter = { statuses: ['UNKNOWN'], sentAtOrBefore: now - opts.minAgeMs, ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}) };
   let total: number;
   try {
     const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun });
@@ -113,10 +121,19 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     summary.candidates++;
     if (dryRun) return progressed(row, 'candidate');
 
+    const askedAt = clock();
     const answer = await account.inquire(row.guid);
+    deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
     if (answer.kind === 'unknown') {
       summary.stillUnknown++;
       if (!answer.reached) summary.unreachable++;
+      try {
+        // Spaces out the next inquiry about this attempt, for every process settling this ledger.
+        await store.recordUnclearInquiry(row.guid, row.sentAt ?? row.updatedAt, askedAt, opts.minAgeMs);
+      } catch (err) {
+        summary.ledgerErrors++;
+        return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
+      }
       return progressed(row, answer.reached ? 'still-unknown' : 'unreachable', answer.detail);
     }
     const command: Command =
@@ -140,6 +157,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
       summary.ledgerErrors++;
       return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
     }
+    deps.metrics?.settled(clock() - row.updatedAt);
     if (answer.kind === 'processed') summary.processed++;
     else summary.absent++;
     return progressed(row, answer.kind, answer.kind === 'processed' ? answer.code : undefined);

@@ -3,12 +3,15 @@ import type { FastifyInstance } from 'fastify';
 import { checkLedger, ledgerWarning, openStore } from '../store/openStore.js';
 import type { Synchronous } from '../store/openStore.js';
 import * as E from 'fp-ts/lib/Either.js';
+import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
 import { createAccountClient } from '../relay/accountClient.js';
 import { buildApp } from '../relay/app.js';
 import type { KeyRing } from '../relay/auth/keyRing.js';
+import { createBreaker } from '../relay/breaker.js';
 import { createMetrics } from '../relay/metrics.js';
 import { sweepOrphans } from '../relay/sweepOrphans.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
+import { startSettler } from './settler.js';
 
 export interface ServeOptions {
   readonly port: number;
@@ -18,6 +21,13 @@ export interface ServeOptions {
   readonly timeoutMs: number;
   readonly graceMs: number;
   readonly maxAttempts: number;
+  /** Background settling every this long (0: off), asking about UNKNOWN rows whose last Sent is `minAgeMs` old. */
+  readonly settleEveryMs?: number;
+  /** Also the age a row FAILED by an inquiry must reach before a channel's resend may send it again. */
+  readonly minAgeMs?: number;
+  /** Calls in a row that ended FAILED or UNKNOWN before the breaker opens (0: off). */
+  readonly breakerFailures?: number;
+  readonly breakerCooldownMs?: number;
   readonly synchronous: Synchronous;
   readonly busyTimeoutMs: number;
   /** A request body not received in full within this gets 408 (E400); nothing is stored (CONTRACT.md §2 v2). */
@@ -75,13 +85,17 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   }
 
   const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
-  const metrics = createMetrics(store, Date.now);
+  const metrics = createMetrics(store, Date.now, { maxAttempts: opts.maxAttempts });
+  const minAgeMs = opts.minAgeMs ?? DEFAULT_MIN_AGE_MS;
+  const breaker = createBreaker({ failures: opts.breakerFailures ?? 20, cooldownMs: opts.breakerCooldownMs ?? 5000, clock: Date.now, metrics });
   const app = buildApp({
     store,
     account,
     metrics,
     timeoutMs: opts.timeoutMs,
     maxAttempts: opts.maxAttempts,
+    minAgeMs,
+    breaker,
     logger: { level: opts.logLevel },
     ...(opts.keys === undefined ? {} : { keys: opts.keys.keys }),
     ...(opts.tls === undefined ? {} : { https: httpsOptions(opts.tls) }),
@@ -115,6 +129,13 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     void sweep().finally(() => (sweeping = false));
   }, Math.max(250, Math.min(opts.timeoutMs, opts.graceMs)));
   timer.unref();
+  const settleEveryMs = opts.settleEveryMs ?? 10_000;
+  const settler = settleEveryMs > 0
+    ? startSettler(
+        { store, account, metrics, clock: Date.now, log: (summary) => app.log.info({ ...summary }, 'settled in the background') },
+        { everyMs: settleEveryMs, minAgeMs, graceMs: opts.graceMs, concurrency: 8 },
+      )
+    : null;
 
   await app.listen({ port: opts.port, host: opts.host });
   const address = app.server.address();
@@ -137,6 +158,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
         clearInterval(timer);
         process.off('SIGHUP', reloadKeys);
         shuttingDown = true;
+        await settler?.stop();
         // Connections busy now become idle once their call is recorded and answered; close them then,
         // so keep-alive channels cannot hold the shutdown open.
         const idleCloser = setInterval(() => app.server.closeIdleConnections(), 100);

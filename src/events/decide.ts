@@ -1,14 +1,42 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { isDefiniteCode, type CallFailedReason, type CallUnknownReason, type NewEvent } from './codecs.js';
-import type { LedgerState } from './state.js';
+import { mayHaveArrived, type LedgerState } from './state.js';
+
+/** The `--min-age` default: how long after its last Sent a row may be asked about, or resent after an inquiry. */
+export const DEFAULT_MIN_AGE_MS = 60_000;
+
+/**
+ * A fresh inquiry made by the caller before a resend of a row that may have arrived (CONTRACT.md §7), handed to
+ * `decide` with the Submit or Send so that the decision stays pure and is taken inside the write transaction.
+ */
+export interface ResendInquiry {
+  /** The row's lastSeq when it was asked about: the answer is about that row and no later one. */
+  readonly seq: number;
+  /** When the inquiry was made (before the request left). */
+  readonly at: number;
+  readonly answer: { readonly kind: 'processed'; readonly code: string; readonly response: string } | { readonly kind: 'absent' } | { readonly kind: 'unknown' };
+}
+
+/** Whether a row's last Sent is at least `minAgeMs` old at `at`: only then is a 404 believed. */
+export function oldEnoughToAsk(state: LedgerState, at: number, minAgeMs: number): boolean {
+  return at - (state.sentAt ?? state.updatedAt) >= minAgeMs;
+}
+
+interface ResendRules {
+  readonly timeoutMs: number;
+  readonly maxAttempts: number;
+  /** Default DEFAULT_MIN_AGE_MS. */
+  readonly minAgeMs?: number;
+  readonly inquiry?: ResendInquiry;
+}
 
 /** What a caller asks of one GUID's stream. `decide` turns it into events or a refusal. */
 export type Command =
   /** A channel request: a new GUID is claimed and marked Sent in one step; a FAILED one is sent again. */
-  | { type: 'Submit'; request: string; fingerprint: string; channel?: string; timeoutMs: number; maxAttempts: number }
+  | ({ type: 'Submit'; request: string; fingerprint: string; channel?: string } & ResendRules)
   | { type: 'Claim'; request: string; fingerprint: string; channel?: string }
   /** Resend the stored bytes of a RECEIVED or FAILED row (reprocess). */
-  | { type: 'Send'; timeoutMs: number; maxAttempts: number }
+  | ({ type: 'Send' } & ResendRules)
   | { type: 'RecordAnswer'; attempt: number; code: string; response: string; latencyMs: number }
   | { type: 'RecordTimeout'; attempt: number; reason: CallUnknownReason; detail?: string }
   | { type: 'RecordConnectFailure'; attempt: number; reason: CallFailedReason; detail?: string }
@@ -25,7 +53,11 @@ export type RefusalReason =
   | 'attempt-cap'
   | 'stale-attempt'
   | 'too-young'
-  | 'not-definite';
+  | 'not-definite'
+  /** A FAILED row that may have arrived, and no fresh inquiry about it came with the resend. */
+  | 'needs-inquiry'
+  /** The fresh inquiry got no usable answer: the earlier attempt may still have arrived. */
+  | 'inquiry-unclear';
 
 export interface Refusal {
   readonly reason: RefusalReason;
@@ -48,10 +80,22 @@ function claimedEvent(command: { request: string; fingerprint: string; channel?:
 
 const refuse = (reason: RefusalReason, state: LedgerState | null): E.Either<Refusal, never> => E.left({ reason, state });
 
-function sendAgain(state: LedgerState, timeoutMs: number, maxAttempts: number, now: number): E.Either<Refusal, NewEvent[]> {
+function sendAgain(state: LedgerState, rules: ResendRules, now: number): E.Either<Refusal, NewEvent[]> {
   if (state.status !== 'FAILED' && state.status !== 'RECEIVED') return refuse('wrong-status', state);
-  if (state.attempts >= maxAttempts) return refuse('attempt-cap', state);
-  return E.right([{ type: 'Sent', at: now, data: { attempt: state.attempts + 1, timeoutMs } }]);
+  if (state.attempts >= rules.maxAttempts) return refuse('attempt-cap', state);
+  if (mayHaveArrived(state)) {
+    // The min-age trap: an inquiry made before a slow account system made the transfer visible said absent.
+    // Only a fresh inquiry about this very row, made once its last Sent is old enough, may clear the resend.
+    const inquiry = rules.inquiry;
+    if (inquiry === undefined || inquiry.seq !== state.lastSeq) return refuse('needs-inquiry', state);
+    if (inquiry.answer.kind === 'processed') {
+      if (!isDefiniteCode(inquiry.answer.code)) return refuse('not-definite', state);
+      return E.right([{ type: 'Resolved', at: now, data: { source: 'inquiry', outcome: 'processed', code: inquiry.answer.code, response: inquiry.answer.response } }]);
+    }
+    if (!oldEnoughToAsk(state, inquiry.at, rules.minAgeMs ?? DEFAULT_MIN_AGE_MS)) return refuse('too-young', state);
+    if (inquiry.answer.kind !== 'absent') return refuse('inquiry-unclear', state);
+  }
+  return E.right([{ type: 'Sent', at: now, data: { attempt: state.attempts + 1, timeoutMs: rules.timeoutMs } }]);
 }
 
 /**
@@ -66,7 +110,7 @@ export function decide(state: LedgerState | null, command: Command, now: number)
       }
       if (!isSameClaim(state, command.fingerprint, command.channel)) return refuse('fingerprint-mismatch', state);
       if (state.status !== 'FAILED') return refuse('exists', state);
-      return sendAgain(state, command.timeoutMs, command.maxAttempts, now);
+      return sendAgain(state, command, now);
 
     case 'Claim':
       if (state !== null) return refuse(isSameClaim(state, command.fingerprint, command.channel) ? 'exists' : 'fingerprint-mismatch', state);
@@ -74,7 +118,7 @@ export function decide(state: LedgerState | null, command: Command, now: number)
 
     case 'Send':
       if (state === null) return refuse('not-found', state);
-      return sendAgain(state, command.timeoutMs, command.maxAttempts, now);
+      return sendAgain(state, command, now);
 
     case 'RecordAnswer': {
       if (state === null) return refuse('not-found', state);

@@ -28,10 +28,11 @@ export function evolve(state: LedgerState | null, event: NewEvent, guid: string)
       lastSeq: 0,
       sentAt: null,
       timeoutMs: null,
+      failedByInquiry: false,
     };
   }
   if (state === null) throw new EvolveError(`${guid}: ${event.type} before Claimed`);
-  const next = { ...state, updatedAt: event.at, lastSeq: state.lastSeq + 1 };
+  const next = { ...state, updatedAt: event.at, lastSeq: state.lastSeq + 1, failedByInquiry: false };
   switch (event.type) {
     case 'Sent':
       return { ...next, status: 'SENT', code: null, attempts: event.data.attempt, sentAt: event.at, timeoutMs: event.data.timeoutMs };
@@ -44,7 +45,7 @@ export function evolve(state: LedgerState | null, event: NewEvent, guid: string)
     case 'Resolved':
       return event.data.outcome === 'processed'
         ? { ...next, status: 'DONE', code: event.data.code, response: event.data.response }
-        : { ...next, status: 'FAILED', code: 'E902' };
+        : { ...next, status: 'FAILED', code: 'E902', failedByInquiry: true };
     case 'Purged':
       return { ...next, status: 'PURGED', code: event.data.code, request: null, response: null };
   }

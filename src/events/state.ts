@@ -20,4 +20,15 @@ export interface LedgerState {
   readonly lastSeq: number;
   readonly sentAt: number | null;
   readonly timeoutMs: number | null;
+  /**
+   * FAILED through an inquiry that said absent, not through a refused connection: the last attempt left, and an
+   * account system slower than the inquiry may still apply it. Such a row is sent again only after a fresh
+   * inquiry (CONTRACT.md §7); false in every other case.
+   */
+  readonly failedByInquiry: boolean;
+}
+
+/** A FAILED row whose last attempt may have reached the account system: a resend must inquire first. */
+export function mayHaveArrived(state: LedgerState): boolean {
+  return state.status === 'FAILED' && state.failedByInquiry;
 }

@@ -1,5 +1,6 @@
 import type { Status, NewEvent, StoredEvent } from './codecs.js';
 import type { Command, Refusal } from './decide.js';
+import type { InquiryScheduled } from './inquirySchedule.js';
 import type { LedgerState } from './state.js';
 
 /**
@@ -33,6 +34,11 @@ export interface LedgerQuery {
   readonly attemptsBelow?: number;
   /** Only rows with at least this many attempts (the dead-letter queue: FAILED at the cap). */
   readonly attemptsAtLeast?: number;
+  /**
+   * Only rows not scheduled for a later inquiry: no inquiry about their current attempt (same last Sent) was
+   * recorded by `recordUnclearInquiry`, or its next inquiry is due at or before this time.
+   */
+  readonly inquiryDueBy?: number;
   /** Keyset paging: only guids sorting after this one. */
   readonly afterGuid?: string;
   readonly limit?: number;
@@ -91,6 +97,19 @@ export interface LedgerMaintenance {
   verifyProjection(): Promise<ProjectionDifference[]>;
 }
 
+/**
+ * Inquiries that could not tell, kept beside the log (they change no state, so they are no event): they space
+ * out the next inquiry about the same attempt, across restarts and across processes sharing the ledger.
+ */
+export interface InquirySchedule {
+  /**
+   * Records one more inquiry about the attempt sent at `sentAt` that could not tell, made at `at`; the count
+   * starts again when the GUID's last Sent changed. Returns the count and when the GUID is due again
+   * (`nextInquiryAt` in src/events/inquirySchedule.ts).
+   */
+  recordUnclearInquiry(guid: string, sentAt: number, at: number, minAgeMs: number): Promise<InquiryScheduled>;
+}
+
 export interface StoreLifecycle {
   /** Resolves when the ledger answers a read and can take writes. */
   ping(): Promise<void>;
@@ -98,4 +117,4 @@ export interface StoreLifecycle {
 }
 
 /** What opening a ledger gives: every part of the contract. */
-export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, StoreLifecycle {}
+export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, StoreLifecycle {}

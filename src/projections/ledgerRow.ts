@@ -23,12 +23,14 @@ export const LedgerRowCodec = t.type({
   last_seq: Int,
   sent_at: NullableInt,
   timeout_ms: NullableInt,
+  /** 0 or 1 (SQLite has no booleans). */
+  failed_by_inquiry: t.union([t.literal(0), t.literal(1)]),
 });
 export type LedgerRow = t.TypeOf<typeof LedgerRowCodec>;
 
 export const LEDGER_COLUMNS = [
   'guid', 'status', 'code', 'request', 'response', 'fingerprint', 'channel', 'attempts',
-  'created_at', 'updated_at', 'last_seq', 'sent_at', 'timeout_ms',
+  'created_at', 'updated_at', 'last_seq', 'sent_at', 'timeout_ms', 'failed_by_inquiry',
 ] as const;
 
 export function rowToState(raw: unknown): LedgerState {
@@ -52,6 +54,7 @@ export function rowToState(raw: unknown): LedgerState {
     lastSeq: r.last_seq,
     sentAt: r.sent_at,
     timeoutMs: r.timeout_ms,
+    failedByInquiry: r.failed_by_inquiry === 1,
   };
 }
 
@@ -70,6 +73,7 @@ export function stateToRow(s: LedgerState): LedgerRow {
     last_seq: s.lastSeq,
     sent_at: s.sentAt,
     timeout_ms: s.timeoutMs,
+    failed_by_inquiry: s.failedByInquiry ? 1 : 0,
   };
 }
 

@@ -7,6 +7,7 @@ import type { EventStore } from '../events/store.js';
 import type { AccountClient } from './accountClient.js';
 import { registerAuth, requestKey } from './auth/authHook.js';
 import type { Key } from './auth/keysFile.js';
+import type { Breaker } from './breaker.js';
 import { REPLY_CODES } from './codes.js';
 import type { Metrics } from './metrics.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
@@ -25,6 +26,8 @@ export interface AppDeps {
   readonly metrics: Metrics;
   readonly timeoutMs: number;
   readonly maxAttempts: number;
+  readonly minAgeMs?: number | undefined;
+  readonly breaker?: Breaker | undefined;
   readonly logger?: FastifyServerOptions['logger'];
   /** Keys on (CONTRACT.md §6): the keys in force now. Absent: open mode. */
   readonly keys?: () => readonly Key[];

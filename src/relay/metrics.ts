@@ -2,8 +2,10 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
 import type { LedgerReadModel } from '../events/store.js';
 
+export type InquiryMetricOutcome = 'processed' | 'absent' | 'unknown' | 'unreachable';
+
 /** Prometheus metrics of one relay. prom-client: the standard exposition format without hand-written text. */
-export function createMetrics(store: LedgerReadModel, clock: () => number) {
+export function createMetrics(store: LedgerReadModel, clock: () => number, opts: { readonly maxAttempts?: number } = {}) {
   const registry = new Registry();
   const replies = new Counter({ name: 'guidgate_replies_total', help: 'Replies to channels, by code', labelNames: ['code'], registers: [registry] });
   const calls = new Counter({
@@ -43,8 +45,56 @@ export function createMetrics(store: LedgerReadModel, clock: () => number) {
       }
     },
   });
+  const inquiries = new Counter({
+    name: 'guidgate_inquiries_total',
+    help: 'GET /transfer/{guid} inquiries, by outcome (processed, absent, unknown: answered but unusable, unreachable: no answer)',
+    labelNames: ['outcome'],
+    registers: [registry],
+  });
+  const settlementLag = new Histogram({
+    name: 'guidgate_settlement_lag_seconds',
+    help: 'How long a row had been UNKNOWN when an inquiry settled it (DONE or FAILED)',
+    buckets: [0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 14400],
+    registers: [registry],
+  });
+  const breakerOpen = new Gauge({ name: 'guidgate_breaker_open', help: '1 while the breaker stops calls to POST /transfer, else 0', registers: [registry] });
+  breakerOpen.set(0);
+  const breakerTrips = new Counter({ name: 'guidgate_breaker_trips_total', help: 'Times the breaker opened (after the failures in a row, or a failed trial call)', registers: [registry] });
+  const lastSettle = new Gauge({
+    name: 'guidgate_settle_last_run_timestamp_seconds',
+    help: 'When the background settler last finished a run (seconds since the epoch; 0 before the first or when settling is off)',
+    registers: [registry],
+  });
+  lastSettle.set(0);
+  const maxAttempts = opts.maxAttempts;
+  if (maxAttempts !== undefined) {
+    new Gauge({
+      name: 'guidgate_dead_letters',
+      help: 'FAILED rows at the attempt cap: never sent again on their own, a person decides',
+      registers: [registry],
+      async collect() {
+        this.set(await store.countLedger({ statuses: ['FAILED'], attemptsAtLeast: maxAttempts }));
+      },
+    });
+  }
   return {
     registry,
+    inquiry(outcome: InquiryMetricOutcome): void {
+      inquiries.inc({ outcome });
+    },
+    /** A row that had been UNKNOWN for `ageMs` was settled by an inquiry. */
+    settled(ageMs: number): void {
+      settlementLag.observe(Math.max(0, ageMs) / 1000);
+    },
+    breaker(open: boolean): void {
+      breakerOpen.set(open ? 1 : 0);
+    },
+    breakerTripped(): void {
+      breakerTrips.inc();
+    },
+    settleRunFinished(at: number): void {
+      lastSettle.set(at / 1000);
+    },
     reply(code: string): void {
       replies.inc({ code });
     },

@@ -3,9 +3,11 @@ import { decide, type Command } from '../events/decide.js';
 import type { EventLog, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient, CallOutcome } from './accountClient.js';
+import type { Breaker, CallPermit } from './breaker.js';
 import type { Metrics } from './metrics.js';
 import { recordOutcome, type Recorded } from './recordOutcome.js';
 import { codeReply, definiteReply, replyForRefusal, replyForState, type Reply } from './replies.js';
+import { resendAfterInquiry } from './resendAfterInquiry.js';
 import { decodeTransferRequest, type TransferRequest } from './transferRequest.js';
 
 export interface RelayDeps {
@@ -14,6 +16,11 @@ export interface RelayDeps {
   readonly metrics: Metrics;
   readonly timeoutMs: number;
   readonly maxAttempts: number;
+  /** A resend of a row that may have arrived needs its last Sent this old and a fresh inquiry (CONTRACT.md §7). */
+  readonly minAgeMs?: number | undefined;
+  /** Stops calls while the account system keeps failing (CONTRACT.md §7); none: always call. */
+  readonly breaker?: Breaker | undefined;
+  readonly clock?: (() => number) | undefined;
   /** Where an E503's cause is logged (once per reply); without it the cause is dropped. */
   readonly log?: (line: Record<string, unknown>) => void;
 }
@@ -41,8 +48,9 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   if (E.isLeft(decoded)) return { reply: codeReply('E400', undefined, { message: decoded.left.message, field: decoded.left.field }) };
   const request = decoded.right;
   const { store, maxAttempts } = deps;
-  const submit: Command = {
+  const submit: Extract<Command, { type: 'Submit' }> = {
     type: 'Submit', request: request.body, fingerprint: request.fingerprint, ...(channel === undefined ? {} : { channel }), timeoutMs: deps.timeoutMs, maxAttempts,
+    ...(deps.minAgeMs === undefined ? {} : { minAgeMs: deps.minAgeMs }),
   };
 
   let existing: LedgerState | null;
@@ -53,22 +61,38 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   }
   // The common resend paths answer from one read and never touch the write path: `decide` on the row read
   // (pure; the time only stamps events that are not appended here) says whether a write would be refused.
+  // A row that may have arrived is refused for want of an inquiry: that one goes on, to inquire first.
   if (existing !== null) {
     const refused = decide(existing, submit, 0);
-    if (E.isLeft(refused)) return { reply: replyForRefusal(request.guid, refused.left, maxAttempts), request };
+    if (E.isLeft(refused) && refused.left.reason !== 'needs-inquiry') return { reply: replyForRefusal(request.guid, refused.left, maxAttempts), request };
   }
+
+  // Checked before the claim: a request the breaker refuses leaves nothing in the ledger.
+  const permit = deps.breaker === undefined ? null : deps.breaker.permit();
+  if (deps.breaker !== undefined && permit === null) return { reply: codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), request };
 
   let claimed: LedgerState;
   try {
-    const result = await store.execute(request.guid, submit);
-    // Someone moved first (another request, another process): answer from the state as it is now.
-    if (result.kind === 'refused') return { reply: replyForRefusal(request.guid, result.refusal, maxAttempts), request };
+    const result = existing === null
+      ? await store.execute(request.guid, submit)
+      : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock ?? Date.now, metrics: deps.metrics }, existing, submit);
+    // Someone moved first (another request, another process), or the inquiry before a resend said no: answer
+    // from the state as it is now.
+    if (result.kind === 'refused') {
+      permit?.done(null);
+      return { reply: replyForRefusal(request.guid, result.refusal, maxAttempts), request };
+    }
     claimed = result.state;
   } catch (err) {
+    permit?.done(null);
     return { reply: ledgerUnavailable(deps, request.guid, err), request };
   }
-
-  return { reply: replyForSend(await sendClaimed(deps, claimed)), request };
+  // The inquiry before the resend found it processed: DONE, and the stored answer is the reply.
+  if (claimed.status !== 'SENT') {
+    permit?.done(null);
+    return { reply: replyForState(claimed), request };
+  }
+  return { reply: replyForSend(await sendClaimed(deps, claimed, permit ?? undefined)), request };
 }
 
 /** What `sendClaimed` did: not sent (and why), or the call's outcome and what recording it gave. */
@@ -80,10 +104,14 @@ export type SendResult =
  * Sends a row this process has just moved to SENT (its stored bytes, never the resend's) and records the
  * outcome. Shared by the relay and `reprocess`.
  */
-export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'metrics'>, claimed: LedgerState): Promise<SendResult> {
+export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'metrics'>, claimed: LedgerState, permit?: CallPermit): Promise<SendResult> {
   const { guid, attempts: attempt } = claimed;
-  if (claimed.request === null) return { sent: false, guid, why: 'no-stored-request' };
+  if (claimed.request === null) {
+    permit?.done(null);
+    return { sent: false, guid, why: 'no-stored-request' };
+  }
   const call = await deps.account.transfer(claimed.request);
+  permit?.done(call.kind);
   deps.metrics.call(call.kind, call.latencyMs);
   return { sent: true, guid, call, recorded: await recordOutcome(deps.store, guid, attempt, call) };
 }

@@ -49,5 +49,9 @@ export function replyForRefusal(guid: string, refusal: Refusal, maxAttempts: num
   if (reason === 'fingerprint-mismatch') return codeReply('E904', guid);
   if (state === null) return codeReply('E503', guid);
   if (reason === 'attempt-cap') return codeReply('E902', state.guid, { message: `not sent; the attempt cap (${maxAttempts}) is used up` });
+  // A FAILED row whose last attempt may have arrived (CONTRACT.md §7): not sent again while in doubt.
+  if (reason === 'too-young' || reason === 'inquiry-unclear' || reason === 'needs-inquiry') {
+    return codeReply('E901', state.guid, { message: `sent earlier, outcome unknown (${reason === 'too-young' ? 'too soon to ask the account system' : 'the account system could not tell'}); not sent again, resend later` });
+  }
   return replyForState(state);
 }

@@ -232,6 +232,37 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await store.countByStatus()).toMatchObject({ SENT: { count: 1, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
       });
 
+      it('a row FAILED by an inquiry says so (failedByInquiry), in the projection and in a rebuild; a refused connection does not', async () => {
+        const store = await open(await fresh());
+        for (const g of ['a', 'b']) await store.execute(g, submit(g));
+        await store.execute('a', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
+        await store.execute('a', { type: 'Resolve', outcome: 'absent' });
+        await store.execute('b', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' });
+        expect(await store.getLedger('a')).toMatchObject({ status: 'FAILED', failedByInquiry: true });
+        expect(await store.getLedger('b')).toMatchObject({ status: 'FAILED', failedByInquiry: false });
+        await store.rebuildProjection();
+        expect(await store.verifyProjection()).toEqual([]);
+        expect((await store.getLedger('a'))?.failedByInquiry).toBe(true);
+      });
+
+      it('inquiry schedule: unclear inquiries about one attempt space out the next (min-age, 2×, 4×, …); a new Sent starts again; inquiryDueBy selects what is due', async () => {
+        let now = 1000;
+        const store = await open(await fresh(), { clock: () => now });
+        for (const g of ['a', 'b']) {
+          await store.execute(g, submit(g));
+          await store.execute(g, { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
+        }
+        expect(await store.recordUnclearInquiry('a', 1000, 5000, 100)).toEqual({ inquiries: 1, nextInquiryAt: 5100 });
+        expect(await store.recordUnclearInquiry('a', 1000, 5100, 100)).toEqual({ inquiries: 2, nextInquiryAt: 5300 });
+        const due = async (at: number) => (await store.queryLedger({ statuses: ['UNKNOWN'], inquiryDueBy: at })).map((r) => r.guid);
+        expect([await due(5299), await due(5300)]).toEqual([['b'], ['a', 'b']]);
+        expect(await store.countLedger({ inquiryDueBy: 5299 })).toBe(1);
+        // An inquiry about an older attempt (another sent_at) does not hold back the current one, and starts the count again.
+        expect(await store.recordUnclearInquiry('a', 900, 5400, 100)).toEqual({ inquiries: 1, nextInquiryAt: 5500 });
+        now = 6000;
+        expect(await store.recordUnclearInquiry('a', 1000, 6000, 100)).toEqual({ inquiries: 1, nextInquiryAt: 6100 });
+      });
+
       it('rows read back are decoded, not cast: a row changed behind the store is LEDGER_CORRUPT, not a state', async () => {
         const f = await fresh();
         const store = await open(f);

@@ -84,7 +84,7 @@ describe('crash loop: SIGKILL the relay process at random moments under a resend
     const agent = new Agent({ pipelining: 1, connections: 8, keepAliveTimeout: 1000 });
     cleanups.push(() => agent.close());
     const env = { GUIDGATE_DB: db, GUIDGATE_ACCOUNT_URL: sim.url };
-    const serveArgs = ['--db', db, '--account-url', sim.url, '--timeout', TIMEOUT, '--grace', GRACE, '--max-attempts', '3'];
+    const serveArgs = ['--db', db, '--account-url', sim.url, '--timeout', TIMEOUT, '--grace', GRACE, '--max-attempts', '3', '--min-age', MIN_AGE];
 
     const pool = [
       ...Array.from({ length: 40 }, (_, i) => `CL-A-${i}`),
@@ -134,7 +134,7 @@ describe('crash loop: SIGKILL the relay process at random moments under a resend
     let operatorRuns = 0;
     const operator = async (): Promise<void> => {
       while (!stop) {
-        for (const args of [['resolve', '--min-age', MIN_AGE, '--grace', GRACE], ['reprocess', '--max-attempts', '5', '--timeout', TIMEOUT]]) {
+        for (const args of [['resolve', '--min-age', MIN_AGE, '--grace', GRACE], ['reprocess', '--max-attempts', '5', '--timeout', TIMEOUT, '--min-age', MIN_AGE]]) {
           const r = await guidgate([...args, '--json'], env);
           const summary = jsonSummary(r.stdout);
           if ((r.code !== 0 && r.code !== 1) || summary === null || summary['ledgerErrors'] !== 0) problems.push(`${args[0]} during the load exited ${r.code}: ${r.stdout.slice(0, 200)} ${r.stderr.slice(0, 200)}`);

@@ -1,19 +1,10 @@
-import { createServer } from 'node:net';
 import Database from 'better-sqlite3';
 import { describe, it, expect, afterEach } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { REPLY_CODES } from '../../src/relay/codes.js';
-import { startHarness, transfer, ledgerRowCount, type Harness } from '../support/relayHarness.js';
+import { freePort, startHarness, transfer, ledgerRowCount, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 describe('relay end to end (real sockets, real ledger file, real simulator)', () => {
   const tmp = useTempDir();

@@ -66,14 +66,16 @@ describe('operator commands as library functions', () => {
     const minAgeMs = Math.max(1700, appliedBy - sentB + 1600);
     const account = countingAccount(client(h.sim.url));
 
-    // The trap, shown on A: a min-age below the processing time inquires too early and gets 404 → FAILED, and a
-    // reprocess of that FAILED row applies the transfer a second time. This is what --min-age is for.
+    // The trap, shown on A: a min-age below the processing time inquires too early and gets 404 → FAILED. A
+    // reprocess of that FAILED row no longer sends it (CONTRACT.md §7): its last Sent is younger than reprocess's
+    // own --min-age (default 60 s), so it is held, nothing sent.
     const early = await resolveUnknown({ store: ledger, account: account.client }, { minAgeMs: 100, graceMs: 1000, limit: 1 });
     expect(early).toMatchObject({ candidates: 1, absent: 1, processed: 0 });
-    expect((await ledger.getLedger('TRAP-A'))?.status).toBe('FAILED');
+    expect((await ledger.getLedger('TRAP-A'))).toMatchObject({ status: 'FAILED', failedByInquiry: true });
     h.sim.setFaults({ mode: 'answer' });
-    await reprocessFailed({ store: ledger, account: account.client }, { maxAttempts: 3, timeoutMs: 2000 });
-    expect(h.sim.guidStats('TRAP-A').applied).toBe(2);
+    const held = await reprocessFailed({ store: ledger, account: account.client }, { maxAttempts: 3, timeoutMs: 2000 });
+    expect(held).toMatchObject({ candidates: 1, held: 1, done: 0 });
+    expect(h.sim.guidStats('TRAP-A').applied).toBe(1);
 
     // B, with a min-age above the processing time: while it is young nothing is even asked.
     const young = await resolveUnknown({ store: ledger, account: account.client }, { minAgeMs, graceMs: 1000 });
@@ -134,8 +136,9 @@ describe('operator commands as library functions', () => {
     // While the inquiry (which will say 404) is on the wire, someone else settles the row, sends it again, and that
     // attempt times out: the row is a young UNKNOWN at attempt 2, which a stale 404 must not make FAILED.
     const account = countingAccount(client(sim.url), async (guid) => {
-      await ledger.execute(guid, { type: 'Resolve', outcome: 'absent' });
-      await ledger.execute(guid, { type: 'Send', timeoutMs: 1000, maxAttempts: 5 });
+      const failed = await ledger.execute(guid, { type: 'Resolve', outcome: 'absent' });
+      const seq = failed.kind === 'applied' ? failed.state.lastSeq : -1;
+      await ledger.execute(guid, { type: 'Send', timeoutMs: 1000, maxAttempts: 5, minAgeMs: 0, inquiry: { seq, at: Date.now(), answer: { kind: 'absent' } } });
       await ledger.execute(guid, { type: 'RecordTimeout', attempt: 2, reason: 'timeout' });
     });
     const s = await resolveUnknown({ store: ledger, account: account.client }, { minAgeMs: 60_000, graceMs: 1000 });
@@ -184,11 +187,14 @@ describe('operator commands as library functions', () => {
     expect(await ledger.getLedger('R-1')).toMatchObject({ status: 'UNKNOWN' });
     expect(await ledger.getLedger('N-1')).toMatchObject({ status: 'FAILED' });
 
-    // reprocess against nothing: every send refused again → exit 1, attempts counted.
-    const r = await reprocessFailed({ store: ledger, account: client(await refusedUrl()) }, { maxAttempts: 5, timeoutMs: 1000 });
-    expect(r).toMatchObject({ candidates: 1, failed: 1, done: 0, unknown: 0 });
+    // reprocess against nothing: every send refused again → exit 1, attempts counted. N-1 became FAILED by an
+    // inquiry, so it is asked about first; nothing answers: held, not sent (CONTRACT.md §7).
+    await seedRow(old, 'C-1', 'FAILED');
+    const r = await reprocessFailed({ store: ledger, account: client(await refusedUrl()) }, { maxAttempts: 5, timeoutMs: 1000, minAgeMs: 0 });
+    expect(r).toMatchObject({ candidates: 2, failed: 1, held: 1, done: 0, unknown: 0 });
     expect(reprocessExitCode(r)).toBe(1);
-    expect(await ledger.getLedger('N-1')).toMatchObject({ status: 'FAILED', attempts: 2 });
+    expect(await ledger.getLedger('C-1')).toMatchObject({ status: 'FAILED', attempts: 2 });
+    expect(await ledger.getLedger('N-1')).toMatchObject({ status: 'FAILED', attempts: 1 });
   });
 
   it('reprocess sends only FAILED rows under the cap, their stored bytes; every other state is left alone', async () => {
@@ -202,7 +208,7 @@ describe('operator commands as library functions', () => {
     const before = snapshot(db);
     const account = countingAccount(client(sim.url));
     const s = await reprocessFailed({ store: store(db), account: account.client }, { maxAttempts: 3, timeoutMs: 2000 });
-    expect(s).toEqual({ candidates: 1, done: 1, failed: 0, unknown: 0, skipped: 0, ledgerErrors: 0, dryRun: false });
+    expect(s).toEqual({ candidates: 1, done: 1, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, ledgerErrors: 0, dryRun: false });
     expect(account.transfers).toEqual([stored.body]);
     expect(sim.stats().calls).toEqual({ 'F-UNDER': 1 });
     const after = snapshot(db);
@@ -262,7 +268,7 @@ describe('operator commands as library functions', () => {
     expect(r).toEqual({ swept: { neverSent: 1, orphaned: 1 }, candidates: 1, processed: 0, absent: 0, stillUnknown: 0, skipped: 0, unreachable: 0, ledgerErrors: 0, dryRun: true });
     expect(listed).toEqual(['D-UNKNOWN']);
     const p = await reprocessFailed({ store: ledger, account: account.client }, { maxAttempts: 5, timeoutMs: 1000, dryRun: true });
-    expect(p).toEqual({ candidates: 1, done: 0, failed: 0, unknown: 0, skipped: 0, ledgerErrors: 0, dryRun: true });
+    expect(p).toEqual({ candidates: 1, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, ledgerErrors: 0, dryRun: true });
     const g = await purgeDone({ store: ledger }, { retentionMs: 1000, tombstoneRetentionMs: 1000, dryRun: true });
     expect(g).toMatchObject({ candidates: 1, purged: 0, tombstonesRemoved: 1, dryRun: true });
     expect(g.bytesAfter).toBe(g.bytesBefore);

@@ -34,6 +34,7 @@ const schedule = (over: Partial<Schedule> & Pick<Schedule, 'rounds'>): Schedule 
   patienceMs: 10,
   faults: ['answer'],
   e500Rate: 0,
+  breakerFailures: 0,
   timeoutMs: 60,
   graceMs: 30,
   maxAttempts: 3,

@@ -91,6 +91,8 @@ export interface MState {
   readonly response: string | null;
   readonly fingerprint: string;
   readonly lastSeq: number;
+  /** FAILED through an inquiry that said absent (§7): the last attempt may have arrived; a resend inquires first. */
+  readonly byInquiry: boolean;
 }
 
 const DEFINITE = /^(0000|B2\d\d|E500)$/;
@@ -108,11 +110,11 @@ export function applyEvent(prev: MState | null, e: LogEvent): { next: MState } |
     if (prev !== null || e.seq !== 0) return bad('Claimed must open the stream at seq 0');
     const fp = str('fingerprint');
     if (fp === null) return bad('no fingerprint');
-    return { next: { status: 'RECEIVED', attempts: 0, code: null, response: null, fingerprint: fp, lastSeq: 0 } };
+    return { next: { status: 'RECEIVED', attempts: 0, code: null, response: null, fingerprint: fp, lastSeq: 0, byInquiry: false } };
   }
   if (prev === null) return bad('stream does not start with Claimed');
   if (e.seq !== prev.lastSeq + 1) return bad(`seq gap (last ${prev.lastSeq})`);
-  const at = { ...prev, lastSeq: e.seq };
+  const at = { ...prev, lastSeq: e.seq, byInquiry: false };
   switch (e.type) {
     case 'Sent':
       if (prev.status !== 'RECEIVED' && prev.status !== 'FAILED') return bad('Sent only from RECEIVED or FAILED (never resend UNKNOWN, SENT or DONE)');
@@ -143,14 +145,16 @@ export function applyEvent(prev: MState | null, e: LogEvent): { next: MState } |
       const source = str('source');
       const outcome = str('outcome');
       const code = str('code');
-      if (source === 'inquiry' && prev.status !== 'UNKNOWN') return bad('an inquiry settles only UNKNOWN rows');
+      // §7: the inquiry before a resend may also find a row FAILED by an earlier inquiry processed.
+      const inquiryBeforeResend = prev.status === 'FAILED' && prev.byInquiry && outcome === 'processed';
+      if (source === 'inquiry' && prev.status !== 'UNKNOWN' && !inquiryBeforeResend) return bad('an inquiry settles only UNKNOWN rows (or a row FAILED by an inquiry, found processed before a resend)');
       if (source === 'late-answer' && prev.status !== 'UNKNOWN' && prev.status !== 'FAILED') return bad('a late answer lands only on UNKNOWN or FAILED');
       if (source !== 'inquiry' && source !== 'late-answer') return bad('unknown source');
       if (outcome === 'processed') {
         if (code === null || !isDefinite(code)) return bad('processed without a definite code');
         return { next: { ...at, status: 'DONE', code, response: str('response') } };
       }
-      if (outcome === 'absent' && source === 'inquiry') return { next: { ...at, status: 'FAILED', code: 'E902' } };
+      if (outcome === 'absent' && source === 'inquiry') return { next: { ...at, status: 'FAILED', code: 'E902', byInquiry: true } };
       return bad('unknown outcome');
     }
     case 'Purged':
@@ -190,6 +194,7 @@ interface RawRow {
   attempts: number;
   last_seq: number;
   sent_at: number | null;
+  failed_by_inquiry: number;
   updated_at: number;
 }
 
@@ -209,6 +214,7 @@ const toState = (r: RawRow) => ({
   response: r.response,
   fingerprint: r.fingerprint,
   lastSeq: r.last_seq,
+  byInquiry: r.failed_by_inquiry === 1,
   sentAt: r.sent_at,
   updatedAt: r.updated_at,
 });
@@ -302,6 +308,11 @@ export interface ReplyContext {
  * was answered? Returns the violations (empty: fine). A request that claims the row goes through SENT and the
  * outcome of its own call, so the union over the states covers "right after an unknown outcome" too.
  */
+/** The breaker's E902 (§7): nothing was claimed or stored for it. */
+export function breakerRefusal(json: Record<string, unknown>): boolean {
+  return typeof json['message'] === 'string' && json['message'].includes('breaker open');
+}
+
 export function judgeReply(r: ObservedReply, ctx: ReplyContext): string[] {
   const v: string[] = [];
   const { code, json } = replyCode(r);
@@ -331,9 +342,15 @@ export function judgeReply(r: ObservedReply, ctx: ReplyContext): string[] {
       if (!some((s) => s.status === 'RECEIVED' || s.status === 'SENT')) say('E903 only while RECEIVED or SENT');
       break;
     case 'E901':
-      if (!some((s) => s.status === 'UNKNOWN')) say('E901 only while UNKNOWN or right after an unknown outcome');
+      // §7: a resend of a row FAILED by an inquiry is held (E901) while too young or while the inquiry cannot tell.
+      if (!some((s) => s.status === 'UNKNOWN' || (s.status === 'FAILED' && s.byInquiry))) say('E901 only while UNKNOWN (or FAILED by an inquiry) or right after an unknown outcome');
       break;
     case 'E902':
+      if (breakerRefusal(json)) {
+        // §7: the breaker answers before the claim, so only a request that would have been sent gets it.
+        if (!some((s) => s.status === 'FAILED' && s.attempts < ctx.maxAttempts) && ctx.states.length > 0) say('the breaker refuses only what would be sent (a new GUID, or FAILED under the cap)');
+        break;
+      }
       if (!some((s) => s.status === 'FAILED')) say('E902 only for FAILED');
       if (typeof json['message'] === 'string' && json['message'].includes('attempt cap') && !some((s) => s.status === 'FAILED' && s.attempts >= ctx.maxAttempts)) {
         say(`"attempt cap" only for FAILED with attempts >= ${ctx.maxAttempts}`);
@@ -364,7 +381,9 @@ export function judgeReply(r: ObservedReply, ctx: ReplyContext): string[] {
       : s.status === 'PURGED' ? 'E905'
       : s.attempts >= ctx.maxAttempts ? 'E902' : 'a new send';
     const got = r.replayed ? `replayed ${code}` : code;
-    if (got !== want) say(`the row stayed ${s.status} (attempts ${s.attempts}, cap ${ctx.maxAttempts}): the table says ${want}`);
+    const held = s.status === 'FAILED' && s.byInquiry && got === 'E901';
+    const refusedByBreaker = want === 'a new send' && code === 'E902' && breakerRefusal(json);
+    if (got !== want && !held && !refusedByBreaker) say(`the row stayed ${s.status} (attempts ${s.attempts}, cap ${ctx.maxAttempts}): the table says ${want}`);
   }
   return v;
 }

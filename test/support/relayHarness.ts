@@ -58,3 +58,5 @@ export function ledgerRowCount(db: string): number {
   d.close();
   return n;
 }
+
+export { freePort } from './children.js';

@@ -26,6 +26,8 @@ import { buildApp } from '../../src/relay/app.js';
 import { createMetrics } from '../../src/relay/metrics.js';
 import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
 import { resolveUnknown } from '../../src/commands/resolve.js';
+import { settleOnce } from '../../src/commands/settler.js';
+import { createBreaker } from '../../src/relay/breaker.js';
 import { reprocessFailed } from '../../src/commands/reprocess.js';
 import { purgeDone } from '../../src/commands/purge.js';
 import { startSimulator, type FaultMode, type Simulator } from '../../src/simulator/index.js';
@@ -56,6 +58,8 @@ export type Action =
   | { readonly do: 'crash'; readonly downMs: number }
   | { readonly do: 'tick'; readonly ms: number }
   | { readonly do: 'resolve'; readonly minAgeMs: number }
+  /** One run of serve's background settler (settleOnce: resolve on the rows whose next inquiry is due). */
+  | { readonly do: 'settle'; readonly minAgeMs: number }
   | { readonly do: 'reprocess'; readonly maxAttempts: number }
   | { readonly do: 'purge'; readonly retentionMs: number };
 
@@ -86,6 +90,8 @@ export interface Schedule extends ScheduleBase<Action> {
   readonly graceMs: number;
   readonly maxAttempts: number;
   readonly processingMs: number;
+  /** The relay's `--breaker-failures` (0: off); its cooldown is 250 ms of the virtual clock. */
+  readonly breakerFailures: number;
 }
 
 const MODES: readonly FaultMode[] = ['answer', 'late-answer', 'reset', 'hold', 'garbage', 'e500'];
@@ -112,6 +118,7 @@ export function actionArb(guids: number, channels: number): fc.Arbitrary<Action>
     { weight: 2, arbitrary: fc.record({ do: fc.constant('crash' as const), downMs: fc.constantFrom(0, 20, 100) }) },
     { weight: 3, arbitrary: fc.record({ do: fc.constant('tick' as const), ms: fc.constantFrom(1, 50, 250, 100_000) }) },
     { weight: 2, arbitrary: fc.record({ do: fc.constant('resolve' as const), minAgeMs: fc.constantFrom(1, 100, 1000) }) },
+    { weight: 2, arbitrary: fc.record({ do: fc.constant('settle' as const), minAgeMs: fc.constantFrom(1, 100, 1000) }) },
     { weight: 2, arbitrary: fc.record({ do: fc.constant('reprocess' as const), maxAttempts: fc.constantFrom(1, 3, 6) }) },
     { weight: 1, arbitrary: fc.record({ do: fc.constant('purge' as const), retentionMs: fc.constantFrom(0, 200, 100_000) }) },
   );
@@ -131,6 +138,7 @@ export function scheduleArb(limits: ScheduleLimits = DEFAULT_LIMITS): fc.Arbitra
         graceMs: fc.constantFrom(30, 80),
         maxAttempts: fc.constantFrom(1, 2, 3, 5),
         processingMs: fc.constantFrom(0, 0, 40, 250),
+        breakerFailures: fc.constantFrom(0, 1, 2, 4),
         rounds: fc.array(
           fc.record({
             actions: fc.array(actionArb(guids, channels), { minLength: 1, maxLength: limits.maxActions }),
@@ -153,6 +161,7 @@ export function describeAction(a: Action): string {
     case 'crash': return `crash (down ${a.downMs}ms)`;
     case 'tick': return `tick +${a.ms}ms`;
     case 'resolve': return `resolve --min-age ${a.minAgeMs}ms`;
+    case 'settle': return `settler run (--min-age ${a.minAgeMs}ms)`;
     case 'reprocess': return `reprocess --max-attempts ${a.maxAttempts}`;
     case 'purge': return `purge --retention ${a.retentionMs}ms`;
   }
@@ -338,6 +347,7 @@ export function crashable(store: EventStore, dead: () => boolean): EventStore {
     queryLedger: (...a) => (dead() ? gone() : store.queryLedger(...a)),
     countLedger: (...a) => (dead() ? gone() : store.countLedger(...a)),
     removeTombstones: (...a) => (dead() ? gone() : store.removeTombstones(...a)),
+    recordUnclearInquiry: (...a) => (dead() ? gone() : store.recordUnclearInquiry(...a)),
     spaceOnDisk: () => (dead() ? gone() : store.spaceOnDisk()),
     reclaimSpace: () => (dead() ? gone() : store.reclaimSpace()),
     countByStatus: () => (dead() ? gone() : store.countByStatus()),
@@ -375,6 +385,8 @@ export interface RunResult {
   readonly replies: Record<string, number>;
   readonly crashes: number;
   readonly healRounds: number;
+  /** E902 replies of an open breaker (nothing claimed for them). */
+  readonly breakerRefusals: number;
   readonly ms: number;
 }
 
@@ -442,7 +454,9 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
     const swept = await sweepOrphans(guarded, sc.graceMs, clock());
     const client = createAccountClient({ baseUrl: sim.url, timeoutMs });
     const account = tracker.wrap(client, () => box.dead, `relay#${id}`);
-    const app = buildApp({ store: guarded, account, metrics: createMetrics(guarded, clock), timeoutMs, maxAttempts: sc.maxAttempts });
+    const metrics = createMetrics(guarded, clock);
+    const breaker = createBreaker({ failures: sc.breakerFailures, cooldownMs: 250, clock, metrics });
+    const app = buildApp({ store: guarded, account, metrics, timeoutMs, maxAttempts: sc.maxAttempts, breaker });
     await app.ready();
     // Like serve: a sweep at least once per timeout.
     const timer = setInterval(() => {
@@ -466,6 +480,7 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
   const lastReply = new Map<string, { code: string; body: string; replayed: boolean }>();
   const replies: Record<string, number> = {};
   let sends = 0;
+  let breakerRefusals = 0;
 
   const fingerprintOf = (g: number, v: Variant) => book.fingerprintOf(g, v);
   const classOf = (g: number, fp: string) => book.classOf(g, fp);
@@ -489,6 +504,7 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
     const observed = { status: res.statusCode, body: res.body, replayed: res.headers['idempotent-replayed'] === 'true' };
     const { code } = replyCode(observed);
     replies[code] = (replies[code] ?? 0) + 1;
+    if (code === 'E902' && res.body.includes('breaker open')) breakerRefusals++;
     const after = reader.row(guid);
     const between = statesBetween(reader, guid, before);
     for (const i of between.illegal) violate(`${guid}: illegal transition in the log: ${i}`);
@@ -530,14 +546,16 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
     await sleep(sc.processingMs + 15);
   };
 
-  const runResolve = async (minAgeMs: number, label: string): Promise<void> => {
+  const runResolve = async (minAgeMs: number, label: string, how: 'resolve' | 'settle' = 'resolve'): Promise<void> => {
     for (;;) {
       const at = now;
       const candidates = reader.rows().filter((r) => (r.status === 'UNKNOWN' || r.status === 'SENT') && r.sentAt !== null && r.sentAt <= at - minAgeMs).map((r) => r.guid);
       await awaitAccountSettled(candidates);
       if (now === at) break; // resolve reads the clock first, synchronously: the same `now` the candidates were picked with
     }
-    const summary = await resolveUnknown({ store: ops, account: inquiry, clock }, { minAgeMs, graceMs: sc.graceMs, concurrency: 4 });
+    const summary = how === 'resolve'
+      ? await resolveUnknown({ store: ops, account: inquiry, clock }, { minAgeMs, graceMs: sc.graceMs, concurrency: 4 })
+      : await settleOnce({ store: ops, account: inquiry, clock, metrics: createMetrics(ops, clock) }, { minAgeMs, graceMs: sc.graceMs, concurrency: 4 });
     log(`${label}: candidates ${summary.candidates} processed ${summary.processed} absent ${summary.absent} still-unknown ${summary.stillUnknown} skipped ${summary.skipped} swept ${JSON.stringify(summary.swept)} ledger-errors ${summary.ledgerErrors}`);
     if (summary.ledgerErrors > 0) violate(`${label}: resolve hit a ledger error on a healthy ledger`);
   };
@@ -579,6 +597,8 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
           return;
         case 'resolve':
           return runResolve(a.minAgeMs, label);
+        case 'settle':
+          return runResolve(a.minAgeMs, label, 'settle');
         case 'reprocess':
           return runReprocess(a.maxAttempts, sc.timeoutMs, reprocessClient, label);
         case 'purge': {
@@ -729,6 +749,6 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
     for (const suffix of ['', '-wal', '-shm']) rmSync(`${db}${suffix}`, { force: true });
     opts.onTrace?.(trace);
   }
-  return { actions: actionCount(sc), sends, replies, crashes, healRounds, ms: Date.now() - started };
+  return { actions: actionCount(sc), sends, replies, crashes, healRounds, breakerRefusals, ms: Date.now() - started };
 }
 

@@ -104,7 +104,7 @@ function describe(a: PAction): string {
     case 'refuse': return `refuse ${a.ms}ms`;
     case 'kill': return `SIGKILL relay ${a.relay} (down ${a.downMs}ms)`;
     case 'resolve': return `guidgate resolve --min-age ${MIN_AGE_MS}ms`;
-    case 'reprocess': return `guidgate reprocess --max-attempts ${a.maxAttempts}`;
+    case 'reprocess': return `guidgate reprocess --max-attempts ${a.maxAttempts} --min-age ${MIN_AGE_MS}ms`;
     case 'purge': return `guidgate purge --retention ${a.retention}`;
     case 'pause': return `pause ${a.ms}ms`;
   }
@@ -247,7 +247,9 @@ export class ProcessWorld {
   }
 
   serveArgs(): string[] {
-    return ['--db', this.db, '--account-url', this.sim.url, '--timeout', `${RELAY.timeoutMs}ms`, '--grace', `${RELAY.graceMs}ms`, '--max-attempts', String(RELAY.maxAttempts)];
+    return ['--db', this.db, '--account-url', this.sim.url, '--timeout', `${RELAY.timeoutMs}ms`, '--grace', `${RELAY.graceMs}ms`, '--max-attempts', String(RELAY.maxAttempts), '--min-age', `${MIN_AGE_MS}ms`,
+      // Both relays settle in the background, and each has a breaker that trips after 3 failed or unknown calls.
+      '--settle-every', '200ms', '--breaker-failures', '3', '--breaker-cooldown', '300ms'];
   }
 
   restart(i: 0 | 1, downMs: number): Promise<void> {
@@ -416,7 +418,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
         case 'resolve':
           return cli(['resolve', '--min-age', `${MIN_AGE_MS}ms`, '--grace', `${RELAY.graceMs}ms`], label);
         case 'reprocess':
-          return cli(['reprocess', '--max-attempts', String(a.maxAttempts), '--timeout', `${RELAY.timeoutMs}ms`], label);
+          return cli(['reprocess', '--max-attempts', String(a.maxAttempts), '--timeout', `${RELAY.timeoutMs}ms`, '--min-age', `${MIN_AGE_MS}ms`], label);
         case 'purge':
           return cli(['purge', '--retention', a.retention, '--tombstone-retention', '3650d'], label);
         case 'pause':
@@ -493,7 +495,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
         healRounds++;
         const rs = await resolveUnknown({ store: w.ops, account: inquiry }, { minAgeMs: MIN_AGE_MS, graceMs: RELAY.graceMs });
         log(`heal ${round} resolve: ${JSON.stringify(rs)}`);
-        const rp = await reprocessFailed({ store: w.ops, account: resender }, { maxAttempts: 100, timeoutMs: 3000 });
+        const rp = await reprocessFailed({ store: w.ops, account: resender }, { maxAttempts: 100, timeoutMs: 3000, minAgeMs: MIN_AGE_MS });
         log(`heal ${round} reprocess: ${JSON.stringify(rp)}`);
         if (rs.ledgerErrors + rp.ledgerErrors > 0) violate(`heal ${round}: ledger errors on a healthy ledger`);
         await Promise.all(

@@ -7,7 +7,7 @@ import { ev, GUID } from '../support/given.js';
 /** RECEIVED at 10, then SENT (attempt 1, at 20, 3 s timeout): the state every outcome below starts from. */
 const received: LedgerState = {
   guid: GUID, status: 'RECEIVED', code: null, request: '{"guid":"G-1"}', response: null, fingerprint: 'fp1', channel: null,
-  attempts: 0, createdAt: 10, updatedAt: 10, lastSeq: 0, sentAt: null, timeoutMs: null,
+  attempts: 0, createdAt: 10, updatedAt: 10, lastSeq: 0, sentAt: null, timeoutMs: null, failedByInquiry: false,
 };
 const sent: LedgerState = { ...received, status: 'SENT', attempts: 1, updatedAt: 20, lastSeq: 1, sentAt: 20, timeoutMs: 3000 };
 
@@ -87,7 +87,7 @@ describe('foldEvents', () => {
     const s = foldEvents(GUID, [ev.claimed(10), ev.sent(1, 10), ev.connectFailed(1, 20), ev.sent(2, 30, 700), ev.answered(2, 40, 'B201', 'resp')]);
     expect(s).toEqual({
       guid: GUID, status: 'DONE', code: 'B201', request: '{"guid":"G-1"}', response: 'resp', fingerprint: 'fp1', channel: null,
-      attempts: 2, createdAt: 10, updatedAt: 40, lastSeq: 4, sentAt: 30, timeoutMs: 700,
+      attempts: 2, createdAt: 10, updatedAt: 40, lastSeq: 4, sentAt: 30, timeoutMs: 700, failedByInquiry: false,
     });
   });
   it('Purged keeps only the tombstone: guid, fingerprint, final code, times', () => {

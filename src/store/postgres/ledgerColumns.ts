@@ -3,7 +3,7 @@ import { LEDGER_COLUMNS, type LedgerRow } from '../../projections/ledgerRow.js';
 /** The PostgreSQL type of each ledger column, in `LEDGER_COLUMNS` order (see the schema). */
 const PG_TYPES: Record<(typeof LEDGER_COLUMNS)[number], string> = {
   guid: 'text', status: 'text', code: 'text', request: 'text', response: 'text', fingerprint: 'text', channel: 'text',
-  attempts: 'integer', created_at: 'bigint', updated_at: 'bigint', last_seq: 'integer', sent_at: 'bigint', timeout_ms: 'bigint',
+  attempts: 'integer', created_at: 'bigint', updated_at: 'bigint', last_seq: 'integer', sent_at: 'bigint', timeout_ms: 'bigint', failed_by_inquiry: 'integer',
 };
 
 export const LEDGER_COLUMN_LIST = LEDGER_COLUMNS.join(', ');

@@ -6,6 +6,7 @@ import { LedgerCorruptError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
 import type { LedgerQuery, StatusSummary } from '../../events/store.js';
 import { rowToState } from '../../projections/ledgerRow.js';
+import { nextInquiryAt, type InquiryScheduled } from '../../events/inquirySchedule.js';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -20,10 +21,12 @@ const FILTER = `
   AND ($3::bigint IS NULL OR sent_at <= $3)
   AND ($4::integer IS NULL OR attempts < $4)
   AND ($5::integer IS NULL OR attempts >= $5)
-  AND ($6::text IS NULL OR guid > $6)`;
+  AND ($6::text IS NULL OR guid > $6)
+  AND ($7::bigint IS NULL OR NOT EXISTS (SELECT 1 FROM inquiry_schedule s
+       WHERE s.guid = ledger.guid AND s.sent_at IS NOT DISTINCT FROM ledger.sent_at AND s.next_at > $7))`;
 
 function filterValues(q: LedgerQuery): unknown[] {
-  return [q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null];
+  return [q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null, q.inquiryDueBy ?? null];
 }
 
 export async function getLedger(db: Db, guid: string): Promise<LedgerState | null> {
@@ -36,7 +39,7 @@ export async function queryLedger(db: Db, q: LedgerQuery): Promise<LedgerState[]
   const limit = q.limit === undefined ? null : Math.max(0, Math.floor(q.limit));
   const { rows } = await db.query({
     name: 'guidgate_query_ledger',
-    text: `SELECT * FROM ledger WHERE ${FILTER} ORDER BY guid LIMIT $7`,
+    text: `SELECT * FROM ledger WHERE ${FILTER} ORDER BY guid LIMIT $8`,
     values: [...filterValues(q), limit],
   });
   return rows.map(rowToState);
@@ -61,4 +64,29 @@ export async function countByStatus(db: Db): Promise<Record<Status, StatusSummar
     summary[row.right.status] = { count: row.right.n, oldestUpdatedAt: row.right.oldest };
   }
   return summary;
+}
+
+/**
+ * Records an inquiry about the attempt sent at `sentAt` that could not tell, and when to ask again
+ * (`nextInquiryAt`: the wait grows with each one). A new Sent starts the count again. Two processes recording
+ * at once may each count one: an inquiry may repeat, and the schedule only spaces them out.
+ */
+export async function recordUnclearInquiry(db: Db, guid: string, sentAt: number, at: number, minAgeMs: number): Promise<InquiryScheduled> {
+  const { rows } = await db.query<{ inquiries: number }>({
+    name: 'guidgate_count_unclear_inquiry',
+    text: `INSERT INTO inquiry_schedule AS s (guid, sent_at, inquiries, next_at) VALUES ($1, $2, 1, $3)
+           ON CONFLICT (guid) DO UPDATE SET
+             inquiries = CASE WHEN s.sent_at = excluded.sent_at THEN s.inquiries + 1 ELSE 1 END,
+             sent_at = excluded.sent_at
+           RETURNING inquiries`,
+    values: [guid, sentAt, at],
+  });
+  const inquiries = Number(rows[0]?.inquiries ?? 1);
+  const scheduled = { inquiries, nextInquiryAt: nextInquiryAt(inquiries, at, minAgeMs) };
+  await db.query({
+    name: 'guidgate_schedule_next_inquiry',
+    text: 'UPDATE inquiry_schedule SET next_at = $4 WHERE guid = $1 AND sent_at = $2 AND inquiries = $3',
+    values: [guid, sentAt, inquiries, scheduled.nextInquiryAt],
+  });
+  return scheduled;
 }

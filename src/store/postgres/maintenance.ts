@@ -24,7 +24,8 @@ export async function removeTombstones(db: pg.Pool | pg.ClientBase, before: numb
   const { rows } = await db.query<{ n: number }>({
     name: 'guidgate_remove_tombstones',
     text: `WITH gone AS (DELETE FROM ledger WHERE status = 'PURGED' AND updated_at < $1 RETURNING guid),
-           gone_events AS (DELETE FROM events WHERE guid IN (SELECT guid FROM gone))
+           gone_events AS (DELETE FROM events WHERE guid IN (SELECT guid FROM gone)),
+           gone_schedule AS (DELETE FROM inquiry_schedule WHERE guid IN (SELECT guid FROM gone))
            SELECT count(*) AS n FROM gone`,
     values: [before],
   });

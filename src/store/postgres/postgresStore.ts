@@ -5,7 +5,7 @@ import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '.
 import type { AppendResult, EventStore, ExecuteResult, LedgerQuery } from '../../events/store.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
 import { groupCommit } from './groupCommit.js';
-import { countByStatus, countLedger, getLedger, queryLedger } from './ledgerQueries.js';
+import { countByStatus, countLedger, getLedger, queryLedger, recordUnclearInquiry } from './ledgerQueries.js';
 import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyProjection } from './maintenance.js';
 import { readAll } from './readAll.js';
 import { readStream } from './readStream.js';
@@ -133,6 +133,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     queryLedger: (query: LedgerQuery) => read('read', () => queryLedger(pool, query)),
     countLedger: (query: LedgerQuery) => read('read', () => countLedger(pool, query)),
     countByStatus: () => read('read', () => countByStatus(pool)),
+    recordUnclearInquiry: (guid: string, sentAt: number, at: number, minAgeMs: number) =>
+      maintain('inquiry schedule', () => recordUnclearInquiry(pool, guid, sentAt, at, minAgeMs)),
     removeTombstones: (before: number) => maintain('remove tombstones', () => removeTombstones(pool, before)),
     reclaimSpace: () => maintain('vacuum', () => reclaimSpace(pool)),
     spaceOnDisk: () => read('size', () => tablesBytes(pool)),

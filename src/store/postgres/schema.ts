@@ -30,7 +30,15 @@ const MIGRATIONS: readonly string[] = [
     updated_at  bigint  NOT NULL,
     last_seq    integer NOT NULL,
     sent_at     bigint,
-    timeout_ms  bigint
+    timeout_ms  bigint,
+    failed_by_inquiry integer NOT NULL DEFAULT 0
+  );
+  -- Beside the log (CONTRACT.md §7): when to ask again about an attempt inquiries could not settle.
+  CREATE TABLE inquiry_schedule (
+    guid      text COLLATE "C" PRIMARY KEY,
+    sent_at   bigint  NOT NULL,
+    inquiries integer NOT NULL,
+    next_at   bigint  NOT NULL
   );
   CREATE INDEX ledger_status_updated ON ledger (status, updated_at);
   CREATE INDEX ledger_status_sent ON ledger (status, sent_at);

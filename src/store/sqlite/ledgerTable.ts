@@ -30,6 +30,10 @@ function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unkn
     where.push('attempts >= @attemptsAtLeast');
     params['attemptsAtLeast'] = q.attemptsAtLeast;
   }
+  if (q.inquiryDueBy !== undefined) {
+    where.push('NOT EXISTS (SELECT 1 FROM inquiry_schedule s WHERE s.guid = ledger.guid AND s.sent_at IS ledger.sent_at AND s.next_at > @inquiryDueBy)');
+    params['inquiryDueBy'] = q.inquiryDueBy;
+  }
   if (q.afterGuid !== undefined) {
     where.push('guid > @afterGuid');
     params['afterGuid'] = q.afterGuid;
@@ -72,6 +76,7 @@ export function ledgerTable(db: Database.Database) {
     /** Removes PURGED rows (tombstones) last changed before `before`, with their events; returns how many. */
     removeTombstones(before: number): number {
       db.prepare("DELETE FROM events WHERE guid IN (SELECT guid FROM ledger WHERE status = 'PURGED' AND updated_at < ?)").run(before);
+      db.prepare("DELETE FROM inquiry_schedule WHERE guid IN (SELECT guid FROM ledger WHERE status = 'PURGED' AND updated_at < ?)").run(before);
       return db.prepare("DELETE FROM ledger WHERE status = 'PURGED' AND updated_at < ?").run(before).changes;
     },
     /** Raw rows of `status, n, oldest`; the store decodes them. */

@@ -35,6 +35,20 @@ const MIGRATIONS: readonly string[] = [
   `,
   // The key that claimed the GUID (CONTRACT.md §6); NULL for rows claimed without keys.
   `ALTER TABLE ledger ADD COLUMN channel TEXT;`,
+  // Contract v2 §7. failed_by_inquiry is part of the projection (evolve derives it; a FAILED row whose last
+  // event is a Resolved was made FAILED by an inquiry). inquiry_schedule is beside the log, not in it: an
+  // inquiry that could not tell changes no state, so it is no event; it only spaces out the next one.
+  `
+  ALTER TABLE ledger ADD COLUMN failed_by_inquiry INTEGER NOT NULL DEFAULT 0;
+  UPDATE ledger SET failed_by_inquiry = 1 WHERE status = 'FAILED'
+    AND EXISTS (SELECT 1 FROM events e WHERE e.guid = ledger.guid AND e.seq = ledger.last_seq AND e.type = 'Resolved');
+  CREATE TABLE inquiry_schedule (
+    guid      TEXT PRIMARY KEY,
+    sent_at   INTEGER NOT NULL,
+    inquiries INTEGER NOT NULL,
+    next_at   INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

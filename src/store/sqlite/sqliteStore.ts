@@ -284,6 +284,9 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     removeTombstones(before: number) {
       return write({ op: 'removeTombstones', before });
     },
+    recordUnclearInquiry(guid: string, sentAt: number, at: number, minAgeMs: number) {
+      return write({ op: 'recordUnclearInquiry', guid, sentAt, at, minAgeMs });
+    },
     spaceOnDisk() {
       return onConnection('size', () => fileBytes(path));
     },

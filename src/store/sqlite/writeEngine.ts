@@ -4,6 +4,8 @@ import { decide, type Command } from '../../events/decide.js';
 import { LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import { foldEvents } from '../../events/evolve.js';
 import type { AppendResult, ExecuteResult } from '../../events/store.js';
+import type { InquiryScheduled } from '../../events/inquirySchedule.js';
+import { inquiryScheduleTable } from './inquiryScheduleTable.js';
 import { ledgerTable } from './ledgerTable.js';
 import { stateToRow } from '../../projections/ledgerRow.js';
 import { eventsTable, isUniqueViolation } from './appendEvents.js';
@@ -15,7 +17,8 @@ export type WriteOp =
   | { readonly op: 'rebuild' }
   | { readonly op: 'removeTombstones'; readonly before: number }
   /** Writes nothing: takes the write lock and commits, to learn whether a write would go through now. */
-  | { readonly op: 'probe' };
+  | { readonly op: 'probe' }
+  | { readonly op: 'recordUnclearInquiry'; readonly guid: string; readonly sentAt: number; readonly at: number; readonly minAgeMs: number };
 
 export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
   ? ExecuteResult
@@ -25,6 +28,8 @@ export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
       ? { rows: number }
       : O extends { op: 'probe' }
         ? null
+        : O extends { op: 'recordUnclearInquiry' }
+          ? InquiryScheduled
         : number;
 
 /** An error as plain data (it may cross a thread), turned back into its class by `reviveError`. */
@@ -58,6 +63,7 @@ function toOpError(err: unknown): OpError {
 export function createWriteEngine(db: Database.Database) {
   const events = eventsTable(db);
   const ledger = ledgerTable(db);
+  const schedule = inquiryScheduleTable(db);
   const begin = db.prepare('BEGIN IMMEDIATE');
   const commit = db.prepare('COMMIT');
   const rollback = db.prepare('ROLLBACK');
@@ -131,6 +137,8 @@ export function createWriteEngine(db: Database.Database) {
         return ledger.removeTombstones(w.before);
       case 'probe':
         return null;
+      case 'recordUnclearInquiry':
+        return schedule.record(w.guid, w.sentAt, w.at, w.minAgeMs);
     }
   }
 

@@ -1,0 +1,75 @@
+import type { CallOutcome } from './accountClient.js';
+import type { Metrics } from './metrics.js';
+
+export interface BreakerOptions {
+  /** Calls in a row that ended FAILED or UNKNOWN before the breaker opens; 0 turns it off. */
+  readonly failures: number;
+  readonly cooldownMs: number;
+  readonly clock: () => number;
+  readonly metrics?: Pick<Metrics, 'breaker' | 'breakerTripped'> | undefined;
+}
+
+/** Leave to make one POST /transfer; `done` says how it ended (null: no call was made after all). */
+export interface CallPermit {
+  done(outcome: CallOutcome['kind'] | null): void;
+}
+
+export interface Breaker {
+  /**
+   * A permit for one call, or null while the breaker is open (the caller answers E902 and stores nothing).
+   * Once the cooldown has passed, one permit is the trial call; everyone else waits for its outcome.
+   */
+  permit(): CallPermit | null;
+  isOpen(): boolean;
+}
+
+const noop: CallPermit = { done: () => undefined };
+
+/**
+ * The breaker of CONTRACT.md §7, per process. A call that ended FAILED or UNKNOWN counts as a failure, a
+ * definite answer (even B2xx or E500: the account system is up) resets the count. Outcomes of calls that were
+ * already in flight when it opened are ignored: only the trial call may close it.
+ */
+export function createBreaker(opts: BreakerOptions): Breaker {
+  if (opts.failures <= 0) return { permit: () => noop, isOpen: () => false };
+  let failuresInRow = 0;
+  let openUntil: number | null = null;
+  let trialInFlight = false;
+
+  const open = () => {
+    openUntil = opts.clock() + opts.cooldownMs;
+    failuresInRow = 0;
+    opts.metrics?.breakerTripped();
+    opts.metrics?.breaker(true);
+  };
+  const close = () => {
+    openUntil = null;
+    failuresInRow = 0;
+    opts.metrics?.breaker(false);
+  };
+
+  return {
+    permit() {
+      if (openUntil === null) {
+        return {
+          done(outcome) {
+            if (openUntil !== null || outcome === null) return;
+            if (outcome === 'definite') failuresInRow = 0;
+            else if (++failuresInRow >= opts.failures) open();
+          },
+        };
+      }
+      if (trialInFlight || opts.clock() < openUntil) return null;
+      trialInFlight = true;
+      return {
+        done(outcome) {
+          trialInFlight = false;
+          if (outcome === null) return;
+          if (outcome === 'definite') close();
+          else open();
+        },
+      };
+    },
+    isOpen: () => openUntil !== null,
+  };
+}

@@ -1,0 +1,62 @@
+/** CONTRACT.md §7: several relays (processes) settling one SQLite ledger at once; each row is settled once. */
+import { join } from 'node:path';
+import { describe, it, expect, afterEach } from 'vitest';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { startSimulator } from '../../src/simulator/index.js';
+import { seedRow, sleep, transferBody } from '../support/commandsSeed.js';
+import { sigkill, spawnServe } from '../support/scheduleProcess.js';
+import { useTempDir } from '../support/tmp.js';
+
+const LONG_AGO = Date.UTC(2020, 0, 1);
+
+describe('two relays settling one ledger', () => {
+  const tmp = useTempDir();
+  const cleanup: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    while (cleanup.length) await cleanup.pop()!();
+  });
+
+  it('every UNKNOWN row is settled exactly once (one Resolved per GUID), processed ones DONE, absent ones FAILED', async () => {
+    const sim = await startSimulator({ port: 0 });
+    cleanup.push(() => sim.close());
+    const db = join(tmp(), 'ledger.db');
+    const old = openSqliteStore({ path: db, clock: () => LONG_AGO });
+    const guids = Array.from({ length: 60 }, (_, i) => `TWO-${String(i).padStart(2, '0')}`);
+    for (const guid of guids) await seedRow(old, guid, 'UNKNOWN');
+    await old.close();
+    // The account system did process the even ones (its inquiry says so); it never saw the odd ones.
+    const processed = guids.filter((_, i) => i % 2 === 0);
+    for (const guid of processed) {
+      const res = await fetch(`${sim.url}/transfer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: transferBody(guid).body });
+      expect(res.status).toBe(200);
+    }
+
+    const args = ['--db', db, '--account-url', sim.url, '--settle-every', '50ms', '--min-age', '1s'];
+    const relays = await Promise.all([spawnServe(args), spawnServe(args)]);
+    for (const r of relays) cleanup.push(() => sigkill(r));
+
+    const store = openSqliteStore({ path: db });
+    cleanup.push(() => store.close());
+    const started = Date.now();
+    while ((await store.countLedger({ statuses: ['UNKNOWN'] })) > 0) {
+      if (Date.now() - started > 20_000) throw new Error('the relays did not settle every row within 20 s');
+      await sleep(50);
+    }
+    // Let both settlers run a few more times over the settled rows: nothing more may be appended.
+    await sleep(300);
+    for (const guid of guids) {
+      const events = await store.readStream(guid);
+      expect(events.filter((e) => e.type === 'Resolved')).toHaveLength(1);
+      expect((await store.getLedger(guid))?.status).toBe(processed.includes(guid) ? 'DONE' : 'FAILED');
+    }
+    expect(sim.stats().totalCalls).toBe(processed.length); // only the direct POSTs above: settling never sends
+    // Each relay's metrics: both asked (the race was real), and the settlements they recorded add up to one per GUID.
+    const sample = async (url: string, name: string): Promise<number> =>
+      (await (await fetch(`${url}/metrics`)).text()).split('\n').filter((l) => l.startsWith(name)).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+    const asked = await Promise.all(relays.map((r) => sample(r.url, 'guidgate_inquiries_total')));
+    const settled = await Promise.all(relays.map((r) => sample(r.url, 'guidgate_settlement_lag_seconds_count')));
+    console.log(`two relays: inquiries ${asked.join(' + ')}, settlements ${settled.join(' + ')} for ${guids.length} GUIDs`);
+    expect(Math.min(...asked)).toBeGreaterThan(0);
+    expect(settled[0]! + settled[1]!).toBe(guids.length);
+  });
+});

@@ -178,6 +178,9 @@ describe('decide and evolve agree', () => {
     { ...submit, fingerprint: 'other' },
     { type: 'Claim', request: 'r', fingerprint: 'fp1' },
     { type: 'Send', timeoutMs: 1, maxAttempts: 9 },
+    // The resend of a row an inquiry made FAILED (seq 3 in 'failed by inquiry'), after a fresh inquiry.
+    { type: 'Send', timeoutMs: 1, maxAttempts: 9, minAgeMs: 0, inquiry: { seq: 3, at: 10 ** 12, answer: { kind: 'absent' } } },
+    { type: 'Send', timeoutMs: 1, maxAttempts: 9, minAgeMs: 0, inquiry: { seq: 3, at: 10 ** 12, answer: { kind: 'processed', code: '0000', response: 'r' } } },
     { type: 'RecordAnswer', attempt: 1, code: '0000', response: 'x', latencyMs: 1 },
     { type: 'RecordAnswer', attempt: 2, code: 'B201', response: 'x', latencyMs: 1 },
     { type: 'RecordTimeout', attempt: 1, reason: 'timeout' },

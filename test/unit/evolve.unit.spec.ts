@@ -51,10 +51,10 @@ describe('evolve: every event gives exactly the contract row', () => {
     expect(evolve(unknown, resolved, GUID)).toEqual({ ...sent, status: 'DONE', code: '0000', response: 'r', updatedAt: 40, lastSeq: 3 });
   });
 
-  it('Resolved absent: FAILED, E902, no response', () => {
+  it('Resolved absent: FAILED, E902, no response, marked as made FAILED by an inquiry (it may have arrived)', () => {
     const unknown = evolve(sent, ev.timedOut(1, 30), GUID);
     const absent: NewEvent = { type: 'Resolved', at: 40, data: { source: 'inquiry', outcome: 'absent', code: null, response: null } };
-    expect(evolve(unknown, absent, GUID)).toEqual({ ...sent, status: 'FAILED', code: 'E902', updatedAt: 40, lastSeq: 3 });
+    expect(evolve(unknown, absent, GUID)).toEqual({ ...sent, status: 'FAILED', code: 'E902', updatedAt: 40, lastSeq: 3, failedByInquiry: true });
   });
 
   it('Purged: the tombstone keeps guid, fingerprint, final code and times, drops request and response', () => {

@@ -187,7 +187,7 @@ describe('crash loop: SIGKILL the relay process at random moments under a resend
       rounds++;
       await sleep(1000); // past the orphan deadline (timeout + grace) and --min-age of everything sent so far
       const resolved = await guidgate(['resolve', '--min-age', MIN_AGE, '--grace', GRACE, '--json'], env);
-      const reprocessed = await guidgate(['reprocess', '--max-attempts', '100', '--timeout', '3s', '--json'], env);
+      const reprocessed = await guidgate(['reprocess', '--max-attempts', '100', '--timeout', '3s', '--min-age', MIN_AGE, '--json'], env);
       for (const [what, r] of [['resolve', resolved], ['reprocess', reprocessed]] as const) {
         const summary = jsonSummary(r.stdout);
         if (r.code !== 0 || summary === null || summary['ledgerErrors'] !== 0) problems.push(`heal ${rounds}: ${what} exited ${r.code}: ${r.stdout.slice(0, 200)} ${r.stderr.slice(0, 200)}`);

@@ -142,7 +142,7 @@ describe('the write deadline: a claim that does not commit within the busy timeo
 
   it('rejects with LedgerUnavailableError at the deadline; the late commit is a claim nobody called for, which the sweep settles', async () => {
     const path = join(tmp(), 'l.db');
-    // A log big enough that rebuilding it keeps the writer thread busy well past the deadline.
+    // A log big enough that rebuilding it (four times) keeps the writer thread busy well past the deadline.
     const seed = openSqliteStore({ path, synchronous: 'NORMAL' });
     const pad = 'x'.repeat(400);
     for (let b = 0; b < 20; b++) {
@@ -154,7 +154,10 @@ describe('the write deadline: a claim that does not commit within the busy timeo
     const store = openSqliteStore({ path, writer: 'thread', busyTimeoutMs });
     try {
       const started = performance.now();
-      const rebuild = store.rebuildProjection();
+      // Four rebuilds queued ahead of the claim in the same turn: one batch on the writer, long past the deadline
+      // whatever the machine's speed.
+      const rebuilds = Array.from({ length: 4 }, () => store.rebuildProjection());
+      const rebuild = Promise.all(rebuilds).then((r) => r[3]);
       const claim = store.execute('late', submit('late'));
       await expect(claim).rejects.toThrow(/ledger write did not complete within 1050 ms/);
       const waited = performance.now() - started;

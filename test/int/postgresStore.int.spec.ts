@@ -37,6 +37,7 @@ it('isPostgresUrl tells a PostgreSQL URL from a file path', () => {
   expect(['./data/guidgate.db', 'postgres.db', '/tmp/postgres://x', 'mysql://h/db'].map(isPostgresUrl)).toEqual([false, false, false, false]);
 });
 
+/** What only PostgreSQL has; what every store must do is the conformance suite (test/conformance/postgres.int.spec.ts). */
 describe.skipIf(!available)('PostgreSQL event store', () => {
   const dbs = useTestDatabases();
   beforeEach(() => dbs.reset());
@@ -65,17 +66,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await sql(dbs.url(), 'INSERT INTO schema_version (version) VALUES (999)');
     await expect(open()).rejects.toThrow(/newer than this guidgate/);
     await sql(dbs.url(), 'DELETE FROM schema_version WHERE version = 999');
-  });
-
-  it('the claim is one insert: of 50 concurrent Submits of one GUID exactly one wins, durable when it resolves', async () => {
-    const store = await open();
-    const results = await Promise.all(Array.from({ length: 50 }, () => store.execute('g', submit())));
-    expect(results.filter((r) => r.kind === 'applied')).toHaveLength(1);
-    expect(results.filter((r) => r.kind === 'refused' && r.refusal.reason === 'exists')).toHaveLength(49);
-    // Another connection sees the claim at once: the promise resolved after COMMIT.
-    expect(await sql(dbs.url(), 'SELECT seq, type FROM events WHERE guid = $1 ORDER BY seq', ['g'])).toEqual([{ seq: 0, type: 'Claimed' }, { seq: 1, type: 'Sent' }]);
-    expect((await store.readStream('g')).map((e) => [e.seq, e.type])).toEqual([[0, 'Claimed'], [1, 'Sent']]);
-    await store.close();
   });
 
   it('two stores (two pools) racing for the same GUIDs: each GUID claimed once', async () => {
@@ -162,61 +152,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await store.close();
   });
 
-  it('compare-and-set: an append at a stale seq loses, as a value, and nothing is written', async () => {
-    const store = await open();
-    const first = await store.appendEvents('g', -1, [{ type: 'Claimed', at: 1, data: { request: 'r', fingerprint: 'f' } }]);
-    expect(first.won).toBe(true);
-    const again = await store.appendEvents('g', -1, [{ type: 'Claimed', at: 2, data: { request: 'r2', fingerprint: 'f2' } }]);
-    expect(again).toEqual({ won: false, state: expect.objectContaining({ guid: 'g', lastSeq: 0, request: 'r' }) });
-    const gap = await store.appendEvents('g', 5, [{ type: 'Sent', at: 3, data: { attempt: 1, timeoutMs: 1 } }]);
-    expect(gap.won).toBe(false);
-    const next = await store.appendEvents('g', 0, [{ type: 'Sent', at: 3, data: { attempt: 1, timeoutMs: 1 } }]);
-    expect(next.won).toBe(true);
-    expect(await store.readStream('g')).toHaveLength(2);
-    await store.close();
-  });
-
-  it('the unique (guid, seq) key catches a writer whose projection is stale; the rest of its batch commits', async () => {
-    const store = await open();
-    await store.execute('g', submit());
-    // Make the projection lie about the last seq: the log's key must still refuse seq 1.
-    await sql(dbs.url(), "UPDATE ledger SET last_seq = 0 WHERE guid = 'g'");
-    const [r, b] = await Promise.all([store.appendEvents('g', 0, [{ type: 'Sent', at: 3, data: { attempt: 1, timeoutMs: 1 } }]), store.execute('b', submit())]);
-    expect(r.won).toBe(false);
-    expect(b.kind).toBe('applied');
-    expect(await store.readStream('g')).toHaveLength(2);
-    expect((await store.getLedger('g'))?.lastSeq).toBe(0);
-    await store.close();
-  });
-
-  it('a bad op in a shared batch fails alone; the others commit', async () => {
-    const store = await open();
-    const [a, bad, b] = await Promise.allSettled([
-      store.execute('a', submit()),
-      // Sent before Claimed: evolve throws; only this unit is refused.
-      store.appendEvents('x', -1, [{ type: 'Sent', at: 1, data: { attempt: 1, timeoutMs: 1 } }]),
-      store.execute('b', submit()),
-    ]);
-    expect([a.status, bad.status, b.status]).toEqual(['fulfilled', 'rejected', 'fulfilled']);
-    if (bad.status === 'rejected') expect(String(bad.reason)).toMatch(/Sent before Claimed/);
-    expect((await store.queryLedger({})).map((r) => r.guid)).toEqual(['a', 'b']);
-    await store.close();
-  });
-
-  it('an append of several events that meets a taken seq partway leaves none of its own events; the rest of the batch commits', async () => {
-    const store = await open();
-    // A stray event at seq 1 with no seq 0 and no ledger row: Claimed (seq 0) could go in, Sent (seq 1) cannot.
-    await sql(dbs.url(), `INSERT INTO events (guid, seq, type, at, data) VALUES ('x', 1, 'Sent', 1, '{"attempt":1,"timeoutMs":1}')`);
-    const [a, x, b] = await Promise.all([store.execute('a', submit()), store.execute('x', submit()), store.execute('b', submit())]);
-    expect(a.kind).toBe('applied');
-    expect(x.kind).toBe('refused');
-    expect(b.kind).toBe('applied');
-    expect((await store.readStream('x')).map((e) => [e.seq, e.type])).toEqual([[1, 'Sent']]);
-    expect(await store.getLedger('x')).toBeNull();
-    expect((await store.readStream('a')).map((e) => e.seq)).toEqual([0, 1]);
-    await store.close();
-  });
-
   it('an event PostgreSQL could not store is refused before anything of its unit is written; the rest of the batch commits', async () => {
     const store = await open();
     const [a, bad, b] = await Promise.allSettled([
@@ -228,28 +163,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     expect(await store.readStream('x')).toEqual([]);
     expect((await store.queryLedger({})).map((r) => r.guid)).toEqual(['a', 'b']);
     await store.close();
-  });
-
-  it('PostgreSQL failing during the write fails the whole batch: nothing of any unit in it is durable', async () => {
-    const store = await open();
-    await sql(dbs.url(), `CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'boom'; END $$`);
-    await sql(dbs.url(), `CREATE TRIGGER boom BEFORE INSERT ON ledger FOR EACH ROW WHEN (NEW.guid = 'boom') EXECUTE FUNCTION boom()`);
-    try {
-      const results = await Promise.allSettled([store.execute('a', submit()), store.execute('boom', submit()), store.execute('b', submit())]);
-      for (const r of results) {
-        expect(r.status).toBe('rejected');
-        if (r.status === 'rejected') {
-          expect(r.reason).toBeInstanceOf(LedgerUnavailableError);
-          expect(String(r.reason.message)).toMatch(/boom/);
-        }
-      }
-      expect(await store.readAll(-1, 100)).toEqual([]);
-      expect(await store.queryLedger({})).toEqual([]);
-      expect((await store.execute('a', submit())).kind).toBe('applied');
-    } finally {
-      await sql(dbs.url(), 'DROP TRIGGER boom ON ledger; DROP FUNCTION boom()');
-      await store.close();
-    }
   });
 
   it('close() twice at once resolves both; a closed store refuses as unavailable', async () => {
@@ -283,35 +196,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await store.close();
   });
 
-  it('rebuild reproduces the projection; verify finds a hand-corrupted row', async () => {
-    const store = await open();
-    for (const g of ['a', 'b', 'c']) await store.execute(g, submit());
-    await store.execute('a', answer());
-    await store.execute('b', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' });
-    expect(await store.verifyProjection()).toEqual([]);
-    await sql(dbs.url(), "UPDATE ledger SET status = 'FAILED', code = 'E902' WHERE guid = 'a'");
-    await sql(dbs.url(), "DELETE FROM ledger WHERE guid = 'c'");
-    const diffs = await store.verifyProjection();
-    expect(diffs.map((d) => [d.guid, d.kind, d.columns])).toEqual([
-      ['a', 'differs', ['status', 'code']],
-      ['c', 'missing', []],
-    ]);
-    expect(await store.rebuildProjection()).toEqual({ rows: 3 });
-    expect(await store.verifyProjection()).toEqual([]);
-    expect((await store.getLedger('a'))?.status).toBe('DONE');
-    // The rebuilt rows are the projection's: a write goes on from them.
-    expect((await store.execute('c', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' })).kind).toBe('applied');
-    await store.close();
-  });
-
-  it('rows read back are decoded, not cast: a hand-written bad status is an error, not a state', async () => {
-    const store = await open();
-    await store.execute('a', submit());
-    await sql(dbs.url(), "UPDATE ledger SET status = 'BOGUS' WHERE guid = 'a'");
-    await expect(store.getLedger('a')).rejects.toThrow(/does not decode/);
-    await store.close();
-  });
-
   it('query by status, age, attempts, keyset and limit; counts', async () => {
     let now = 1000;
     const store = await open({ clock: () => now });
@@ -339,25 +223,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
       UNKNOWN: { count: 1, oldestUpdatedAt: 2000 },
       DONE: { count: 0, oldestUpdatedAt: null },
     });
-    await store.close();
-  });
-
-  it('Purged takes the raw request and response out of the log too; the tombstone and a rebuild agree', async () => {
-    let now = 1000;
-    const store = await open({ clock: () => now });
-    await store.execute('a', { ...submit('fa'), request: '{"guid":"a","from":"ACC-SECRET"}' } as Command);
-    await store.execute('a', answer(1, '{"code":"0000","bal":42}'));
-    now = 5000;
-    expect((await store.execute('a', { type: 'Purge', retentionMs: 1000 })).kind).toBe('applied');
-    const raw = await sql<{ d: string }>(dbs.url(), "SELECT string_agg(data, ' ') AS d FROM events WHERE guid = 'a'");
-    expect(raw[0]!.d).not.toContain('ACC-SECRET');
-    expect(raw[0]!.d).not.toContain('bal');
-    expect(await store.getLedger('a')).toMatchObject({ status: 'PURGED', code: '0000', fingerprint: 'fa', request: null, response: null, createdAt: 1000, updatedAt: 5000 });
-    expect(await store.verifyProjection()).toEqual([]);
-    expect(await store.removeTombstones(5000)).toBe(0);
-    expect(await store.removeTombstones(5001)).toBe(1);
-    expect(await store.readStream('a')).toEqual([]);
-    expect(await store.getLedger('a')).toBeNull();
     await store.close();
   });
 

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import pg from 'pg';
-import { describe, it, expect, beforeEach } from 'vitest';
+import { describe, it, expect, beforeEach, vi } from 'vitest';
 import { openPostgresStore, isPostgresUrl, type PostgresStoreOptions } from '../../src/store/postgres/postgresStore.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
+import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { Command } from '../../src/events/decide.js';
 import { childScript, runToEnd, waitForLine } from '../support/children.js';
@@ -240,6 +241,32 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     expect(bytesAfter).toBeLessThan(bytesBefore / 2);
     expect(await store.spaceOnDisk()).toBe(bytesAfter);
     await store.close();
+  });
+
+  it('without a clock, events are stamped and orphans judged by the database\'s clock, not this host\'s (a host a day ahead sweeps nothing young)', async () => {
+    const store = await open();
+    try {
+      const before = Number((await sql<{ now: string }>(dbs.url(), 'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now'))[0]!.now);
+      const DAY = 86_400_000;
+      vi.useFakeTimers({ toFake: ['Date'], now: before + DAY });
+      const r = await store.execute('g', submit());
+      if (r.kind !== 'applied') throw new Error('not applied');
+      expect(r.state.createdAt).toBeGreaterThanOrEqual(before);
+      expect(r.state.createdAt).toBeLessThan(before + 60_000);
+      // This host believes the row is a day old, far past its timeout (3 s) and grace: the database knows better.
+      expect(await sweepOrphans(store, 1000, Date.now())).toEqual({ neverSent: 0, orphaned: 0 });
+      expect((await store.getLedger('g'))?.status).toBe('SENT');
+    } finally {
+      vi.useRealTimers();
+      await store.close();
+    }
+    // The same store given this host's clock (what a test or SQLite does) judges by it.
+    const hosted = await open({ clock: () => Date.now() + 86_400_000 });
+    try {
+      expect(await sweepOrphans(hosted, 1000, Date.now() + 86_400_000)).toEqual({ neverSent: 0, orphaned: 1 });
+    } finally {
+      await hosted.close();
+    }
   });
 
   it('a server that cannot be reached: opening fails as unavailable, quickly', async () => {

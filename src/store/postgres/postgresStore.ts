@@ -17,6 +17,10 @@ export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.tes
 export interface PostgresStoreOptions {
   /** `postgres://user@host:port/dbname` (or `postgresql://`). */
   readonly url: string;
+  /**
+   * The time `execute` decides at (event times, orphan ages). Default: the database server's clock, read
+   * once per batch transaction, so relays and commands on several hosts agree whatever their own clocks say.
+   */
   readonly clock?: () => number;
   /** Most units of work one shared transaction carries (group commit). */
   readonly maxBatch?: number;
@@ -57,7 +61,7 @@ const types = {
 };
 
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
-  const { url, clock = Date.now, maxBatch = 512, maxInFlight = 2, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate', create = true } = options;
+  const { url, clock, maxBatch = 512, maxInFlight = 2, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate', create = true } = options;
   if (!isPostgresUrl(url)) throw new LedgerUnavailableError('not a PostgreSQL URL (postgres://… or postgresql://…)');
   const pool = new pg.Pool({
     connectionString: url,
@@ -127,7 +131,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     },
     async execute(guid: string, command: Command): Promise<ExecuteResult> {
       open();
-      return writes.submit({ op: 'execute', guid, command, now: clock() }) as Promise<ExecuteResult>;
+      return writes.submit({ op: 'execute', guid, command, ...(clock === undefined ? {} : { now: clock() }) }) as Promise<ExecuteResult>;
     },
     readStream: (guid: string): Promise<StoredEvent[]> => read('read', () => readStream(pool, guid)),
     readAll: (afterPosition: number, limit: number): Promise<StoredEvent[]> => read('read', () => readAll(pool, afterPosition, limit)),

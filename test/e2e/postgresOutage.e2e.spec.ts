@@ -10,7 +10,8 @@ import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { cli, sleep, transferBody } from '../support/commandsSeed.js';
 import { PG_ADMIN_URL, postgresForTests, useTestDatabases } from '../support/pg.js';
-import { exited, startServe } from '../support/serveProcess.js';
+import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
+import { startServe } from '../support/serveProcess.js';
 
 const { available } = await postgresForTests();
 
@@ -37,12 +38,7 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
     const db = dbs.url();
     const name = new URL(db).pathname.slice(1);
     const relay = startServe(['--db', db, '--account-url', sim.url, '--timeout', '500ms', '--grace', '300ms']);
-    cleanup.push(async () => {
-      if (relay.child.exitCode !== null || relay.child.signalCode !== null) return;
-      const gone = exited(relay.child);
-      relay.child.kill('SIGKILL');
-      await gone;
-    });
+    cleanup.push(() => sigkillAndWait(relay.child));
     const url = await relay.ready;
     const terminate = () => admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`);
 
@@ -109,11 +105,7 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
 
     // Past every timeout and grace: settle what the outage left open.
     await sleep(1200);
-    const env = { GUIDGATE_DB: db, GUIDGATE_ACCOUNT_URL: sim.url };
-    const resolve = await cli(['resolve', '--min-age', '1ms', '--grace', '300ms', '--json'], env);
-    expect(resolve.code, resolve.stderr).toBe(0);
-    const reprocess = await cli(['reprocess', '--json'], env);
-    expect(reprocess.code, reprocess.stderr).toBe(0);
+    await settleWithCommands(db, sim.url, '300ms');
 
     const store = await openPostgresStore({ url: db });
     try {
@@ -130,7 +122,7 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
     } finally {
       await store.close();
     }
-    const verify = await cli(['rebuild', '--verify'], env);
+    const verify = await cli(['rebuild', '--verify', '--db', db]);
     expect(verify.code, verify.stdout + verify.stderr).toBe(0);
     const counts = all.reduce<Record<string, number>>((m, c) => ({ ...m, [c]: (m[c] ?? 0) + 1 }), {});
     console.log(`replies during the outage: ${JSON.stringify(counts)}; /healthz 503 ${health.filter((s) => s === 503).length} of ${health.length}`);

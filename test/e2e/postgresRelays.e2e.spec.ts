@@ -8,7 +8,8 @@ import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { cli, seedRow, sleep, transferBody } from '../support/commandsSeed.js';
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
-import { exited, startServe } from '../support/serveProcess.js';
+import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
+import { startServe } from '../support/serveProcess.js';
 
 const { available } = await postgresForTests();
 const LONG_AGO = Date.UTC(2020, 0, 1);
@@ -24,15 +25,9 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
     cleanup.push(() => sim.close());
     return sim;
   };
-  const kill = async (child: ChildProcess) => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const gone = exited(child);
-    child.kill('SIGKILL');
-    await gone;
-  };
   const relay = async (db: string, accountUrl: string): Promise<{ url: string; child: ChildProcess }> => {
     const r = startServe(['--db', db, '--account-url', accountUrl, '--timeout', '400ms', '--grace', '300ms']);
-    cleanup.push(() => kill(r.child));
+    cleanup.push(() => sigkillAndWait(r.child));
     return { url: await r.ready, child: r.child };
   };
 
@@ -67,7 +62,7 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
     const killer = (async () => {
       while (sentCopies < copies.length / 3) await sleep(5);
       relays[1] = null;
-      await kill(second.child);
+      await sigkillAndWait(second.child);
       relays[1] = (await relay(db, sim.url)).url;
     })();
     const queue = [...copies];
@@ -82,11 +77,7 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
 
     // Past every call's timeout and grace, and past the late answers: settle what is open.
     await sleep(1500);
-    const env = { GUIDGATE_DB: db, GUIDGATE_ACCOUNT_URL: sim.url };
-    const resolve = await cli(['resolve', '--min-age', '1ms', '--grace', '300ms', '--json'], env);
-    expect(resolve.code, resolve.stderr).toBe(0);
-    const reprocess = await cli(['reprocess', '--json'], env);
-    expect(reprocess.code, reprocess.stderr).toBe(0);
+    await settleWithCommands(db, sim.url, '300ms');
 
     const store = await openPostgresStore({ url: db });
     try {
@@ -101,7 +92,7 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
     } finally {
       await store.close();
     }
-    const verify = await cli(['rebuild', '--verify'], env);
+    const verify = await cli(['rebuild', '--verify', '--db', db]);
     expect(verify.code, verify.stdout + verify.stderr).toBe(0);
     // The load was real: both relays answered, some copies were replays or in progress, some were unknown.
     expect(codes['0000']).toBeGreaterThan(guids.length);

@@ -8,7 +8,7 @@ import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { Command } from '../../src/events/decide.js';
 import { childScript, runToEnd, waitForLine } from '../support/children.js';
-import { postgresForTests, useTestDatabases } from '../support/pg.js';
+import { PG_ADMIN_URL, postgresForTests, useTestDatabases } from '../support/pg.js';
 
 const submit = (fp = 'fp'): Command => ({ type: 'Submit', request: '{"guid":"g"}', fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
 const answer = (attempt = 1, response = '{"code":"0000"}'): Command => ({ type: 'RecordAnswer', attempt, code: '0000', response, latencyMs: 3 });
@@ -266,6 +266,38 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
       expect(await sweepOrphans(hosted, 1000, Date.now() + 86_400_000)).toEqual({ neverSent: 0, orphaned: 1 });
     } finally {
       await hosted.close();
+    }
+  });
+
+  it('ping fails exactly when a write would: a read-only database, a ledger table locked past the lock timeout', async () => {
+    const store = await open({ lockTimeoutMs: 200 });
+    const name = new URL(dbs.url()).pathname.slice(1);
+    const terminate = `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`;
+    try {
+      await expect(store.ping()).resolves.toBeUndefined();
+      // Read-only for every new session (set from another database); the store's sessions are ended so that it takes new ones.
+      await sql(PG_ADMIN_URL, `ALTER DATABASE ${name} SET default_transaction_read_only = on`);
+      await sql(PG_ADMIN_URL, terminate);
+      await expect(store.ping()).rejects.toThrow(/read-only transaction/);
+      await expect(store.execute('ro', submit())).rejects.toBeInstanceOf(LedgerUnavailableError);
+      await sql(PG_ADMIN_URL, `ALTER DATABASE ${name} RESET default_transaction_read_only`);
+      await sql(PG_ADMIN_URL, terminate);
+      await expect(store.ping()).resolves.toBeUndefined();
+      // A session holding the ledger table (a rebuild elsewhere) past the lock timeout.
+      const holder = new pg.Client({ connectionString: dbs.url() });
+      await holder.connect();
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE ledger IN EXCLUSIVE MODE');
+      try {
+        await expect(store.ping()).rejects.toThrow(/lock timeout/);
+      } finally {
+        await holder.query('ROLLBACK');
+        await holder.end();
+      }
+      await expect(store.ping()).resolves.toBeUndefined();
+    } finally {
+      await sql(PG_ADMIN_URL, `ALTER DATABASE ${name} RESET default_transaction_read_only`);
+      await store.close();
     }
   });
 

@@ -4,7 +4,11 @@
  * which target goes first, so drift on a shared machine hits both; ratios are per round and their median.
  * Also: the replay path (every GUID already DONE), the duplicate storm (E903) and raw appends/s.
  *
- * Usage: node dist/bench/bench.js [--rounds 5] [--seconds 5] [--connections 50] [--json]
+ * With `--db postgres://…` each round also loads 1, 2 and 3 relay processes sharing that PostgreSQL database
+ * (the connections split across them, as a load balancer would), beside the SQLite single process.
+ * It writes its transfers into that database (GUIDs unique to the run); use a throwaway one.
+ *
+ * Usage: node dist/bench/bench.js [--rounds 5] [--seconds 5] [--connections 50] [--db postgres://…] [--json]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -15,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { openSqliteStore } from '../src/store/sqlite/sqliteStore.js';
+import { isPostgresUrl } from '../src/store/postgres/postgresStore.js';
 
 const { values } = parseArgs({
   options: {
@@ -23,8 +28,13 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '50' },
     json: { type: 'boolean', default: false },
     'relay-flags': { type: 'string', default: '' },
+    db: { type: 'string' },
   },
 });
+const pgUrl = values.db;
+if (pgUrl !== undefined && !isPostgresUrl(pgUrl)) throw new Error('--db takes a postgres:// URL (the SQLite run is always there)');
+/** Relay processes behind the load on PostgreSQL, one setup per count. */
+const PG_RELAYS = [1, 2, 3] as const;
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
 const connections = Number(values.connections);
@@ -77,28 +87,44 @@ interface Load {
 
 let seq = 0;
 const pids = new Map<string, number>();
-async function load(url: string, body: () => string, expectStatus: number, durationS = seconds): Promise<Load> {
-  const relayPid = pids.get(url);
+/** The relays' CPU so far, summed; null if any cannot be read. */
+function relaysCpu(urls: readonly string[]): number | null {
+  const each = urls.map((u) => cpuOf(pids.get(u)));
+  return each.some((c) => c === null) ? null : each.reduce<number>((a, c) => a + c!, 0);
+}
+
+/**
+ * One load of `durationS` against one relay, or split across several (the connections divided among them,
+ * one load generator each, all at once): req/s summed, p99 the worst of them, p50 their mean.
+ */
+async function load(target: string | readonly string[], body: () => string, expectStatus: number, durationS = seconds): Promise<Load> {
+  const urls = typeof target === 'string' ? [target] : target;
   const simPid = pids.get('simulator');
-  const before = { relay: cpuOf(relayPid), sim: cpuOf(simPid), self: process.cpuUsage() };
-  const r = await autocannon({
-    url,
-    connections,
-    duration: durationS,
-    timeout: 10,
-    requests: [{ method: 'POST', path: '/v1/transfers', headers: { 'content-type': 'application/json' }, setupRequest: (req) => ({ ...req, body: body() }) }],
-  });
-  const statusCount = expectStatus === 200 ? r['2xx'] : expectStatus === 409 ? r['4xx'] : r['5xx'];
-  const n = Math.max(1, r.requests.total);
+  const before = { relay: relaysCpu(urls), sim: cpuOf(simPid), self: process.cpuUsage() };
+  const results = await Promise.all(
+    urls.map((url, i) =>
+      autocannon({
+        url,
+        connections: Math.floor(connections / urls.length) + (i < connections % urls.length ? 1 : 0),
+        duration: durationS,
+        timeout: 10,
+        requests: [{ method: 'POST', path: '/v1/transfers', headers: { 'content-type': 'application/json' }, setupRequest: (req) => ({ ...req, body: body() }) }],
+      }),
+    ),
+  );
+  const sum = (f: (r: (typeof results)[number]) => number) => results.reduce((a, r) => a + f(r), 0);
+  const statusCount = sum((r) => (expectStatus === 200 ? r['2xx'] : expectStatus === 409 ? r['4xx'] : r['5xx']));
+  const total = sum((r) => r.requests.total);
+  const n = Math.max(1, total);
   const self = process.cpuUsage(before.self);
   const per = (now: number | null, then: number | null) => (now === null || then === null ? null : (now - then) / n);
   return {
-    rps: r.requests.average,
-    cpu: { relay: per(cpuOf(relayPid), before.relay), simulator: per(cpuOf(simPid), before.sim), loadGenerator: (self.user + self.system) / n },
-    p50: r.latency.p50,
-    p99: r.latency.p99,
-    errors: r.errors + r.timeouts,
-    unexpected: r.requests.total - statusCount,
+    rps: sum((r) => r.requests.average),
+    cpu: { relay: per(relaysCpu(urls), before.relay), simulator: per(cpuOf(simPid), before.sim), loadGenerator: (self.user + self.system) / n },
+    p50: sum((r) => r.latency.p50) / results.length,
+    p99: Math.max(...results.map((r) => r.latency.p99)),
+    errors: sum((r) => r.errors + r.timeouts),
+    unexpected: total - statusCount,
   };
 }
 
@@ -130,10 +156,19 @@ try {
     /listening on (http:\/\/\S+)/,
   );
   log(`simulator ${sim}, naive ${naive}, guidgate ${gg}; ${rounds} rounds of ${seconds}s at ${connections} connections`);
+  const pgRelays: string[] = [];
+  if (pgUrl !== undefined) {
+    for (let i = 0; i < Math.max(...PG_RELAYS); i++) {
+      pgRelays.push(await start(['serve', '--port', '0', '--db', pgUrl, '--account-url', sim, '--log-level', 'warn', ...extraRelayFlags], /listening on (http:\/\/\S+)/));
+    }
+    log(`PostgreSQL relays: ${pgRelays.join(', ')}`);
+  }
 
   // Warm both up (JIT, connection pools) before measuring.
   await load(naive, uniqueBody('warm'), 200, 1);
   await load(gg, uniqueBody('warm'), 200, 1);
+  if (pgRelays.length > 0) await load(pgRelays, uniqueBody('warm'), 200, 1);
+  const perRoundPg: Array<{ round: number; relays: number; load: Load; ratio: number }> = [];
 
   const perRound: Array<{ round: number; naive: Load; guidgate: Load; ratio: number; p99Ratio: number }> = [];
   for (let round = 1; round <= rounds; round++) {
@@ -144,6 +179,13 @@ try {
     const g = results.guidgate!;
     perRound.push({ round, naive: n, guidgate: g, ratio: g.rps / n.rps, p99Ratio: g.p99 / Math.max(n.p99, 1) });
     log(`round ${round}: naive ${n.rps.toFixed(0)} req/s p99 ${n.p99} ms; guidgate ${g.rps.toFixed(0)} req/s p99 ${g.p99} ms; ratio ${(g.rps / n.rps).toFixed(2)}`);
+    if (pgRelays.length > 0) {
+      for (const k of PG_RELAYS) {
+        const l = await load(pgRelays.slice(0, k), uniqueBody(`r${round}pg${k}`), 200);
+        perRoundPg.push({ round, relays: k, load: l, ratio: l.rps / n.rps });
+        log(`round ${round}: PostgreSQL, ${k} relay${k > 1 ? 's' : ''}: ${l.rps.toFixed(0)} req/s p99 ${l.p99} ms; ratio ${(l.rps / n.rps).toFixed(2)}`);
+      }
+    }
   }
 
   // Replay: a fixed set of GUIDs already DONE; naive forwards each again (it has no memory).
@@ -185,6 +227,13 @@ try {
     replay: { guidgate: replayG, naive: replayN, ratio: replayG.rps / replayN.rps },
     storm,
     appendsPerSec,
+    postgres:
+      pgRelays.length === 0
+        ? null
+        : PG_RELAYS.map((k) => {
+            const rs = perRoundPg.filter((r) => r.relays === k);
+            return { relays: k, rps: median(rs.map((r) => r.load.rps)), p99: median(rs.map((r) => r.load.p99)), ratio: median(rs.map((r) => r.ratio)), cpu: cpuMedians(rs.map((r) => r.load)), rounds: rs };
+          }),
     cores: availableParallelism(),
     cpuPerRequest: {
       naive: cpuMedians(perRound.map((r) => r.naive)),
@@ -219,8 +268,19 @@ try {
         const u = (x: number | null) => (x === null ? 'n/a' : x.toFixed(0));
         return `| ${k} | ${u(c.relay)} | ${u(c.simulator)} | ${u(c.loadGenerator)} | ${u(c.total)} | ${c.total === null ? 'n/a' : f((summary.cores * 1e6) / c.total)} |`;
       }),
+      ...(summary.postgres === null
+        ? []
+        : [
+            '',
+            `Several relays on one PostgreSQL database (connections split across them), beside the SQLite single process (medians of the rounds):`,
+            '',
+            '| setup | req/s | p99 | ratio to naive | relays\' CPU µs/request (PostgreSQL server not counted) |',
+            '|---|---|---|---|---|',
+            `| SQLite, 1 relay | ${f(median(perRound.map((r) => r.guidgate.rps)))} | ${median(perRound.map((r) => r.guidgate.p99))} ms | ${summary.medianRatio.toFixed(2)}x | ${summary.cpuPerRequest.guidgate.relay?.toFixed(0) ?? 'n/a'} |`,
+            ...summary.postgres.map((p) => `| PostgreSQL, ${p.relays} relay${p.relays > 1 ? 's' : ''} | ${f(p.rps)} | ${p.p99} ms | ${p.ratio.toFixed(2)}x | ${p.cpu.relay?.toFixed(0) ?? 'n/a'} |`),
+          ]),
       '',
-      `errors or unexpected statuses: ${[...perRound.flatMap((r) => [r.naive, r.guidgate]), replayG, replayN, storm].reduce((a, l) => a + l.errors + l.unexpected, 0)}`,
+      `errors or unexpected statuses: ${[...perRound.flatMap((r) => [r.naive, r.guidgate]), ...perRoundPg.map((r) => r.load), replayG, replayN, storm].reduce((a, l) => a + l.errors + l.unexpected, 0)}`,
     ];
     process.stdout.write(out.join('\n') + '\n');
   }

@@ -107,7 +107,7 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 
 export const DEFAULT_DB = './data/guidgate.db';
 
-export const dbFlag = () => flag('--db <path>', 'ledger file').default(DEFAULT_DB);
+export const dbFlag = () => flag('--db <path>', 'ledger file, or postgres://user@host:port/dbname').default(DEFAULT_DB);
 export const accountUrlFlag = () => flag('--account-url <url>', 'base URL of the account system').argParser(urlArg).makeOptionMandatory();
 export const limitFlag = () => flag('--limit <n>', 'handle at most this many rows').argParser(intArg(1));
 export const dryRunFlag = (what: string) => flag('--dry-run', what);

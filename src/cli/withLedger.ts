@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { LedgerCorruptError, LedgerUnavailableError } from '../events/errors.js';
+import { LedgerCorruptError, LedgerMissingError, LedgerUnavailableError } from '../events/errors.js';
 import type { EventStore } from '../events/store.js';
 import { err, type Exit } from './output.js';
 
@@ -15,19 +15,21 @@ export async function withLedger(command: string, db: string, work: (store: Even
     return 1;
   }
   // Loaded when used, so that a command that never opens the ledger (--help, naive) does not load a store.
-  const { openStore } = await import('../store/openStore.js');
+  const { openStore, shownDb } = await import('../store/openStore.js');
+  const shown = shownDb(db);
   let store: EventStore;
   try {
-    store = await openStore(db);
+    store = await openStore(db, { create: false });
   } catch (e) {
-    err(`guidgate ${command}: cannot open the ledger at ${db}: ${e instanceof Error ? e.message : String(e)}`);
+    if (e instanceof LedgerMissingError) err(`guidgate ${command}: no ledger at ${shown}`);
+    else err(`guidgate ${command}: cannot open the ledger at ${shown}: ${e instanceof Error ? e.message : String(e)}`);
     return 1;
   }
   try {
     return await work(store);
   } catch (e) {
-    if (e instanceof LedgerUnavailableError) err(`guidgate ${command}: ledger unavailable (${db}): ${e.message}`);
-    else if (e instanceof LedgerCorruptError) err(`guidgate ${command}: ledger corrupt (${db}): ${e.message}`);
+    if (e instanceof LedgerUnavailableError) err(`guidgate ${command}: ledger unavailable (${shown}): ${e.message}`);
+    else if (e instanceof LedgerCorruptError) err(`guidgate ${command}: ledger corrupt (${shown}): ${e.message}`);
     else throw e;
     return 1;
   } finally {

@@ -27,6 +27,14 @@ export class LedgerClosedError extends LedgerUnavailableError {
   }
 }
 
+/** Opened without leave to create (every command but `serve`), and there is no ledger yet where `--db` points. */
+export class LedgerMissingError extends LedgerUnavailableError {
+  override readonly name = 'LedgerMissingError';
+  constructor(message = 'no ledger there') {
+    super(message);
+  }
+}
+
 /** A row read back did not decode: the file was changed by something other than guidgate. */
 export class LedgerCorruptError extends StoreError {
   override readonly name = 'LedgerCorruptError';

@@ -1,6 +1,6 @@
-import { LedgerUnavailableError } from '../events/errors.js';
 import type { EventStore } from '../events/store.js';
 import { checkLedger as checkSqliteLedger, type LedgerCheck } from './sqlite/checkLedger.js';
+import { isPostgresUrl, openPostgresStore } from './postgres/postgresStore.js';
 import { looseModeWarning } from './sqlite/ledgerFile.js';
 import { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqliteStore.js';
 
@@ -9,20 +9,33 @@ export type { LedgerCheck };
 /** How a store is opened, whatever stands behind `--db`; a store ignores what does not apply to it. */
 export type { Synchronous } from './sqlite/sqliteStore.js';
 
-export type OpenStoreOptions = Omit<SqliteStoreOptions, 'path'>;
-
-const POSTGRES_URL = /^postgres(ql)?:\/\//i;
+export type OpenStoreOptions = Omit<SqliteStoreOptions, 'path'> & {
+  /**
+   * False for every command but `serve` (CONTRACT.md §5): a database without a ledger is refused with
+   * `LedgerMissingError`, nothing created. (A SQLite path is checked by the caller before opening.)
+   */
+  readonly create?: boolean;
+};
 
 /**
  * Opens the ledger named by `--db`: a PostgreSQL URL (`postgres://` or `postgresql://`, CONTRACT.md §4) or
  * else a SQLite file path. Async, so that a store whose opening needs the network can stand here.
  */
 export async function openStore(db: string, options: OpenStoreOptions = {}): Promise<EventStore> {
-  if (POSTGRES_URL.test(db)) {
-    // The PostgreSQL store (issue #13) is opened here.
-    throw new LedgerUnavailableError('a PostgreSQL ledger is not supported by this build');
+  if (isPostgresUrl(db)) {
+    // What applies to a server: the clock, the batch size, and the busy timeout as the lock timeout. The
+    // file's durability (synchronous), writer thread and file watch are the server's or meaningless here.
+    const { clock, maxBatch, busyTimeoutMs, create } = options;
+    return openPostgresStore({
+      url: db,
+      ...(create === undefined ? {} : { create }),
+      ...(clock === undefined ? {} : { clock }),
+      ...(maxBatch === undefined ? {} : { maxBatch }),
+      ...(busyTimeoutMs === undefined ? {} : { lockTimeoutMs: busyTimeoutMs }),
+    });
   }
-  return openSqliteStore({ path: db, ...options });
+  const { create: _create, ...sqlite } = options;
+  return openSqliteStore({ path: db, ...sqlite });
 }
 
 /**
@@ -30,11 +43,16 @@ export async function openStore(db: string, options: OpenStoreOptions = {}): Pro
  * ledger is the database server's to check (amcheck, its own tools): reported as not applicable, ok.
  */
 export function checkLedger(db: string): LedgerCheck {
-  if (POSTGRES_URL.test(db)) return { path: db, ok: true, problems: [], quickCheckMs: null };
+  if (isPostgresUrl(db)) return { path: db, ok: true, problems: [], quickCheckMs: null };
   return checkSqliteLedger(db);
 }
 
 /** What an operator should hear about the ledger before serving from it (a file others can read), or null. */
 export function ledgerWarning(db: string): string | null {
-  return POSTGRES_URL.test(db) ? null : looseModeWarning(db);
+  return isPostgresUrl(db) ? null : looseModeWarning(db);
+}
+
+/** `--db` as it may be shown (messages, logs): a URL's password replaced by `***`. */
+export function shownDb(db: string): string {
+  return isPostgresUrl(db) ? db.replace(/^([a-z]+:\/\/[^:@/]*):[^@/]*@/i, '$1:***@') : db;
 }

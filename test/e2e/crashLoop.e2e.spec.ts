@@ -9,17 +9,21 @@
  * Checked: no GUID is applied twice (after every kill and at the end), the ledger equals a rebuild of the log
  * after every kill, `PRAGMA integrity_check` is ok, every GUID a channel sent has a row and ends DONE, applied
  * exactly once (0000) or rejected (B202), and every definite answer a channel got is the ledger's, byte for byte.
+ *
+ * The same loop runs on a SQLite file and on a PostgreSQL database (`--db postgres://…`).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Agent } from 'undici';
+import type { EventStore } from '../../src/events/store.js';
+import { openStore } from '../../src/store/openStore.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { makePrng } from '../../src/simulator/faults.js';
 import { startSimulator } from '../../src/simulator/index.js';
-import { foldStream, isDefinite, ledgerReader, replyCode } from '../support/model.js';
+import { foldStream, isDefinite, replyCode, type LogEvent } from '../support/model.js';
+import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { guidgate, jsonSummary, killChildren, post, sigkill, spawnServe, type ServeProcess } from '../support/scheduleProcess.js';
 import { soakSeconds } from '../support/scheduleBudget.js';
 
@@ -48,7 +52,54 @@ const TEST_TIMEOUT_MS = FIXED_MS + KILLS * KILL_MS + HEAL_ROUNDS * HEAL_ROUND_MS
 /** A seeded PRNG (the simulator's), so a failing loop can be told apart from another by its seed. */
 const prng = makePrng;
 
-describe('crash loop: SIGKILL the relay process at random moments under a resending load', () => {
+/** The ledger under the loop: its `--db`, and its own integrity check ('ok' where the server keeps it). */
+interface CrashLedger {
+  readonly db: string;
+  integrity(): Promise<string>;
+}
+
+/** Every GUID's events, in seq order, read through the store. */
+async function allEvents(store: EventStore): Promise<Map<string, LogEvent[]>> {
+  const m = new Map<string, LogEvent[]>();
+  for (const e of await store.readAll(-1, 10_000_000)) {
+    const list = m.get(e.guid) ?? [];
+    list.push({ seq: e.seq, type: e.type, at: e.at, data: e.data as Record<string, unknown> });
+    m.set(e.guid, list);
+  }
+  for (const list of m.values()) list.sort((a, b) => a.seq - b.seq);
+  return m;
+}
+
+const { available: postgresAvailable } = await postgresForTests();
+
+describe('crash loop: SIGKILL the relay process at random moments under a resending load (SQLite file)', () => {
+  crashLoop(async (dir) => {
+    const db = join(dir, 'ledger.db');
+    await openSqliteStore({ path: db }).close();
+    return {
+      db,
+      async integrity() {
+        const store = openSqliteStore({ path: db });
+        try {
+          return String(store.db.pragma('integrity_check', { simple: true }));
+        } finally {
+          await store.close();
+        }
+      },
+    };
+  });
+});
+
+describe.skipIf(!postgresAvailable)('crash loop: SIGKILL the relay process at random moments under a resending load (PostgreSQL)', () => {
+  const dbs = useTestDatabases();
+  crashLoop(async () => {
+    const db = dbs.url();
+    await (await openStore(db)).close();
+    return { db, integrity: () => Promise.resolve('ok') };
+  });
+});
+
+function crashLoop(makeLedger: (dir: string) => Promise<CrashLedger>): void {
   const dir = mkdtempSync(join(tmpdir(), 'guidgate-crashloop-'));
   /** Set by the test as it opens each resource; run by afterAll, so a failed or timed-out test leaves nothing. */
   const cleanups: Array<() => unknown> = [];
@@ -75,12 +126,8 @@ describe('crash loop: SIGKILL the relay process at random moments under a resend
       faults: { byGuidPrefix: { 'CL-H': 'hold', 'CL-R': 'reset', 'CL-L': 'late-answer' }, lateMs: 800, processingMs: 400 },
     });
     cleanups.push(() => sim.close());
-    const db = join(dir, 'ledger.db');
-    await openSqliteStore({ path: db }).close();
-    const raw = new Database(db);
-    raw.pragma('busy_timeout = 5000');
-    cleanups.push(() => raw.close());
-    const reader = ledgerReader(raw);
+    const ledger = await makeLedger(dir);
+    const { db } = ledger;
     const agent = new Agent({ pipelining: 1, connections: 8, keepAliveTimeout: 1000 });
     cleanups.push(() => agent.close());
     const env = { GUIDGATE_DB: db, GUIDGATE_ACCOUNT_URL: sim.url };
@@ -147,16 +194,18 @@ describe('crash loop: SIGKILL the relay process at random moments under a resend
     const checkAfterKill = async (k: number): Promise<void> => {
       const stats = sim.stats();
       if (stats.doubleApplied.length > 0) problems.push(`after kill ${k}: applied twice: ${stats.doubleApplied.join(', ')}`);
-      const store = openSqliteStore({ path: db });
+      const store = await openStore(db);
+      let log: Map<string, LogEvent[]>;
       try {
         const diffs = await store.verifyProjection();
         if (diffs.length > 0) problems.push(`after kill ${k}: ledger != rebuild: ${JSON.stringify(diffs).slice(0, 300)}`);
-        const integrity = store.db.pragma('integrity_check', { simple: true });
-        if (integrity !== 'ok') problems.push(`after kill ${k}: integrity_check ${String(integrity)}`);
+        log = await allEvents(store);
       } finally {
         await store.close();
       }
-      for (const [guid, events] of reader.allEvents()) {
+      const integrity = await ledger.integrity();
+      if (integrity !== 'ok') problems.push(`after kill ${k}: integrity_check ${integrity}`);
+      for (const [guid, events] of log) {
         for (const i of foldStream(events).illegal) problems.push(`after kill ${k}: ${guid}: illegal transition ${i}`);
         const sents = events.filter((e) => e.type === 'Sent').length;
         if ((stats.calls[guid] ?? 0) > sents) problems.push(`after kill ${k}: ${guid}: ${stats.calls[guid]} calls but ${sents} Sent`);
@@ -205,7 +254,9 @@ describe('crash loop: SIGKILL the relay process at random moments under a resend
     // ---- the end state ----
     const stats = sim.stats();
     expect(stats.doubleApplied).toEqual([]);
-    const rows = new Map(reader.rows().map((r) => [r.guid, r]));
+    const store = await openStore(db);
+    cleanups.push(() => store.close());
+    const rows = new Map((await store.queryLedger({})).map((r) => [r.guid, r]));
     for (const guid of new Set([...sent, ...answered])) {
       const row = rows.get(guid);
       expect(row, `${guid} was sent but the ledger lost it`).toBeDefined();
@@ -216,11 +267,9 @@ describe('crash loop: SIGKILL the relay process at random moments under a resend
       expect(row!.response, `${guid}: the ledger's answer is the one the channels got`).toBe(definite.get(guid));
     }
     for (const guid of pool) if (!sent.has(guid)) expect(stats.applied[guid] ?? 0, guid).toBe(0);
-    const store = openSqliteStore({ path: db });
-    expect(store.db.pragma('integrity_check', { simple: true })).toBe('ok');
+    expect(await ledger.integrity()).toBe('ok');
     expect(await store.verifyProjection()).toEqual([]);
     const log = await store.readAll(-1, 10_000_000);
-    await store.close();
     const orphaned = log.filter((e) => e.type === 'TimedOut' && e.data.reason === 'orphaned').length;
     const verify = await guidgate(['rebuild', '--verify', '--db', db]);
     expect(verify.code, verify.stdout + verify.stderr).toBe(0);
@@ -232,4 +281,4 @@ describe('crash loop: SIGKILL the relay process at random moments under a resend
     // The kills landed while calls were in flight: the sweep found rows their dead owner had sent.
     expect(orphaned).toBeGreaterThan(0);
   }, TEST_TIMEOUT_MS);
-});
+}

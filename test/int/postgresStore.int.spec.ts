@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import pg from 'pg';
-import { describe, it, expect, beforeEach } from 'vitest';
+import { describe, it, expect, beforeEach, vi } from 'vitest';
 import { openPostgresStore, isPostgresUrl, type PostgresStoreOptions } from '../../src/store/postgres/postgresStore.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
+import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { Command } from '../../src/events/decide.js';
 import { childScript, runToEnd, waitForLine } from '../support/children.js';
-import { postgresForTests, useTestDatabases } from '../support/pg.js';
+import { PG_ADMIN_URL, postgresForTests, useTestDatabases } from '../support/pg.js';
 
 const submit = (fp = 'fp'): Command => ({ type: 'Submit', request: '{"guid":"g"}', fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
 const answer = (attempt = 1, response = '{"code":"0000"}'): Command => ({ type: 'RecordAnswer', attempt, code: '0000', response, latencyMs: 3 });
@@ -37,6 +38,7 @@ it('isPostgresUrl tells a PostgreSQL URL from a file path', () => {
   expect(['./data/guidgate.db', 'postgres.db', '/tmp/postgres://x', 'mysql://h/db'].map(isPostgresUrl)).toEqual([false, false, false, false]);
 });
 
+/** What only PostgreSQL has; what every store must do is the conformance suite (test/conformance/postgres.int.spec.ts). */
 describe.skipIf(!available)('PostgreSQL event store', () => {
   const dbs = useTestDatabases();
   beforeEach(() => dbs.reset());
@@ -65,17 +67,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await sql(dbs.url(), 'INSERT INTO schema_version (version) VALUES (999)');
     await expect(open()).rejects.toThrow(/newer than this guidgate/);
     await sql(dbs.url(), 'DELETE FROM schema_version WHERE version = 999');
-  });
-
-  it('the claim is one insert: of 50 concurrent Submits of one GUID exactly one wins, durable when it resolves', async () => {
-    const store = await open();
-    const results = await Promise.all(Array.from({ length: 50 }, () => store.execute('g', submit())));
-    expect(results.filter((r) => r.kind === 'applied')).toHaveLength(1);
-    expect(results.filter((r) => r.kind === 'refused' && r.refusal.reason === 'exists')).toHaveLength(49);
-    // Another connection sees the claim at once: the promise resolved after COMMIT.
-    expect(await sql(dbs.url(), 'SELECT seq, type FROM events WHERE guid = $1 ORDER BY seq', ['g'])).toEqual([{ seq: 0, type: 'Claimed' }, { seq: 1, type: 'Sent' }]);
-    expect((await store.readStream('g')).map((e) => [e.seq, e.type])).toEqual([[0, 'Claimed'], [1, 'Sent']]);
-    await store.close();
   });
 
   it('two stores (two pools) racing for the same GUIDs: each GUID claimed once', async () => {
@@ -162,61 +153,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await store.close();
   });
 
-  it('compare-and-set: an append at a stale seq loses, as a value, and nothing is written', async () => {
-    const store = await open();
-    const first = await store.appendEvents('g', -1, [{ type: 'Claimed', at: 1, data: { request: 'r', fingerprint: 'f' } }]);
-    expect(first.won).toBe(true);
-    const again = await store.appendEvents('g', -1, [{ type: 'Claimed', at: 2, data: { request: 'r2', fingerprint: 'f2' } }]);
-    expect(again).toEqual({ won: false, state: expect.objectContaining({ guid: 'g', lastSeq: 0, request: 'r' }) });
-    const gap = await store.appendEvents('g', 5, [{ type: 'Sent', at: 3, data: { attempt: 1, timeoutMs: 1 } }]);
-    expect(gap.won).toBe(false);
-    const next = await store.appendEvents('g', 0, [{ type: 'Sent', at: 3, data: { attempt: 1, timeoutMs: 1 } }]);
-    expect(next.won).toBe(true);
-    expect(await store.readStream('g')).toHaveLength(2);
-    await store.close();
-  });
-
-  it('the unique (guid, seq) key catches a writer whose projection is stale; the rest of its batch commits', async () => {
-    const store = await open();
-    await store.execute('g', submit());
-    // Make the projection lie about the last seq: the log's key must still refuse seq 1.
-    await sql(dbs.url(), "UPDATE ledger SET last_seq = 0 WHERE guid = 'g'");
-    const [r, b] = await Promise.all([store.appendEvents('g', 0, [{ type: 'Sent', at: 3, data: { attempt: 1, timeoutMs: 1 } }]), store.execute('b', submit())]);
-    expect(r.won).toBe(false);
-    expect(b.kind).toBe('applied');
-    expect(await store.readStream('g')).toHaveLength(2);
-    expect((await store.getLedger('g'))?.lastSeq).toBe(0);
-    await store.close();
-  });
-
-  it('a bad op in a shared batch fails alone; the others commit', async () => {
-    const store = await open();
-    const [a, bad, b] = await Promise.allSettled([
-      store.execute('a', submit()),
-      // Sent before Claimed: evolve throws; only this unit is refused.
-      store.appendEvents('x', -1, [{ type: 'Sent', at: 1, data: { attempt: 1, timeoutMs: 1 } }]),
-      store.execute('b', submit()),
-    ]);
-    expect([a.status, bad.status, b.status]).toEqual(['fulfilled', 'rejected', 'fulfilled']);
-    if (bad.status === 'rejected') expect(String(bad.reason)).toMatch(/Sent before Claimed/);
-    expect((await store.queryLedger({})).map((r) => r.guid)).toEqual(['a', 'b']);
-    await store.close();
-  });
-
-  it('an append of several events that meets a taken seq partway leaves none of its own events; the rest of the batch commits', async () => {
-    const store = await open();
-    // A stray event at seq 1 with no seq 0 and no ledger row: Claimed (seq 0) could go in, Sent (seq 1) cannot.
-    await sql(dbs.url(), `INSERT INTO events (guid, seq, type, at, data) VALUES ('x', 1, 'Sent', 1, '{"attempt":1,"timeoutMs":1}')`);
-    const [a, x, b] = await Promise.all([store.execute('a', submit()), store.execute('x', submit()), store.execute('b', submit())]);
-    expect(a.kind).toBe('applied');
-    expect(x.kind).toBe('refused');
-    expect(b.kind).toBe('applied');
-    expect((await store.readStream('x')).map((e) => [e.seq, e.type])).toEqual([[1, 'Sent']]);
-    expect(await store.getLedger('x')).toBeNull();
-    expect((await store.readStream('a')).map((e) => e.seq)).toEqual([0, 1]);
-    await store.close();
-  });
-
   it('an event PostgreSQL could not store is refused before anything of its unit is written; the rest of the batch commits', async () => {
     const store = await open();
     const [a, bad, b] = await Promise.allSettled([
@@ -228,28 +164,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     expect(await store.readStream('x')).toEqual([]);
     expect((await store.queryLedger({})).map((r) => r.guid)).toEqual(['a', 'b']);
     await store.close();
-  });
-
-  it('PostgreSQL failing during the write fails the whole batch: nothing of any unit in it is durable', async () => {
-    const store = await open();
-    await sql(dbs.url(), `CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'boom'; END $$`);
-    await sql(dbs.url(), `CREATE TRIGGER boom BEFORE INSERT ON ledger FOR EACH ROW WHEN (NEW.guid = 'boom') EXECUTE FUNCTION boom()`);
-    try {
-      const results = await Promise.allSettled([store.execute('a', submit()), store.execute('boom', submit()), store.execute('b', submit())]);
-      for (const r of results) {
-        expect(r.status).toBe('rejected');
-        if (r.status === 'rejected') {
-          expect(r.reason).toBeInstanceOf(LedgerUnavailableError);
-          expect(String(r.reason.message)).toMatch(/boom/);
-        }
-      }
-      expect(await store.readAll(-1, 100)).toEqual([]);
-      expect(await store.queryLedger({})).toEqual([]);
-      expect((await store.execute('a', submit())).kind).toBe('applied');
-    } finally {
-      await sql(dbs.url(), 'DROP TRIGGER boom ON ledger; DROP FUNCTION boom()');
-      await store.close();
-    }
   });
 
   it('close() twice at once resolves both; a closed store refuses as unavailable', async () => {
@@ -283,35 +197,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await store.close();
   });
 
-  it('rebuild reproduces the projection; verify finds a hand-corrupted row', async () => {
-    const store = await open();
-    for (const g of ['a', 'b', 'c']) await store.execute(g, submit());
-    await store.execute('a', answer());
-    await store.execute('b', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' });
-    expect(await store.verifyProjection()).toEqual([]);
-    await sql(dbs.url(), "UPDATE ledger SET status = 'FAILED', code = 'E902' WHERE guid = 'a'");
-    await sql(dbs.url(), "DELETE FROM ledger WHERE guid = 'c'");
-    const diffs = await store.verifyProjection();
-    expect(diffs.map((d) => [d.guid, d.kind, d.columns])).toEqual([
-      ['a', 'differs', ['status', 'code']],
-      ['c', 'missing', []],
-    ]);
-    expect(await store.rebuildProjection()).toEqual({ rows: 3 });
-    expect(await store.verifyProjection()).toEqual([]);
-    expect((await store.getLedger('a'))?.status).toBe('DONE');
-    // The rebuilt rows are the projection's: a write goes on from them.
-    expect((await store.execute('c', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' })).kind).toBe('applied');
-    await store.close();
-  });
-
-  it('rows read back are decoded, not cast: a hand-written bad status is an error, not a state', async () => {
-    const store = await open();
-    await store.execute('a', submit());
-    await sql(dbs.url(), "UPDATE ledger SET status = 'BOGUS' WHERE guid = 'a'");
-    await expect(store.getLedger('a')).rejects.toThrow(/does not decode/);
-    await store.close();
-  });
-
   it('query by status, age, attempts, keyset and limit; counts', async () => {
     let now = 1000;
     const store = await open({ clock: () => now });
@@ -342,25 +227,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await store.close();
   });
 
-  it('Purged takes the raw request and response out of the log too; the tombstone and a rebuild agree', async () => {
-    let now = 1000;
-    const store = await open({ clock: () => now });
-    await store.execute('a', { ...submit('fa'), request: '{"guid":"a","from":"ACC-SECRET"}' } as Command);
-    await store.execute('a', answer(1, '{"code":"0000","bal":42}'));
-    now = 5000;
-    expect((await store.execute('a', { type: 'Purge', retentionMs: 1000 })).kind).toBe('applied');
-    const raw = await sql<{ d: string }>(dbs.url(), "SELECT string_agg(data, ' ') AS d FROM events WHERE guid = 'a'");
-    expect(raw[0]!.d).not.toContain('ACC-SECRET');
-    expect(raw[0]!.d).not.toContain('bal');
-    expect(await store.getLedger('a')).toMatchObject({ status: 'PURGED', code: '0000', fingerprint: 'fa', request: null, response: null, createdAt: 1000, updatedAt: 5000 });
-    expect(await store.verifyProjection()).toEqual([]);
-    expect(await store.removeTombstones(5000)).toBe(0);
-    expect(await store.removeTombstones(5001)).toBe(1);
-    expect(await store.readStream('a')).toEqual([]);
-    expect(await store.getLedger('a')).toBeNull();
-    await store.close();
-  });
-
   it('reclaimSpace gives the space of removed tombstones back', async () => {
     const store = await open();
     // Random text: PostgreSQL compresses repetitive values, so padding of one letter would take no space.
@@ -375,6 +241,64 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     expect(bytesAfter).toBeLessThan(bytesBefore / 2);
     expect(await store.spaceOnDisk()).toBe(bytesAfter);
     await store.close();
+  });
+
+  it('without a clock, events are stamped and orphans judged by the database\'s clock, not this host\'s (a host a day ahead sweeps nothing young)', async () => {
+    const store = await open();
+    try {
+      const before = Number((await sql<{ now: string }>(dbs.url(), 'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now'))[0]!.now);
+      const DAY = 86_400_000;
+      vi.useFakeTimers({ toFake: ['Date'], now: before + DAY });
+      const r = await store.execute('g', submit());
+      if (r.kind !== 'applied') throw new Error('not applied');
+      expect(r.state.createdAt).toBeGreaterThanOrEqual(before);
+      expect(r.state.createdAt).toBeLessThan(before + 60_000);
+      // This host believes the row is a day old, far past its timeout (3 s) and grace: the database knows better.
+      expect(await sweepOrphans(store, 1000, Date.now())).toEqual({ neverSent: 0, orphaned: 0 });
+      expect((await store.getLedger('g'))?.status).toBe('SENT');
+    } finally {
+      vi.useRealTimers();
+      await store.close();
+    }
+    // The same store given this host's clock (what a test or SQLite does) judges by it.
+    const hosted = await open({ clock: () => Date.now() + 86_400_000 });
+    try {
+      expect(await sweepOrphans(hosted, 1000, Date.now() + 86_400_000)).toEqual({ neverSent: 0, orphaned: 1 });
+    } finally {
+      await hosted.close();
+    }
+  });
+
+  it('ping fails exactly when a write would: a read-only database, a ledger table locked past the lock timeout', async () => {
+    const store = await open({ lockTimeoutMs: 200 });
+    const name = new URL(dbs.url()).pathname.slice(1);
+    const terminate = `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`;
+    try {
+      await expect(store.ping()).resolves.toBeUndefined();
+      // Read-only for every new session (set from another database); the store's sessions are ended so that it takes new ones.
+      await sql(PG_ADMIN_URL, `ALTER DATABASE ${name} SET default_transaction_read_only = on`);
+      await sql(PG_ADMIN_URL, terminate);
+      await expect(store.ping()).rejects.toThrow(/read-only transaction/);
+      await expect(store.execute('ro', submit())).rejects.toBeInstanceOf(LedgerUnavailableError);
+      await sql(PG_ADMIN_URL, `ALTER DATABASE ${name} RESET default_transaction_read_only`);
+      await sql(PG_ADMIN_URL, terminate);
+      await expect(store.ping()).resolves.toBeUndefined();
+      // A session holding the ledger table (a rebuild elsewhere) past the lock timeout.
+      const holder = new pg.Client({ connectionString: dbs.url() });
+      await holder.connect();
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE ledger IN EXCLUSIVE MODE');
+      try {
+        await expect(store.ping()).rejects.toThrow(/lock timeout/);
+      } finally {
+        await holder.query('ROLLBACK');
+        await holder.end();
+      }
+      await expect(store.ping()).resolves.toBeUndefined();
+    } finally {
+      await sql(PG_ADMIN_URL, `ALTER DATABASE ${name} RESET default_transaction_read_only`);
+      await store.close();
+    }
   });
 
   it('a server that cannot be reached: opening fails as unavailable, quickly', async () => {

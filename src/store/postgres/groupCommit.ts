@@ -13,6 +13,21 @@ class NotBegunError extends Error {
   }
 }
 
+/**
+ * A unit as submitted: an `execute` without `now` is decided at the database's clock (`now()`, read once per
+ * batch transaction), so that every host running against one database stamps events and judges orphans by
+ * the same clock (CONTRACT.md §4).
+ */
+export type SubmittedUnit = Exclude<Unit, { op: 'execute' }> | (Omit<Extract<Unit, { op: 'execute' }>, 'now'> & { readonly now?: number });
+
+/** The units with every missing `now` set to the transaction's start on the server, in ms since the epoch. */
+async function atServerTime(client: pg.ClientBase, units: readonly SubmittedUnit[]): Promise<Unit[]> {
+  if (units.every((u) => u.op !== 'execute' || u.now !== undefined)) return units as Unit[];
+  const { rows } = await client.query<{ now: number }>({ name: 'guidgate_now', text: 'SELECT floor(extract(epoch FROM now()) * 1000)::bigint AS now' });
+  const now = rows[0]!.now;
+  return units.map((u) => (u.op === 'execute' && u.now === undefined ? { ...u, now } : u) as Unit);
+}
+
 export type UnitOutcome = { readonly ok: true; readonly value: AppendResult | ExecuteResult } | { readonly ok: false; readonly error: unknown };
 
 /** Rounds inside one transaction: a GUID claimed by another process meanwhile is decided again, locked. */
@@ -44,15 +59,16 @@ function finish(unit: Unit, plan: UnitPlan, positions: ReadonlyMap<string, numbe
  * Under SERIALIZABLE that INSERT fails with 40001 instead, and `runBatch` runs the batch again.
  * Any database error rejects: the caller fails every unit of the batch.
  */
-async function runOnce(client: pg.ClientBase, units: readonly Unit[], guarded: boolean): Promise<UnitOutcome[]> {
-  const outcomes: Array<UnitOutcome | undefined> = new Array(units.length);
-  let pending = units.map((_, i) => i);
+async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[], guarded: boolean): Promise<UnitOutcome[]> {
+  const outcomes: Array<UnitOutcome | undefined> = new Array(submitted.length);
+  let pending = submitted.map((_, i) => i);
   let lastRead = new Map<string, LedgerState>();
   try {
     await client.query('BEGIN');
   } catch (err) {
     throw new NotBegunError(err);
   }
+  const units = await atServerTime(client, submitted);
   for (let round = 0; round < MAX_ROUNDS && pending.length > 0; round++) {
     const roundUnits = pending.map((i) => units[i]!);
     lastRead = await lockRows(client, [...new Set(roundUnits.map((u) => u.guid))]);
@@ -78,7 +94,7 @@ async function runOnce(client: pg.ClientBase, units: readonly Unit[], guarded: b
   return outcomes as UnitOutcome[];
 }
 
-export async function runBatch(client: pg.ClientBase, units: readonly Unit[]): Promise<UnitOutcome[]> {
+export async function runBatch(client: pg.ClientBase, units: readonly SubmittedUnit[]): Promise<UnitOutcome[]> {
   let guarded = false;
   for (let attempt = 1; ; attempt++) {
     try {
@@ -99,7 +115,7 @@ export async function runBatch(client: pg.ClientBase, units: readonly Unit[]): P
 }
 
 export interface GroupCommit {
-  submit(unit: Unit): Promise<AppendResult | ExecuteResult>;
+  submit(unit: SubmittedUnit): Promise<AppendResult | ExecuteResult>;
   /** Waits for every submitted unit to be settled. */
   drain(): Promise<void>;
 }
@@ -113,12 +129,12 @@ export interface GroupCommit {
  */
 export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFlight: number; fail: (err: unknown) => Error }): GroupCommit {
   const { maxBatch, maxInFlight, fail } = options;
-  const queue: Array<{ unit: Unit; resolve: (v: AppendResult | ExecuteResult) => void; reject: (e: unknown) => void }> = [];
+  const queue: Array<{ unit: SubmittedUnit; resolve: (v: AppendResult | ExecuteResult) => void; reject: (e: unknown) => void }> = [];
   let inFlight = 0;
   let scheduled = false;
   const idle: Array<() => void> = [];
 
-  async function write(units: readonly Unit[]): Promise<UnitOutcome[]> {
+  async function write(units: readonly SubmittedUnit[]): Promise<UnitOutcome[]> {
     // A connection that died while idle in the pool (PostgreSQL restarted) fails at BEGIN, before
     // anything was sent: then, once, the batch takes a new connection. Any later failure may have reached
     // COMMIT, so it is never retried here.

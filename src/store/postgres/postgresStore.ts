@@ -17,6 +17,10 @@ export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.tes
 export interface PostgresStoreOptions {
   /** `postgres://user@host:port/dbname` (or `postgresql://`). */
   readonly url: string;
+  /**
+   * The time `execute` decides at (event times, orphan ages). Default: the database server's clock, read
+   * once per batch transaction, so relays and commands on several hosts agree whatever their own clocks say.
+   */
   readonly clock?: () => number;
   /** Most units of work one shared transaction carries (group commit). */
   readonly maxBatch?: number;
@@ -33,6 +37,8 @@ export interface PostgresStoreOptions {
   readonly lockTimeoutMs?: number;
   /** Shown in `pg_stat_activity`, so an operator (or a test) can find this process's connections. */
   readonly applicationName?: string;
+  /** False: a database without the schema is refused (`no ledger …`), not migrated (default true). */
+  readonly create?: boolean;
 }
 
 export interface PostgresEventStore extends EventStore {
@@ -55,7 +61,7 @@ const types = {
 };
 
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
-  const { url, clock = Date.now, maxBatch = 512, maxInFlight = 2, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate' } = options;
+  const { url, clock, maxBatch = 512, maxInFlight = 2, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate', create = true } = options;
   if (!isPostgresUrl(url)) throw new LedgerUnavailableError('not a PostgreSQL URL (postgres://… or postgresql://…)');
   const pool = new pg.Pool({
     connectionString: url,
@@ -85,7 +91,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     }
   };
 
-  await atBoundary('open', () => onClient(migrate)).catch(async (err: unknown) => {
+  await atBoundary('open', () => onClient((client) => migrate(client, create))).catch(async (err: unknown) => {
     await pool.end().catch(() => undefined);
     throw err;
   });
@@ -125,7 +131,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     },
     async execute(guid: string, command: Command): Promise<ExecuteResult> {
       open();
-      return writes.submit({ op: 'execute', guid, command, now: clock() }) as Promise<ExecuteResult>;
+      return writes.submit({ op: 'execute', guid, command, ...(clock === undefined ? {} : { now: clock() }) }) as Promise<ExecuteResult>;
     },
     readStream: (guid: string): Promise<StoredEvent[]> => read('read', () => readStream(pool, guid)),
     readAll: (afterPosition: number, limit: number): Promise<StoredEvent[]> => read('read', () => readAll(pool, afterPosition, limit)),
@@ -140,9 +146,11 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     spaceOnDisk: () => read('size', () => tablesBytes(pool)),
     rebuildProjection: () => maintain('rebuild', () => onClient(rebuildProjection)),
     verifyProjection: () => read('verify', () => onClient(verifyProjection)),
+    // A write that changes nothing: it fails where a claim would (a read-only or recovering server, no
+    // privilege, the table locked past lock_timeout, no connection), so /healthz is 503 exactly then.
     ping: () =>
       read('ping', async () => {
-        await pool.query({ name: 'guidgate_ping', text: 'SELECT 1' });
+        await pool.query({ name: 'guidgate_ping', text: 'UPDATE ledger SET last_seq = last_seq WHERE false' });
       }),
     close() {
       closed ??= writes.drain().then(() => pool.end());

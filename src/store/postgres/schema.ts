@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { LedgerMissingError } from '../../events/errors.js';
 
 /**
  * Schema migrations, applied in order inside one transaction that holds an advisory lock, so that several
@@ -51,7 +52,16 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
 /** Any fixed 64-bit key; it only has to differ from other advisory locks taken in the same database. */
 const MIGRATION_LOCK = 0x6775_6964_6761_7465n; // "guidgate"
 
-export async function migrate(client: pg.ClientBase): Promise<void> {
+/**
+ * Brings the schema up to date. With `create: false` (every command but `serve`, CONTRACT.md §5) a database
+ * without the schema is left untouched and `LedgerMissingError` thrown: a typo in the URL must not look like an
+ * empty ledger.
+ */
+export async function migrate(client: pg.ClientBase, create = true): Promise<void> {
+  if (!create) {
+    const { rows } = await client.query<{ t: string | null }>("SELECT to_regclass('schema_version')::text AS t");
+    if (rows[0]?.t == null) throw new LedgerMissingError('no ledger in this database (serve creates it)');
+  }
   // READ COMMITTED whatever the database's default: each statement after the lock must see what the
   // process that held the lock before committed (a snapshot taken before the wait would not).
   await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');

@@ -1,0 +1,111 @@
+/**
+ * Every command on a PostgreSQL ledger, as an operator runs them: `./bin/guidgate … --db postgres://…` as real
+ * processes on a throwaway database, against the real simulator.
+ */
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
+import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { cli, seedRow, transferBody } from '../support/commandsSeed.js';
+import { postgresForTests, useTestDatabases } from '../support/pg.js';
+import { exited, startServe } from '../support/serveProcess.js';
+
+const { available } = await postgresForTests();
+const LONG_AGO = Date.UTC(2020, 0, 1);
+
+describe.skipIf(!available)('the commands on a PostgreSQL ledger (--db postgres://…)', () => {
+  const dbs = useTestDatabases();
+  const cleanup: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    while (cleanup.length) await cleanup.pop()!();
+  });
+  const simulator = async (): Promise<Simulator> => {
+    const sim = await startSimulator({ port: 0 });
+    cleanup.push(() => sim.close());
+    return sim;
+  };
+  const post = (url: string, body: string) => fetch(`${url}/v1/transfers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+
+  it('serve answers a transfer and its replay; ledger, history, rebuild --verify, resolve, reprocess and purge work on the same URL', async () => {
+    const sim = await simulator();
+    const db = dbs.url();
+    const relay = startServe(['--db', db, '--account-url', sim.url]);
+    cleanup.push(async () => {
+      relay.child.kill('SIGKILL');
+      await exited(relay.child);
+    });
+    const url = await relay.ready;
+
+    const t = transferBody('PG-E2E-1');
+    const first = await post(url, t.body);
+    const firstText = await first.text();
+    expect(first.status).toBe(200);
+    expect(JSON.parse(firstText)).toMatchObject({ guid: 'PG-E2E-1', code: '0000' });
+    const replay = await post(url, t.body);
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(await replay.text()).toBe(firstText);
+    expect(sim.guidStats('PG-E2E-1').calls).toBe(1);
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+
+    // Rows for the commands, old enough for every --min-age: one the account system processed, one it never
+    // saw (UNKNOWN, for resolve), one refused connection (FAILED, for reprocess).
+    const applied = transferBody('PG-E2E-P');
+    await (await fetch(`${sim.url}/transfer`, { method: 'POST', body: applied.body })).text();
+    const old = await openPostgresStore({ url: db, clock: () => LONG_AGO });
+    await seedRow(old, 'PG-E2E-P', 'UNKNOWN', applied);
+    await seedRow(old, 'PG-E2E-A', 'UNKNOWN');
+    await seedRow(old, 'PG-E2E-F', 'FAILED');
+    await old.close();
+
+    const env = { GUIDGATE_DB: db };
+    const ledger = await cli(['ledger', '--json'], env);
+    expect(ledger.code, ledger.stderr).toBe(0);
+    const rows = JSON.parse(ledger.stdout) as Array<{ guid: string; status: string }>;
+    expect(rows.map((r) => [r.guid, r.status])).toEqual([['PG-E2E-1', 'DONE'], ['PG-E2E-A', 'UNKNOWN'], ['PG-E2E-F', 'FAILED'], ['PG-E2E-P', 'UNKNOWN']]);
+
+    const history = await cli(['history', 'PG-E2E-1', '--json', '--db', db]);
+    expect(history.code, history.stderr).toBe(0);
+    expect((JSON.parse(history.stdout) as Array<{ seq: number; type: string }>).map((e) => [e.seq, e.type])).toEqual([[0, 'Claimed'], [1, 'Sent'], [2, 'Answered']]);
+    expect((await cli(['history', 'PG-E2E-NONE', '--db', db])).code).toBe(1);
+
+    const resolve = await cli(['resolve', '--min-age', '1m', '--json', '--account-url', sim.url], env);
+    expect(resolve.code, resolve.stderr).toBe(0);
+    expect(JSON.parse(resolve.stdout)).toMatchObject({ candidates: 2, processed: 1, absent: 1, stillUnknown: 0 });
+
+    const reprocess = await cli(['reprocess', '--json', '--account-url', sim.url], env);
+    expect(reprocess.code, reprocess.stderr).toBe(0);
+    // PG-E2E-F and PG-E2E-A (found absent, so FAILED) are sent again, once each.
+    expect(JSON.parse(reprocess.stdout)).toMatchObject({ candidates: 2 });
+    expect(sim.guidStats('PG-E2E-F').calls).toBe(1);
+    expect(sim.guidStats('PG-E2E-A').calls).toBe(1);
+    expect(sim.guidStats('PG-E2E-P').calls).toBe(1);
+
+    const purge = await cli(['purge', '--retention', '1ms', '--json'], env);
+    expect(purge.code, purge.stderr).toBe(0);
+    expect(JSON.parse(purge.stdout)).toMatchObject({ purged: 4 });
+    const gone = await post(url, t.body);
+    expect(gone.status).toBe(410);
+
+    const verify = await cli(['rebuild', '--verify'], env);
+    expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+    const stats = await cli(['stats', '--db', db]);
+    expect(stats.code, stats.stderr).toBe(0);
+    expect(stats.stdout).toContain('PURGED');
+  }, 60_000);
+
+  it('a command other than serve, on a database without a ledger, exits 1 with "no ledger at" and creates nothing; a password is never shown', async () => {
+    const empty = new URL(await dbs.fresh());
+    empty.password = 'sekret-pw';
+    const r = await cli(['ledger', '--db', empty.toString()]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('no ledger at');
+    expect(r.stderr).not.toContain('sekret-pw');
+    const client = new pg.Client({ connectionString: empty.toString() });
+    await client.connect();
+    try {
+      expect((await client.query("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'")).rows[0]).toEqual({ n: 0 });
+    } finally {
+      await client.end();
+    }
+  });
+});

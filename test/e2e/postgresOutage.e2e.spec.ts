@@ -1,0 +1,130 @@
+/**
+ * PostgreSQL going away under a resending load, without restarting guidgate: every connection of the ledger's
+ * database terminated again and again (what a server restart does to its clients), and a stretch where the
+ * database refuses new connections at all. The server itself is shared with other tests, so it is never
+ * restarted here: `pg_terminate_backend` of this database's sessions stands in for it.
+ */
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
+import { startSimulator } from '../../src/simulator/index.js';
+import { cli, sleep, transferBody } from '../support/commandsSeed.js';
+import { PG_ADMIN_URL, postgresForTests, useTestDatabases } from '../support/pg.js';
+import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
+import { startServe } from '../support/serveProcess.js';
+
+const { available } = await postgresForTests();
+
+async function admin(text: string): Promise<void> {
+  const client = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await client.connect();
+  try {
+    await client.query(text);
+  } finally {
+    await client.end();
+  }
+}
+
+describe.skipIf(!available)('PostgreSQL restarted under a resending load', () => {
+  const dbs = useTestDatabases();
+  const cleanup: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    while (cleanup.length) await cleanup.pop()!();
+  });
+
+  it('no GUID applied twice, E503 and no call for what was never claimed, /healthz 503 meanwhile, reconnects by itself; settled and clean afterwards', async () => {
+    const sim = await startSimulator({ port: 0, latencyMs: 30 });
+    cleanup.push(() => sim.close());
+    const db = dbs.url();
+    const name = new URL(db).pathname.slice(1);
+    const relay = startServe(['--db', db, '--account-url', sim.url, '--timeout', '500ms', '--grace', '300ms']);
+    cleanup.push(() => sigkillAndWait(relay.child));
+    const url = await relay.ready;
+    const terminate = () => admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`);
+
+    // The channel: each GUID resent until it gets a definite answer (or 60 tries), 12 at a time.
+    const guids = Array.from({ length: 150 }, (_, i) => `OUT-${i}`);
+    const replies: Record<string, string[]> = {};
+    let running = true;
+    const channel = (async () => {
+      const queue = [...guids];
+      await Promise.all(Array.from({ length: 12 }, async () => {
+        for (let g = queue.shift(); g !== undefined; g = queue.shift()) {
+          const seen: string[] = (replies[g] = []);
+          for (let n = 0; n < 60; n++) {
+            try {
+              const res = await fetch(`${url}/v1/transfers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: transferBody(g).body });
+              const { code } = (await res.json()) as { code: string };
+              seen.push(code);
+              if (code === '0000') break;
+            } catch {
+              seen.push('fetch-failed');
+            }
+            await sleep(40);
+          }
+        }
+      }));
+      running = false;
+    })();
+    const health: number[] = [];
+    const prober = (async () => {
+      while (running) {
+        health.push((await fetch(`${url}/healthz`)).status);
+        await sleep(50);
+      }
+    })();
+
+    // The outage: sessions killed every 100 ms for 1.5 s, then 1 s of refused connections, then killed again.
+    await sleep(300);
+    for (let i = 0; i < 15; i++) {
+      await terminate();
+      await sleep(100);
+    }
+    await admin(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
+    try {
+      await terminate();
+      await sleep(1000);
+    } finally {
+      await admin(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);
+    }
+    for (let i = 0; i < 5; i++) {
+      await terminate();
+      await sleep(100);
+    }
+    await channel;
+    await prober;
+
+    const all = Object.values(replies).flat();
+    expect(all).toContain('E503');
+    expect(health).toContain(503);
+    // Reconnected without a restart: healthy again, and a new transfer goes through.
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    const after = await fetch(`${url}/v1/transfers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: transferBody('OUT-AFTER').body });
+    expect(((await after.json()) as { code: string }).code).toBe('0000');
+    expect(sim.stats().doubleApplied).toEqual([]);
+
+    // Past every timeout and grace: settle what the outage left open.
+    await sleep(1200);
+    await settleWithCommands(db, sim.url, '300ms');
+
+    const store = await openPostgresStore({ url: db });
+    try {
+      const stats = sim.stats();
+      expect(stats.doubleApplied).toEqual([]);
+      for (const g of guids) {
+        const row = await store.getLedger(g);
+        // Never claimed (every copy got E503 or never arrived): never called. Claimed: settled, applied once.
+        if (row === null) expect(stats.calls[g] ?? 0, g).toBe(0);
+        else expect([row.status, stats.applied[g] ?? 0], g).toEqual(['DONE', 1]);
+      }
+      expect(await store.countLedger({ statuses: ['RECEIVED', 'SENT', 'UNKNOWN', 'FAILED'] })).toBe(0);
+      expect(await store.verifyProjection()).toEqual([]);
+    } finally {
+      await store.close();
+    }
+    const verify = await cli(['rebuild', '--verify', '--db', db]);
+    expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+    const counts = all.reduce<Record<string, number>>((m, c) => ({ ...m, [c]: (m[c] ?? 0) + 1 }), {});
+    console.log(`replies during the outage: ${JSON.stringify(counts)}; /healthz 503 ${health.filter((s) => s === 503).length} of ${health.length}`);
+  }, 120_000);
+});

@@ -1,0 +1,136 @@
+/**
+ * Several relays and several commands on ONE PostgreSQL ledger, as real processes: the account system (not
+ * idempotent) must see each GUID at most once whoever handles its copies, and whoever dies.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
+import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { cli, seedRow, sleep, transferBody } from '../support/commandsSeed.js';
+import { postgresForTests, useTestDatabases } from '../support/pg.js';
+import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
+import { startServe } from '../support/serveProcess.js';
+
+const { available } = await postgresForTests();
+const LONG_AGO = Date.UTC(2020, 0, 1);
+
+describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger', () => {
+  const dbs = useTestDatabases();
+  const cleanup: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    while (cleanup.length) await cleanup.pop()!();
+  });
+  const simulator = async (o: Parameters<typeof startSimulator>[0] = {}): Promise<Simulator> => {
+    const sim = await startSimulator({ port: 0, ...o });
+    cleanup.push(() => sim.close());
+    return sim;
+  };
+  const relay = async (db: string, accountUrl: string): Promise<{ url: string; child: ChildProcess }> => {
+    const r = startServe(['--db', db, '--account-url', accountUrl, '--timeout', '400ms', '--grace', '300ms']);
+    cleanup.push(() => sigkillAndWait(r.child));
+    return { url: await r.ready, child: r.child };
+  };
+
+  it('two serve processes, each GUID\'s copies sprayed across both, one SIGKILLed mid-load and restarted; then resolve and reprocess: each GUID applied exactly once, the projection equals the log', async () => {
+    // Slow answers, and 1 GUID in 8 answered after the relay gave up (applied: UNKNOWN until resolve asks).
+    const sim = await simulator({ latencyMs: 20, faults: { byGuidPrefix: { 'LATE-': 'late-answer' }, lateMs: 700 } });
+    const db = dbs.url();
+    const relays: Array<string | null> = [(await relay(db, sim.url)).url, null];
+    const second = await relay(db, sim.url);
+    relays[1] = second.url;
+
+    const guids = Array.from({ length: 160 }, (_, i) => (i % 8 === 0 ? `LATE-${i}` : `PGR-${i}`));
+    const copies = guids.flatMap((g) => [g, g, g]).sort(() => Math.random() - 0.5);
+    const codes: Record<string, number> = {};
+    let sentCopies = 0;
+    /** One copy to a random live relay; a refused connection (the relay just died) goes to another. */
+    const sendCopy = async (guid: string): Promise<void> => {
+      for (let tries = 0; tries < 20; tries++) {
+        const live = relays.filter((u): u is string => u !== null);
+        const url = live[Math.floor(Math.random() * live.length)]!;
+        try {
+          const res = await fetch(`${url}/v1/transfers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: transferBody(guid).body });
+          const { code } = (await res.json()) as { code: string };
+          codes[code] = (codes[code] ?? 0) + 1;
+          return;
+        } catch {
+          await sleep(20);
+        }
+      }
+      throw new Error(`no relay took a copy of ${guid}`);
+    };
+    const killer = (async () => {
+      while (sentCopies < copies.length / 3) await sleep(5);
+      relays[1] = null;
+      await sigkillAndWait(second.child);
+      relays[1] = (await relay(db, sim.url)).url;
+    })();
+    const queue = [...copies];
+    await Promise.all(Array.from({ length: 16 }, async () => {
+      for (let g = queue.shift(); g !== undefined; g = queue.shift()) {
+        await sendCopy(g);
+        sentCopies++;
+      }
+    }));
+    await killer;
+    expect(sim.stats().doubleApplied).toEqual([]);
+
+    // Past every call's timeout and grace, and past the late answers: settle what is open.
+    await sleep(1500);
+    await settleWithCommands(db, sim.url, '300ms');
+
+    const store = await openPostgresStore({ url: db });
+    try {
+      const rows = await store.queryLedger({});
+      expect(rows).toHaveLength(guids.length);
+      expect(rows.filter((r) => r.status !== 'DONE').map((r) => `${r.guid} ${r.status}`)).toEqual([]);
+      // At most once, and since every row is DONE with the account system's answer: exactly once.
+      const stats = sim.stats();
+      expect(stats.doubleApplied).toEqual([]);
+      for (const g of guids) expect(stats.applied[g] ?? 0, g).toBe(1);
+      expect(await store.verifyProjection()).toEqual([]);
+    } finally {
+      await store.close();
+    }
+    const verify = await cli(['rebuild', '--verify', '--db', db]);
+    expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+    // The load was real: both relays answered, some copies were replays or in progress, some were unknown.
+    expect(codes['0000']).toBeGreaterThan(guids.length);
+    expect(Object.keys(codes).length).toBeGreaterThan(1);
+  }, 120_000);
+
+  it('two resolve and two reprocess processes on the same backlog at once: each row settled once, each FAILED row sent once', async () => {
+    const sim = await simulator({ latencyMs: 5 });
+    const db = await dbs.fresh();
+    const processed = Array.from({ length: 60 }, (_, i) => `RP-P${i}`);
+    const absent = Array.from({ length: 60 }, (_, i) => `RP-A${i}`);
+    for (const g of processed) await (await fetch(`${sim.url}/transfer`, { method: 'POST', body: transferBody(g).body })).text();
+    const old = await openPostgresStore({ url: db, clock: () => LONG_AGO });
+    await Promise.all([...processed, ...absent].map((g) => seedRow(old, g, 'UNKNOWN', transferBody(g))));
+    await old.close();
+
+    const env = { GUIDGATE_DB: db, GUIDGATE_ACCOUNT_URL: sim.url };
+    const resolves = await Promise.all([1, 2].map(() => cli(['resolve', '--min-age', '1m', '--json'], env)));
+    for (const r of resolves) expect(r.code, r.stderr).toBe(0);
+    const sums = resolves.map((r) => JSON.parse(r.stdout) as { processed: number; absent: number });
+    expect(sums.reduce((n, s) => n + s.processed, 0)).toBe(processed.length);
+    expect(sums.reduce((n, s) => n + s.absent, 0)).toBe(absent.length);
+
+    const reprocesses = await Promise.all([1, 2].map(() => cli(['reprocess', '--json'], env)));
+    for (const r of reprocesses) expect(r.code, r.stderr).toBe(0);
+
+    const store = await openPostgresStore({ url: db });
+    try {
+      const log = await store.readAll(-1, 100_000);
+      const count = (g: string, type: string) => log.filter((e) => e.guid === g && e.type === type).length;
+      for (const g of [...processed, ...absent]) expect(count(g, 'Resolved'), g).toBe(1);
+      // The absent rows went FAILED and were sent again exactly once (one more Sent each), the processed never.
+      for (const g of absent) expect([count(g, 'Sent'), sim.guidStats(g).calls], g).toEqual([2, 1]);
+      for (const g of processed) expect([count(g, 'Sent'), sim.guidStats(g).calls], g).toEqual([1, 1]);
+      expect(await store.countLedger({ statuses: ['UNKNOWN', 'FAILED', 'SENT', 'RECEIVED'] })).toBe(0);
+      expect(await store.verifyProjection()).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  }, 120_000);
+});

@@ -11,7 +11,8 @@ export async function settleWithCommands(db: string, accountUrl: string, grace: 
   const env = { GUIDGATE_DB: db, GUIDGATE_ACCOUNT_URL: accountUrl };
   const resolve = await cli(['resolve', '--min-age', '1ms', '--grace', grace, '--json'], env);
   expect(resolve.code, resolve.stderr).toBe(0);
-  const reprocess = await cli(['reprocess', '--json'], env);
+  // A row an inquiry made FAILED is sent again only after a fresh inquiry, once its last Sent is --min-age old.
+  const reprocess = await cli(['reprocess', '--min-age', '1ms', '--json'], env);
   expect(reprocess.code, reprocess.stderr).toBe(0);
 }
 

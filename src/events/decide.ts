@@ -82,7 +82,8 @@ const refuse = (reason: RefusalReason, state: LedgerState | null): E.Either<Refu
 
 function sendAgain(state: LedgerState, rules: ResendRules, now: number): E.Either<Refusal, NewEvent[]> {
   if (state.status !== 'FAILED' && state.status !== 'RECEIVED') return refuse('wrong-status', state);
-  if (state.attempts >= rules.maxAttempts) return refuse('attempt-cap', state);
+  // A row that may have arrived is asked about before the attempt cap counts: on its last allowed attempt an
+  // inquiry that finds it processed must still settle it (DONE), never leave an applied transfer FAILED.
   if (mayHaveArrived(state)) {
     // The min-age trap: an inquiry made before a slow account system made the transfer visible said absent.
     // Only a fresh inquiry about this very row, made once its last Sent is old enough, may clear the resend.
@@ -95,6 +96,7 @@ function sendAgain(state: LedgerState, rules: ResendRules, now: number): E.Eithe
     if (!oldEnoughToAsk(state, inquiry.at, rules.minAgeMs ?? DEFAULT_MIN_AGE_MS)) return refuse('too-young', state);
     if (inquiry.answer.kind !== 'absent') return refuse('inquiry-unclear', state);
   }
+  if (state.attempts >= rules.maxAttempts) return refuse('attempt-cap', state);
   return E.right([{ type: 'Sent', at: now, data: { attempt: state.attempts + 1, timeoutMs: rules.timeoutMs } }]);
 }
 

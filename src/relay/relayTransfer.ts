@@ -62,14 +62,21 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   // The common resend paths answer from one read and never touch the write path: `decide` on the row read
   // (pure; the time only stamps events that are not appended here) says whether a write would be refused.
   // A row that may have arrived is refused for want of an inquiry: that one goes on, to inquire first.
+  let mayHaveArrived = false;
   if (existing !== null) {
     const refused = decide(existing, submit, 0);
-    if (E.isLeft(refused) && refused.left.reason !== 'needs-inquiry') return { reply: replyForRefusal(request.guid, refused.left, maxAttempts), request };
+    mayHaveArrived = E.isLeft(refused) && refused.left.reason === 'needs-inquiry';
+    if (E.isLeft(refused) && !mayHaveArrived) return { reply: replyForRefusal(request.guid, refused.left, maxAttempts), request };
   }
 
-  // Checked before the claim: a request the breaker refuses leaves nothing in the ledger.
+  // Checked before the claim: a request the breaker refuses leaves nothing in the ledger. A row whose earlier
+  // attempt may have arrived is E901 then (its outcome is unknown until an inquiry), never "not sent".
   const permit = deps.breaker === undefined ? null : deps.breaker.permit();
-  if (deps.breaker !== undefined && permit === null) return { reply: codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), request };
+  if (deps.breaker !== undefined && permit === null) {
+    return mayHaveArrived
+      ? { reply: codeReply('E901', request.guid, { message: 'outcome unknown; the account system is unavailable (breaker open), so it was not asked: resend later' }), request }
+      : { reply: codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), request };
+  }
 
   let claimed: LedgerState;
   try {

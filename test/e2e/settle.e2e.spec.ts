@@ -179,6 +179,20 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
       console.log(`breaker (${kind}): ${refused} calls saved, E902 in ${perReplyMs.toFixed(1)} ms per reply while open`);
       expect(perReplyMs).toBeLessThan(100);
 
+      if (sim !== null) {
+        // Found in review: a resend of a row an inquiry made FAILED, while the breaker is open, was told E902 ("not
+        // sent") about an attempt that may have been applied. It is E901: unknown until an inquiry, nothing sent.
+        const store = openSqliteStore({ path: h.db });
+        cleanup.push(() => store.close());
+        const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
+        cleanup.push(() => account.close());
+        expect(await resolveUnknown({ store, account }, { minAgeMs: 0, graceMs: 1000, limit: 1 })).toMatchObject({ absent: 1 });
+        expect(await store.getLedger('BRK-0')).toMatchObject({ status: 'FAILED', failedByInquiry: true });
+        const doubt = await h.post(transferBody('BRK-0').body);
+        expect([doubt.status, doubt.json()['code']]).toEqual([504, 'E901']);
+        expect(sim.stats().totalCalls).toBe(N);
+      }
+
       // Recovery: an account system that answers; after the cooldown one trial call closes the breaker.
       const healthy = sim ?? (await startSimulator({ port }));
       if (sim === null) cleanup.push(() => healthy.close());

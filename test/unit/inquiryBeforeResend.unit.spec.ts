@@ -49,6 +49,17 @@ describe('decide: a resend of a row that may have arrived', () => {
   }
   it('a row FAILED by a refused connection needs no inquiry', () =>
     given(...failedByRefusal).when(send(), 1100).then([{ type: 'Sent', at: 1100, data: { attempt: 2, timeoutMs: 3000 } }]));
-  it('the attempt cap comes first: no inquiry needed for a row that will not be sent anyway', () =>
-    given(...failedByInquiry).when({ ...send(), maxAttempts: 1 }, OLD).thenRefused('attempt-cap'));
+  // Found in review: with the cap checked first, a row FAILED by an early inquiry on its last allowed attempt was
+  // never asked about again, and an applied transfer stayed FAILED (E902, "not sent") for good.
+  describe('at the attempt cap, the inquiry still comes first', () => {
+    const capped = { ...send(), maxAttempts: 1 };
+    it('without a fresh inquiry: refused for want of one (the relay then asks), not for the cap', () =>
+      given(...failedByInquiry).when(capped, OLD).thenRefused('needs-inquiry'));
+    it('found processed: DONE with its answer, cap or not', () =>
+      given(...failedByInquiry).when({ ...capped, inquiry: inquiry({ kind: 'processed', code: '0000', response: 'r' }) }, OLD + 5).then([
+        { type: 'Resolved', at: OLD + 5, data: { source: 'inquiry', outcome: 'processed', code: '0000', response: 'r' } },
+      ]));
+    it('absent and old enough: now the cap refuses the send', () =>
+      given(...failedByInquiry).when({ ...capped, inquiry: inquiry({ kind: 'absent' }) }, OLD + 5).thenRefused('attempt-cap'));
+  });
 });

@@ -2,12 +2,11 @@
  * The store contract (src/events/store.ts) as tests, written once. Every store runs it by passing a factory:
  * `describeStoreContract('SQLite', sqliteFactory)`; a PostgreSQL factory creates and drops a database.
  */
-import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Command } from '../../src/events/decide.js';
 import type { StoreErrorCode } from '../../src/events/errors.js';
 import type { EventStore } from '../../src/events/store.js';
-import { childScript, runToEnd, spawnNode, waitForLine } from '../support/children.js';
+import { childScript, claimRace, spawnNode, waitForLine } from '../support/children.js';
 
 /**
  * Changes made behind the store's back, the way a bug, an operator or another program could: the only
@@ -85,23 +84,12 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await (await open(f)).close();
         stores.length = 0;
         const count = 300;
-        const children = [1, 2, 3].map((seed) => spawn(process.execPath, [childScript('claimer'), f.db, String(count), String(seed * 7919)], { stdio: ['pipe', 'pipe', 'pipe'] }));
-        try {
-          await Promise.all(children.map((c) => waitForLine(c, 'ready')));
-          const done = children.map((c) => runToEnd(c));
-          for (const c of children) c.stdin!.write('go\n');
-          const won = (await Promise.all(done)).map((r) => {
-            expect(r.code, r.stderr).toBe(0);
-            return (JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{'))!) as { won: string[] }).won;
-          });
-          const all = won.flat();
-          expect(all).toHaveLength(count);
-          expect(new Set(all).size).toBe(count);
-          // The race was real: more than one process won something.
-          expect(won.filter((w) => w.length > 0).length).toBeGreaterThan(1);
-        } finally {
-          for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
-        }
+        const won = await claimRace('claimer', [1, 2, 3].map((seed) => [f.db, String(count), String(seed * 7919)]));
+        const all = won.flat();
+        expect(all).toHaveLength(count);
+        expect(new Set(all).size).toBe(count);
+        // The race was real: more than one process won something.
+        expect(won.filter((w) => w.length > 0).length).toBeGreaterThan(1);
         const store = await open(f);
         const log = await store.readAll(-1, 10 * count);
         expect(log.filter((e) => e.type === 'Claimed')).toHaveLength(count);

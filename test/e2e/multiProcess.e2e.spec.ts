@@ -1,8 +1,7 @@
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
-import { spawn } from 'node:child_process';
-import { childScript, runToEnd, waitForLine } from '../support/children.js';
+import { claimRace } from '../support/children.js';
 import { useTempDir } from '../support/tmp.js';
 
 describe('many processes, one ledger file', () => {
@@ -12,16 +11,8 @@ describe('many processes, one ledger file', () => {
     const dbPath = join(tmp(), 'race.db');
     // Create the schema first so the children race on claims, not on the migration.
     await openSqliteStore({ path: dbPath }).close();
-    const children = [1, 2, 3, 4].map((seed) => spawn(process.execPath, [childScript('claimer'), dbPath, '1000', String(seed * 7919)], { stdio: ['pipe', 'pipe', 'pipe'] }));
     // All four open the file first, then start together.
-    await Promise.all(children.map((c) => waitForLine(c, 'ready')));
-    const done = children.map((c) => runToEnd(c));
-    for (const c of children) c.stdin!.write('go\n');
-    const results = await Promise.all(done);
-    const won = results.map((r) => {
-      expect(r.code, r.stderr).toBe(0);
-      return (JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{'))!) as { won: string[] }).won;
-    });
+    const won = await claimRace('claimer', [1, 2, 3, 4].map((seed) => [dbPath, '1000', String(seed * 7919)]));
     const all = won.flat();
     expect(all).toHaveLength(1000);
     expect(new Set(all).size).toBe(1000);

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { spawn } from 'node:child_process';
 import pg from 'pg';
 import { describe, it, expect, beforeEach, vi } from 'vitest';
 import { openPostgresStore, isPostgresUrl, type PostgresStoreOptions } from '../../src/store/postgres/postgresStore.js';
@@ -7,7 +6,7 @@ import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
 import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { Command } from '../../src/events/decide.js';
-import { childScript, runToEnd, waitForLine } from '../support/children.js';
+import { claimRace } from '../support/children.js';
 import { PG_ADMIN_URL, postgresForTests, useTestDatabases } from '../support/pg.js';
 
 const submit = (fp = 'fp'): Command => ({ type: 'Submit', request: '{"guid":"g"}', fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
@@ -368,17 +367,7 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
 
   it('4 processes race to claim the same 600 GUIDs, several in flight each: each is claimed exactly once', async () => {
     await (await open()).close(); // the schema first, so the children race on claims
-    const children = [1, 2, 3, 4].map((seed) =>
-      spawn(process.execPath, [childScript('pgClaimer'), dbs.url(), '600', String(seed * 7919), '8'], { stdio: ['pipe', 'pipe', 'pipe'] }),
-    );
-    await Promise.all(children.map((c) => waitForLine(c, 'ready')));
-    const done = children.map((c) => runToEnd(c));
-    for (const c of children) c.stdin!.write('go\n');
-    const results = await Promise.all(done);
-    const won = results.map((r) => {
-      expect(r.code, r.stderr).toBe(0);
-      return (JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{'))!) as { won: string[] }).won;
-    });
+    const won = await claimRace('pgClaimer', [1, 2, 3, 4].map((seed) => [dbs.url(), '600', String(seed * 7919), '8']));
     const all = won.flat();
     expect(all).toHaveLength(600);
     expect(new Set(all).size).toBe(600);

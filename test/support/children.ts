@@ -57,3 +57,23 @@ export async function freePort(): Promise<number> {
   await new Promise((r) => srv.close(r));
   return port;
 }
+
+/**
+ * The cross-process claim race: one child per argument list (`claimer` or `pgClaimer`), all opened first and
+ * started together on "go"; resolves with the GUIDs each child won. A child that fails rejects with its stderr;
+ * children still running when it ends are killed.
+ */
+export async function claimRace(script: string, argsPerChild: readonly string[][]): Promise<string[][]> {
+  const children = argsPerChild.map((args) => spawn(process.execPath, [childScript(script), ...args], { stdio: ['pipe', 'pipe', 'pipe'] }));
+  try {
+    await Promise.all(children.map((c) => waitForLine(c, 'ready')));
+    const done = children.map((c) => runToEnd(c));
+    for (const c of children) c.stdin!.write('go\n');
+    return (await Promise.all(done)).map((r) => {
+      if (r.code !== 0) throw new Error(`${script} exited ${r.code}: ${r.stderr}`);
+      return (JSON.parse(r.stdout.split('\n').find((l) => l.startsWith('{'))!) as { won: string[] }).won;
+    });
+  } finally {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  }
+}

@@ -5,6 +5,7 @@ import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAccountClient } from '../../src/relay/accountClient.js';
 import type { AccountClient, AccountClientOptions, CallOutcome } from '../../src/relay/accountClient.js';
+import { freePort } from '../support/children.js';
 import { waitFor } from '../support/waitFor.js';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -52,16 +53,6 @@ function client(opts: Partial<AccountClientOptions> & { baseUrl: string }): Acco
   const c = createAccountClient({ timeoutMs: 400, ...opts });
   cleanups.push(() => c.close());
   return c;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise<number>((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

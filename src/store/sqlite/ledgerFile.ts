@@ -95,7 +95,9 @@ export function checkLedgerFile(path: string): void {
     throw new NotALedgerError(`${path} is not a guidgate ledger: SQLite cannot open it (${err instanceof Error ? err.message : String(err)})`);
   }
   try {
-    const problem = schemaProblem(db);
+    // One read transaction: the version and the tables as of one instant. Read apart, another process's
+    // migration could commit between them (version 0, then its tables), and a new ledger would look foreign.
+    const problem = db.transaction(() => schemaProblem(db))();
     if (problem !== null) throw new NotALedgerError(`${path} is not a guidgate ledger: ${problem}`);
   } catch (err) {
     if (err instanceof NotALedgerError) throw err;

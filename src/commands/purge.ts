@@ -1,4 +1,4 @@
-import type { EventLog, LedgerMaintenance, LedgerReadModel } from '../events/store.js';
+import type { EventLog, LedgerClock, LedgerMaintenance, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import { countRows, pagedRows, PAGE_SIZE, type RowFilter } from './rows.js';
 
@@ -16,7 +16,8 @@ export interface PurgeSummary {
 }
 
 export interface PurgeDeps {
-  readonly store: EventLog & LedgerReadModel & LedgerMaintenance;
+  readonly store: EventLog & LedgerReadModel & LedgerMaintenance & LedgerClock;
+  /** What the retention is judged by; default the ledger's clock (`store.now()`: on PostgreSQL the database's). */
   readonly clock?: () => number;
 }
 
@@ -43,9 +44,8 @@ export const SHORT_RETENTION_MS = 86_400_000;
  */
 export async function purgeDone(deps: PurgeDeps, opts: PurgeOptions): Promise<PurgeSummary> {
   const { store } = deps;
-  const clock = deps.clock ?? Date.now;
   const dryRun = opts.dryRun === true;
-  const now = clock();
+  const now = deps.clock === undefined ? await store.now() : deps.clock();
   const filter: RowFilter = { statuses: ['DONE'], updatedBefore: now - opts.retentionMs };
   const tombstonesBefore = now - opts.tombstoneRetentionMs;
   const summary: PurgeSummary = { purged: 0, tombstonesRemoved: 0, bytesBefore: 0, bytesAfter: 0, dryRun, candidates: 0 };

@@ -1,4 +1,4 @@
-import type { EventLog, LedgerReadModel } from '../events/store.js';
+import type { EventLog, LedgerClock, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../relay/accountClient.js';
 import { createMetrics, type Metrics } from '../relay/metrics.js';
@@ -32,11 +32,12 @@ export interface ReprocessSummary {
 export type ReprocessRowOutcome = 'candidate' | 'done' | 'found' | 'failed' | 'unknown' | 'skipped' | 'held' | 'ledger-error';
 
 export interface ReprocessDeps {
-  readonly store: EventLog & LedgerReadModel;
+  readonly store: EventLog & LedgerReadModel & LedgerClock;
   /** Its call timeout should be `timeoutMs`: that is what the Sent event records for the orphan sweep. */
   readonly account: AccountClient;
   readonly metrics?: Metrics | undefined;
-  readonly clock?: (() => number) | undefined;
+  /** What a row's age is judged by before an inquiry; default the ledger's clock (`store.now()`). */
+  readonly clock?: (() => number | Promise<number>) | undefined;
 }
 
 export interface ReprocessOptions {
@@ -123,7 +124,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
     let claimed: LedgerState;
     try {
       const send = { type: 'Send', timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, ...(opts.minAgeMs === undefined ? {} : { minAgeMs: opts.minAgeMs }) } as const;
-      const result = await resendAfterInquiry({ store, account, metrics, clock: deps.clock ?? Date.now }, row, send);
+      const result = await resendAfterInquiry({ store, account, metrics, clock: deps.clock }, row, send);
       if (result.kind === 'refused') {
         const { reason } = result.refusal;
         if (reason === 'too-young' || reason === 'inquiry-unclear' || reason === 'needs-inquiry') {

@@ -1,5 +1,5 @@
 import { decide, type Command } from '../events/decide.js';
-import type { EventLog, InquirySchedule, LedgerReadModel } from '../events/store.js';
+import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../relay/accountClient.js';
 import type { Metrics } from '../relay/metrics.js';
@@ -29,9 +29,10 @@ export interface ResolveSummary {
 export type ResolveRowOutcome = 'candidate' | 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped' | 'ledger-error';
 
 export interface ResolveDeps {
-  readonly store: EventLog & LedgerReadModel & InquirySchedule;
+  readonly store: EventLog & LedgerReadModel & InquirySchedule & LedgerClock;
   readonly account: AccountClient;
-  readonly clock?: () => number;
+  /** What ages are judged by; default the ledger's clock (`store.now()`: on PostgreSQL the database's). */
+  readonly clock?: (() => number | Promise<number>) | undefined;
   /** Inquiries by outcome and the settlement lag (serve's settler). */
   readonly metrics?: Pick<Metrics, 'inquiry' | 'settled'> | undefined;
 }
@@ -83,9 +84,8 @@ export function resolveExitCode(s: ResolveSummary): 0 | 1 {
  */
 export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): Promise<ResolveSummary> {
   const { store, account } = deps;
-  const clock = deps.clock ?? Date.now;
+  const clock = deps.clock ?? (() => store.now());
   const dryRun = opts.dryRun === true;
-  const now = clock();
   const summary: ResolveSummary = {
     swept: { neverSent: 0, orphaned: 0 },
     candidates: 0,
@@ -98,9 +98,11 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     dryRun,
   };
 
-  const filter: RowFilter = { statuses: ['UNKNOWN'], sentAtOrBefore: now - opts.minAgeMs, ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}) };
+  let filter: RowFilter;
   let total: number;
   try {
+    const now = await clock();
+    filter = { statuses: ['UNKNOWN'], sentAtOrBefore: now - opts.minAgeMs, ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}) };
     const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun });
     summary.swept = { neverSent: swept.neverSent, orphaned: swept.orphaned };
     total = await countRows(store, filter, opts.limit);
@@ -121,15 +123,22 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     summary.candidates++;
     if (dryRun) return progressed(row, 'candidate');
 
-    const askedAt = clock();
     const answer = await account.inquire(row.guid);
     deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
+    // One read of the ledger's clock per row, once the answer is in: the time the answer is recorded at.
+    let at: number;
+    try {
+      at = await clock();
+    } catch (err) {
+      summary.ledgerErrors++;
+      return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
+    }
     if (answer.kind === 'unknown') {
       summary.stillUnknown++;
       if (!answer.reached) summary.unreachable++;
       try {
         // Spaces out the next inquiry about this attempt, for every process settling this ledger.
-        await store.recordUnclearInquiry(row.guid, row.sentAt ?? row.updatedAt, askedAt, opts.minAgeMs);
+        await store.recordUnclearInquiry(row.guid, row.sentAt ?? row.updatedAt, at, opts.minAgeMs);
       } catch (err) {
         summary.ledgerErrors++;
         return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
@@ -142,7 +151,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
         : { type: 'Resolve', outcome: 'absent' };
     // decide on the row as selected, appended only if the row is still exactly that (same lastSeq): the same
     // decision `store.execute` would take inside the transaction, pinned to the attempt we asked about.
-    const decided = decide(row, command, clock());
+    const decided = decide(row, command, at);
     if (decided._tag === 'Left') {
       summary.skipped++;
       return progressed(row, 'skipped', decided.left.reason);
@@ -157,7 +166,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
       summary.ledgerErrors++;
       return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
     }
-    deps.metrics?.settled(clock() - row.updatedAt);
+    deps.metrics?.settled(at - row.updatedAt);
     if (answer.kind === 'processed') summary.processed++;
     else summary.absent++;
     return progressed(row, answer.kind, answer.kind === 'processed' ? answer.code : undefined);

@@ -114,7 +114,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
 
   const sweep = async (): Promise<void> => {
     try {
-      const s = await sweepOrphans(store, opts.graceMs, Date.now());
+      const s = await sweepOrphans(store, opts.graceMs, await store.now());
       if (s.neverSent + s.orphaned > 0) app.log.warn({ ...s }, 'swept orphaned rows');
     } catch (err) {
       app.log.error({ err }, 'orphan sweep failed');

@@ -1,12 +1,13 @@
-import type { EventLog, InquirySchedule, LedgerReadModel } from '../events/store.js';
+import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel } from '../events/store.js';
 import type { AccountClient } from '../relay/accountClient.js';
 import type { Metrics } from '../relay/metrics.js';
 import { resolveUnknown, type ResolveSummary } from './resolve.js';
 
 export interface SettlerDeps {
-  readonly store: EventLog & LedgerReadModel & InquirySchedule;
+  readonly store: EventLog & LedgerReadModel & InquirySchedule & LedgerClock;
   readonly account: AccountClient;
   readonly metrics: Pick<Metrics, 'inquiry' | 'settled' | 'settleRunFinished'>;
+  /** For the metrics' timestamps only: ages are judged by the ledger's clock (`store.now()`). */
   readonly clock: () => number;
   /** One line per run that settled or swept something, and per failed run. */
   readonly log: (summary: ResolveSummary) => void;
@@ -29,7 +30,7 @@ export interface Settler {
 /** One settle run: `resolve` on the rows whose next inquiry is due; stamps the run's end in the metrics. */
 export async function settleOnce(deps: Omit<SettlerDeps, 'log'>, opts: Omit<SettlerOptions, 'everyMs'>, signal?: AbortSignal): Promise<ResolveSummary> {
   const summary = await resolveUnknown(
-    { store: deps.store, account: deps.account, clock: deps.clock, metrics: deps.metrics },
+    { store: deps.store, account: deps.account, metrics: deps.metrics },
     { minAgeMs: opts.minAgeMs, graceMs: opts.graceMs, concurrency: opts.concurrency, onlyDue: true, signal },
   );
   deps.metrics.settleRunFinished(deps.clock());

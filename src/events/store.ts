@@ -110,6 +110,16 @@ export interface InquirySchedule {
   recordUnclearInquiry(guid: string, sentAt: number, at: number, minAgeMs: number): Promise<InquiryScheduled>;
 }
 
+/**
+ * The ledger's clock: what every age (min-age, grace, retention) is judged by against the times events carry.
+ * SQLite (one host) reads the host's clock; PostgreSQL the database server's, so that processes on several
+ * hosts judge one row alike whatever their own clocks say. Read afresh on each call (never cached).
+ */
+export interface LedgerClock {
+  /** The time now, in ms since the epoch, by the clock that stamps the ledger's events. */
+  now(): Promise<number>;
+}
+
 export interface StoreLifecycle {
   /** Resolves when the ledger answers a read and can take writes. */
   ping(): Promise<void>;
@@ -117,4 +127,4 @@ export interface StoreLifecycle {
 }
 
 /** What opening a ledger gives: every part of the contract. */
-export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, StoreLifecycle {}
+export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, LedgerClock, StoreLifecycle {}

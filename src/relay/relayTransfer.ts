@@ -1,6 +1,6 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { decide, type Command } from '../events/decide.js';
-import type { EventLog, LedgerReadModel } from '../events/store.js';
+import type { EventLog, LedgerClock, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient, CallOutcome } from './accountClient.js';
 import type { Breaker, CallPermit } from './breaker.js';
@@ -11,7 +11,7 @@ import { resendAfterInquiry } from './resendAfterInquiry.js';
 import { decodeTransferRequest, type TransferRequest } from './transferRequest.js';
 
 export interface RelayDeps {
-  readonly store: EventLog & LedgerReadModel;
+  readonly store: EventLog & LedgerReadModel & LedgerClock;
   readonly account: AccountClient;
   readonly metrics: Metrics;
   readonly timeoutMs: number;
@@ -20,7 +20,8 @@ export interface RelayDeps {
   readonly minAgeMs?: number | undefined;
   /** Stops calls while the account system keeps failing (CONTRACT.md §7); none: always call. */
   readonly breaker?: Breaker | undefined;
-  readonly clock?: (() => number) | undefined;
+  /** What a row's age is judged by before an inquiry; default the ledger's clock (`store.now()`). */
+  readonly clock?: (() => number | Promise<number>) | undefined;
   /** Where an E503's cause is logged (once per reply); without it the cause is dropped. */
   readonly log?: (line: Record<string, unknown>) => void;
 }
@@ -82,7 +83,7 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   try {
     const result = existing === null
       ? await store.execute(request.guid, submit)
-      : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock ?? Date.now, metrics: deps.metrics }, existing, submit);
+      : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics }, existing, submit);
     // Someone moved first (another request, another process), or the inquiry before a resend said no: answer
     // from the state as it is now.
     if (result.kind === 'refused') {

@@ -1,13 +1,14 @@
 import { DEFAULT_MIN_AGE_MS, oldEnoughToAsk, type Command, type ResendInquiry } from '../events/decide.js';
 import { mayHaveArrived, type LedgerState } from '../events/state.js';
-import type { EventLog, ExecuteResult } from '../events/store.js';
+import type { EventLog, ExecuteResult, LedgerClock } from '../events/store.js';
 import type { AccountClient } from './accountClient.js';
 import type { Metrics } from './metrics.js';
 
 export interface ResendDeps {
-  readonly store: EventLog;
+  readonly store: EventLog & LedgerClock;
   readonly account: AccountClient;
-  readonly clock: () => number;
+  /** What the row's age is judged by before asking; default the ledger's clock (`store.now()`). */
+  readonly clock?: (() => number | Promise<number>) | undefined;
   readonly metrics?: Metrics | undefined;
 }
 
@@ -15,8 +16,8 @@ export interface ResendDeps {
  * Asks the account system about a row that may have arrived (CONTRACT.md §7), unless its last Sent is too young
  * for a 404 to mean anything: then nothing is asked and `decide` refuses the resend as too young.
  */
-export async function inquireBeforeResend(deps: Omit<ResendDeps, 'store'>, row: LedgerState, minAgeMs: number): Promise<ResendInquiry> {
-  const at = deps.clock();
+export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, minAgeMs: number): Promise<ResendInquiry> {
+  const at = await (deps.clock ?? (() => deps.store.now()))();
   if (!oldEnoughToAsk(row, at, minAgeMs)) return { seq: row.lastSeq, at, answer: { kind: 'unknown' } };
   const answer = await deps.account.inquire(row.guid);
   deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);

@@ -220,6 +220,19 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await store.countByStatus()).toMatchObject({ SENT: { count: 1, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
       });
 
+      it('now() is the clock events are stamped with, read afresh on every call', async () => {
+        let now = 1000;
+        const store = await open(await fresh(), { clock: () => now });
+        expect(await store.now()).toBe(1000);
+        now = 2500;
+        const r = await store.execute('a', submit());
+        expect(r.kind === 'applied' && r.state.createdAt).toBe(2500);
+        expect(await store.now()).toBe(2500);
+        // Without a clock given: the store's own (the host's, or the database server's), near this host's here.
+        const own = await open(await fresh());
+        expect(Math.abs((await own.now()) - Date.now())).toBeLessThan(60_000);
+      });
+
       it('a row FAILED by an inquiry says so (failedByInquiry), in the projection and in a rebuild; a refused connection does not', async () => {
         const store = await open(await fresh());
         for (const g of ['a', 'b']) await store.execute(g, submit(g));
@@ -249,6 +262,11 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await store.recordUnclearInquiry('a', 900, 5400, 100)).toEqual({ inquiries: 1, nextInquiryAt: 5500 });
         now = 6000;
         expect(await store.recordUnclearInquiry('a', 1000, 6000, 100)).toEqual({ inquiries: 1, nextInquiryAt: 6100 });
+        // The wait grows up to an hour and stays there, however many inquiries could not tell.
+        const waits: number[] = [];
+        for (let i = 2; i <= 40; i++) waits.push((await store.recordUnclearInquiry('a', 1000, 7000, 100)).nextInquiryAt - 7000);
+        expect(waits.slice(0, 3)).toEqual([200, 400, 800]);
+        expect(waits.slice(-20)).toEqual(Array.from({ length: 20 }, () => 3_600_000));
       });
 
       it('rows read back are decoded, not cast: a row changed behind the store is LEDGER_CORRUPT, not a state', async () => {

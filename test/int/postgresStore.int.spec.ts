@@ -252,8 +252,13 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
       if (r.kind !== 'applied') throw new Error('not applied');
       expect(r.state.createdAt).toBeGreaterThanOrEqual(before);
       expect(r.state.createdAt).toBeLessThan(before + 60_000);
+      // now() is the database's clock, not this host's (a day ahead).
+      const now = await store.now();
+      expect(now).toBeGreaterThanOrEqual(r.state.createdAt);
+      expect(now).toBeLessThan(before + 60_000);
       // This host believes the row is a day old, far past its timeout (3 s) and grace: the database knows better.
       expect(await sweepOrphans(store, 1000, Date.now())).toEqual({ neverSent: 0, orphaned: 0 });
+      expect(await sweepOrphans(store, 1000, now)).toEqual({ neverSent: 0, orphaned: 0 });
       expect((await store.getLedger('g'))?.status).toBe('SENT');
     } finally {
       vi.useRealTimers();
@@ -265,6 +270,29 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
       expect(await sweepOrphans(hosted, 1000, Date.now() + 86_400_000)).toEqual({ neverSent: 0, orphaned: 1 });
     } finally {
       await hosted.close();
+    }
+  });
+
+  it('an event is stamped by the database clock read after its row is locked: a write that waited for another stamps after it', async () => {
+    const store = await open();
+    const holder = new pg.Client({ connectionString: dbs.url() });
+    await holder.connect();
+    try {
+      const claimed = await store.execute('g', submit());
+      if (claimed.kind !== 'applied') throw new Error('not applied');
+      await holder.query('BEGIN');
+      await holder.query("SELECT 1 FROM ledger WHERE guid = 'g' FOR UPDATE");
+      const answered = store.execute('g', answer());
+      await new Promise((r) => setTimeout(r, 300));
+      const released = Number((await holder.query<{ now: string }>('SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now')).rows[0]!.now);
+      await holder.query('COMMIT');
+      const r = await answered;
+      if (r.kind !== 'applied') throw new Error('not applied');
+      // Stamped at the transaction's start, the Answered would be ~300 ms before the lock was let go.
+      expect(r.events[0]!.at).toBeGreaterThanOrEqual(released);
+    } finally {
+      await holder.end();
+      await store.close();
     }
   });
 

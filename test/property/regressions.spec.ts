@@ -169,7 +169,7 @@ process.stdout.write('ready\\n');`;
       expect(await sweepOrphans(ops, 100, now)).toEqual({ neverSent: 0, orphaned: 1 });
       expect(await resolveUnknown({ store: ops, account, clock }, { minAgeMs: 1, graceMs: 100 })).toMatchObject({ absent: 1 });
       sim.resetFaults();
-      const reprocessed = reprocessFailed({ store: ops, account }, { maxAttempts: 5, timeoutMs: 1000 }); // attempt 2: 0000
+      const reprocessed = reprocessFailed({ store: ops, account }, { maxAttempts: 5, timeoutMs: 1000, minAgeMs: 1 }); // attempt 2: 0000
       const firstReply = (await first).body;
       await reprocessed;
       const resend = (await post()).body;

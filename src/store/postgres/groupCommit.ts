@@ -4,6 +4,7 @@ import type { LedgerState } from '../../events/state.js';
 import type { AppendResult, ExecuteResult } from '../../events/store.js';
 import { isRetryable, isUniqueViolation } from './errors.js';
 import { planBatch, type Unit, type UnitPlan } from './planBatch.js';
+import { serverNow } from './serverClock.js';
 import { eventKey, lockRows, redactionsFor, takenSeqs, writeBatch } from './writeBatch.js';
 
 /** BEGIN itself failed (typically a pooled connection the server had closed): nothing was sent yet. */
@@ -14,17 +15,19 @@ class NotBegunError extends Error {
 }
 
 /**
- * A unit as submitted: an `execute` without `now` is decided at the database's clock (`now()`, read once per
- * batch transaction), so that every host running against one database stamps events and judges orphans by
- * the same clock (CONTRACT.md §4).
+ * A unit as submitted: an `execute` without `now` is decided at the database's clock, so that every host
+ * running against one database stamps events and judges orphans by the same clock (CONTRACT.md §4).
  */
 export type SubmittedUnit = Exclude<Unit, { op: 'execute' }> | (Omit<Extract<Unit, { op: 'execute' }>, 'now'> & { readonly now?: number });
 
-/** The units with every missing `now` set to the transaction's start on the server, in ms since the epoch. */
+/**
+ * The units with every missing `now` set to the server's clock read after the round's rows are locked: an
+ * event is stamped no earlier than the event of any transaction it waited for, so a stream's times never go
+ * backwards (as long as the server's clock does not), whichever host wrote them.
+ */
 async function atServerTime(client: pg.ClientBase, units: readonly SubmittedUnit[]): Promise<Unit[]> {
   if (units.every((u) => u.op !== 'execute' || u.now !== undefined)) return units as Unit[];
-  const { rows } = await client.query<{ now: number }>({ name: 'guidgate_now', text: 'SELECT floor(extract(epoch FROM now()) * 1000)::bigint AS now' });
-  const now = rows[0]!.now;
+  const now = await serverNow(client);
   return units.map((u) => (u.op === 'execute' && u.now === undefined ? { ...u, now } : u) as Unit);
 }
 
@@ -35,7 +38,7 @@ const MAX_ROUNDS = 3;
 /** Whole-batch attempts after a deadlock, a serialization failure or a stale projection (nothing was durable). */
 const MAX_ATTEMPTS = 8;
 
-function finish(unit: Unit, plan: UnitPlan, positions: ReadonlyMap<string, number>): UnitOutcome {
+function finish(unit: Pick<SubmittedUnit, 'op'>, plan: UnitPlan, positions: ReadonlyMap<string, number>): UnitOutcome {
   switch (plan.kind) {
     case 'error':
       return { ok: false, error: plan.error };
@@ -68,10 +71,9 @@ async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[
   } catch (err) {
     throw new NotBegunError(err);
   }
-  const units = await atServerTime(client, submitted);
   for (let round = 0; round < MAX_ROUNDS && pending.length > 0; round++) {
-    const roundUnits = pending.map((i) => units[i]!);
-    lastRead = await lockRows(client, [...new Set(roundUnits.map((u) => u.guid))]);
+    lastRead = await lockRows(client, [...new Set(pending.map((i) => submitted[i]!.guid))]);
+    const roundUnits = await atServerTime(client, pending.map((i) => submitted[i]!));
     let plan = planBatch(roundUnits, lastRead);
     if (guarded && plan.events.length > 0) {
       const blocked = await takenSeqs(client, plan);
@@ -87,7 +89,7 @@ async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[
     pending = next;
   }
   for (const i of pending) {
-    const u = units[i]!;
+    const u = submitted[i]!;
     outcomes[i] = finish(u, { kind: 'lost', state: lastRead.get(u.guid) ?? null }, new Map());
   }
   await client.query('COMMIT');

@@ -10,6 +10,7 @@ import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyP
 import { readAll } from './readAll.js';
 import { readStream } from './readStream.js';
 import { migrate } from './schema.js';
+import { serverNow } from './serverClock.js';
 
 /** True when `--db` names a PostgreSQL database rather than a SQLite file. */
 export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db);
@@ -18,8 +19,9 @@ export interface PostgresStoreOptions {
   /** `postgres://user@host:port/dbname` (or `postgresql://`). */
   readonly url: string;
   /**
-   * The time `execute` decides at (event times, orphan ages). Default: the database server's clock, read
-   * once per batch transaction, so relays and commands on several hosts agree whatever their own clocks say.
+   * The time `execute` decides at and `now()` answers (event times, ages). Default: the database server's clock,
+   * read in each batch transaction once its rows are locked, so relays and commands on several hosts agree
+   * whatever their own clocks say.
    */
   readonly clock?: () => number;
   /** Most units of work one shared transaction carries (group commit). */
@@ -133,6 +135,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
       open();
       return writes.submit({ op: 'execute', guid, command, ...(clock === undefined ? {} : { now: clock() }) }) as Promise<ExecuteResult>;
     },
+    now: () => (clock === undefined ? read('clock', () => serverNow(pool)) : Promise.resolve(clock())),
     readStream: (guid: string): Promise<StoredEvent[]> => read('read', () => readStream(pool, guid)),
     readAll: (afterPosition: number, limit: number): Promise<StoredEvent[]> => read('read', () => readAll(pool, afterPosition, limit)),
     getLedger: (guid: string) => read('read', () => getLedger(pool, guid)),

@@ -266,6 +266,9 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     execute(guid: string, command: Command): Promise<ExecuteResult> {
       return write({ op: 'execute', guid, command, now: clock() });
     },
+    now() {
+      return Promise.resolve(clock());
+    },
     readStream(guid: string): Promise<StoredEvent[]> {
       return read(() => events.stream(guid).map(rowToEvent));
     },

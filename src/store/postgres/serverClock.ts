@@ -1,0 +1,11 @@
+import type pg from 'pg';
+
+/**
+ * The database server's clock in ms since the epoch, read when the statement runs (`clock_timestamp()`, not the
+ * transaction's start: a transaction that waited for a row lock reads a time after the writer it waited for).
+ * Every time the PostgreSQL store stamps or judges comes from here.
+ */
+export async function serverNow(db: pg.Pool | pg.ClientBase): Promise<number> {
+  const { rows } = await db.query<{ now: number }>({ name: 'guidgate_now', text: 'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now' });
+  return rows[0]!.now;
+}

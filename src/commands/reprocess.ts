@@ -1,10 +1,10 @@
-import type { EventLog, LedgerClock, LedgerReadModel } from '../events/store.js';
+import type { EventLog, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../relay/accountClient.js';
 import { createMetrics, type Metrics } from '../relay/metrics.js';
 import { sendClaimed, type SendResult } from '../relay/relayTransfer.js';
 import { resendAfterInquiry } from '../relay/resendAfterInquiry.js';
-import { countRows, forEachBounded, pagedRows, type RowFilter } from './rows.js';
+import { countRows, forEachLeasedRow, pagedRows, type RowFilter } from './rows.js';
 
 export interface ReprocessSummary {
   /** FAILED rows under the attempt cap (at most `limit`). */
@@ -32,7 +32,7 @@ export interface ReprocessSummary {
 export type ReprocessRowOutcome = 'candidate' | 'done' | 'found' | 'failed' | 'unknown' | 'skipped' | 'held' | 'ledger-error';
 
 export interface ReprocessDeps {
-  readonly store: EventLog & LedgerReadModel & LedgerClock;
+  readonly store: EventLog & LedgerReadModel & RowLeases & LedgerClock;
   /** Its call timeout should be `timeoutMs`: that is what the Sent event records for the orphan sweep. */
   readonly account: AccountClient;
   readonly metrics?: Metrics | undefined;
@@ -153,7 +153,8 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   };
 
   try {
-    await forEachBounded(pagedRows(store, filter, { limit: opts.limit }), dryRun ? 1 : (opts.concurrency ?? 8), resend, () => summary.ledgerErrors > 0 || opts.signal?.aborted === true);
+    const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
+    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop }, resend);
   } catch {
     summary.ledgerErrors++;
   }

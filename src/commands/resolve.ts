@@ -1,10 +1,10 @@
 import { decide, type Command } from '../events/decide.js';
-import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel } from '../events/store.js';
+import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../relay/accountClient.js';
 import type { Metrics } from '../relay/metrics.js';
 import { sweepOrphans } from '../relay/sweepOrphans.js';
-import { countRows, forEachBounded, pagedRows, type RowFilter } from './rows.js';
+import { countRows, forEachLeasedRow, pagedRows, type RowFilter } from './rows.js';
 
 export interface ResolveSummary {
   /** What the orphan sweep before the inquiries did (in a dry run: what it would do). */
@@ -29,7 +29,7 @@ export interface ResolveSummary {
 export type ResolveRowOutcome = 'candidate' | 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped' | 'ledger-error';
 
 export interface ResolveDeps {
-  readonly store: EventLog & LedgerReadModel & InquirySchedule & LedgerClock;
+  readonly store: EventLog & LedgerReadModel & InquirySchedule & RowLeases & LedgerClock;
   readonly account: AccountClient;
   /** What ages are judged by; default the ledger's clock (`store.now()`: on PostgreSQL the database's). */
   readonly clock?: (() => number | Promise<number>) | undefined;
@@ -173,7 +173,8 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
   };
 
   try {
-    await forEachBounded(pagedRows(store, filter, { limit: opts.limit }), dryRun ? 1 : (opts.concurrency ?? 8), settle, () => summary.ledgerErrors > 0 || opts.signal?.aborted === true);
+    const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
+    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop }, settle);
   } catch {
     // A page of the ledger could not be read.
     summary.ledgerErrors++;

@@ -1,4 +1,6 @@
-import type { LedgerQuery, LedgerReadModel } from '../events/store.js';
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { LedgerQuery, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 
 /**
@@ -61,4 +63,59 @@ export async function forEachBounded<T>(source: AsyncIterable<T>, concurrency: n
   await Promise.all(Array.from({ length: Math.max(1, Math.floor(concurrency)) }, worker));
   if (failed) throw sourceError;
   await iterator.return?.(undefined);
+}
+
+/**
+ * How long a maintenance run holds a row it took (by the ledger's clock): far longer than one inquiry or send
+ * takes, short enough that the rows a dead process held come back to the others soon.
+ */
+export const LEASE_MS = 120_000;
+
+/** Rows leased at once: a few per worker, so a lease is taken shortly before its row is worked on. */
+const LEASE_BATCH_PER_WORKER = 2;
+
+/** Who holds a lease, as an operator would look for it: host, process, and one run of it. */
+export const leaseHolder = (): string => `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+
+/**
+ * The rows of `source` this run may work on: leased a small batch at a time (`RowLeases.leaseRows`), so that
+ * several processes running the same maintenance at once each take different rows. A row another process holds,
+ * or that moved since it was read, is left out. The leases end when the run does (`releaseLeases` in the caller's
+ * `finally`), or run out after `LEASE_MS` if it dies.
+ */
+export async function* leasedRows(store: RowLeases, source: AsyncIterable<LedgerState>, lease: { readonly holder: string; readonly workers: number }): AsyncGenerator<LedgerState> {
+  const size = Math.max(1, Math.floor(lease.workers) * LEASE_BATCH_PER_WORKER);
+  let batch: LedgerState[] = [];
+  const take = async (rows: readonly LedgerState[]): Promise<LedgerState[]> => {
+    const leased = await store.leaseRows(lease.holder, rows, LEASE_MS);
+    return rows.filter((r) => leased.has(r.guid));
+  };
+  for await (const row of source) {
+    batch.push(row);
+    if (batch.length < size) continue;
+    const rows = batch;
+    batch = [];
+    yield* await take(rows);
+  }
+  if (batch.length > 0) yield* await take(batch);
+}
+
+/**
+ * `forEachBounded` over the rows of a maintenance run that calls the account system (inquiries, sends): with
+ * `leased`, only rows this run leased (`leasedRows`), the leases ended when it is over, done or failed.
+ */
+export async function forEachLeasedRow(
+  store: RowLeases,
+  source: AsyncIterable<LedgerState>,
+  opts: { readonly leased: boolean; readonly concurrency: number; readonly stop: () => boolean },
+  work: (row: LedgerState) => Promise<void>,
+): Promise<void> {
+  if (!opts.leased) return forEachBounded(source, opts.concurrency, work, opts.stop);
+  const holder = leaseHolder();
+  try {
+    await forEachBounded(leasedRows(store, source, { holder, workers: opts.concurrency }), opts.concurrency, work, opts.stop);
+  } finally {
+    // Leases left behind run out by themselves; failing to end them early is no failure of the run.
+    await store.releaseLeases(holder).catch(() => undefined);
+  }
 }

@@ -1,10 +1,10 @@
-import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel } from '../events/store.js';
+import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { AccountClient } from '../relay/accountClient.js';
 import type { Metrics } from '../relay/metrics.js';
 import { resolveUnknown, type ResolveSummary } from './resolve.js';
 
 export interface SettlerDeps {
-  readonly store: EventLog & LedgerReadModel & InquirySchedule & LedgerClock;
+  readonly store: EventLog & LedgerReadModel & InquirySchedule & RowLeases & LedgerClock;
   readonly account: AccountClient;
   readonly metrics: Pick<Metrics, 'inquiry' | 'settled' | 'settleRunFinished'>;
   /** For the metrics' timestamps only: ages are judged by the ledger's clock (`store.now()`). */

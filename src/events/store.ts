@@ -110,6 +110,28 @@ export interface InquirySchedule {
   recordUnclearInquiry(guid: string, sentAt: number, at: number, minAgeMs: number): Promise<InquiryScheduled>;
 }
 
+/** A row a maintenance run wants to work on, as it read it. */
+export interface LeaseRequest {
+  readonly guid: string;
+  readonly lastSeq: number;
+}
+
+/**
+ * Leases on rows, kept beside the log, for maintenance that several processes run at once (`resolve`, the
+ * background settler, `reprocess`): a row one of them is inquiring about or sending is left alone by the others,
+ * so an inquiry is not repeated. A lease guards the outside call only; every write is still a compare-and-set,
+ * so a lease that ran out (its holder slow or dead) may repeat an inquiry, never a send.
+ */
+export interface RowLeases {
+  /**
+   * Leases, until `forMs` from now by the ledger's clock, those of `rows` whose ledger row is still at the given
+   * `lastSeq` and that no other holder has a running lease on; returns the GUIDs leased (to `holder`).
+   */
+  leaseRows(holder: string, rows: readonly LeaseRequest[], forMs: number): Promise<Set<string>>;
+  /** Ends every lease `holder` holds, and forgets every lease that has run out. */
+  releaseLeases(holder: string): Promise<void>;
+}
+
 /**
  * The ledger's clock: what every age (min-age, grace, retention) is judged by against the times events carry.
  * SQLite (one host) reads the host's clock; PostgreSQL the database server's, so that processes on several
@@ -127,4 +149,4 @@ export interface StoreLifecycle {
 }
 
 /** What opening a ledger gives: every part of the contract. */
-export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, LedgerClock, StoreLifecycle {}
+export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, RowLeases, LedgerClock, StoreLifecycle {}

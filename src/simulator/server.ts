@@ -35,6 +35,8 @@ export interface Simulator {
   port: number;
   stats(): SimulatorStats;
   guidStats(guid: string): GuidStats;
+  /** Inquiries (`GET /transfer/{guid}`) received about this GUID since start; in process only (tests), not in /stats. */
+  inquiries(guid: string): number;
   /** Balance of an account (initial balance if never used); null for a non-existent (`X…`) account. */
   balance(id: string): number | null;
   faults(): Faults;
@@ -127,6 +129,7 @@ export async function startSimulator(opts: SimulatorOptions): Promise<Simulator>
     });
   };
 
+  const inquiries = new Map<string, number>();
   const app = Fastify({
     logger: opts.logger ?? false,
     forceCloseConnections: true,
@@ -241,6 +244,7 @@ export async function startSimulator(opts: SimulatorOptions): Promise<Simulator>
 
   app.get<{ Params: { guid: string } }>('/transfer/:guid', async (request, reply) => {
     const { guid } = request.params;
+    inquiries.set(guid, (inquiries.get(guid) ?? 0) + 1);
     const answer = store.answer(guid);
     if (answer === undefined || Date.now() - answer.at < faults.processingMs) {
       return sendJson(reply, 404, JSON.stringify({ guid, code: 'E404', message: 'no record of this transfer' }));
@@ -386,6 +390,7 @@ export async function startSimulator(opts: SimulatorOptions): Promise<Simulator>
     port,
     stats: () => store.stats(),
     guidStats: (guid) => store.guidStats(guid),
+    inquiries: (guid) => inquiries.get(guid) ?? 0,
     balance: (id) => store.balance(id),
     faults: () => structuredClone(faults),
     setFaults: (f) => {

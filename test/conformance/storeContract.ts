@@ -233,6 +233,26 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(Math.abs((await own.now()) - Date.now())).toBeLessThan(60_000);
       });
 
+      it('leases: a row another holder leases is not leased again until that lease ends or runs out; a row that moved since it was read is not leased', async () => {
+        let now = 1000;
+        const store = await open(await fresh(), { clock: () => now });
+        for (const g of ['a', 'b', 'c']) await store.execute(g, submit(g));
+        const rows = (await store.queryLedger({})).map(({ guid, lastSeq }) => ({ guid, lastSeq }));
+        expect(await store.leaseRows('one', rows.slice(0, 2), 500)).toEqual(new Set(['a', 'b']));
+        expect(await store.leaseRows('two', rows, 500)).toEqual(new Set(['c']));
+        // Its own lease is renewed; a row read at an older seq is not leased whoever holds it.
+        expect(await store.leaseRows('one', [rows[0]!, { guid: 'b', lastSeq: 0 }, { guid: 'x', lastSeq: 1 }], 500)).toEqual(new Set(['a']));
+        await store.releaseLeases('one');
+        expect(await store.leaseRows('two', rows, 500)).toEqual(new Set(['a', 'b', 'c']));
+        // 'two' dies holding them: they come back once its leases have run out, by the ledger's clock.
+        expect(await store.leaseRows('three', rows, 500)).toEqual(new Set());
+        now = 1499;
+        expect(await store.leaseRows('three', rows, 500)).toEqual(new Set());
+        now = 1500;
+        expect(await store.leaseRows('three', rows, 500)).toEqual(new Set(['a', 'b', 'c']));
+        expect(await store.leaseRows('three', [], 500)).toEqual(new Set());
+      });
+
       it('a row FAILED by an inquiry says so (failedByInquiry), in the projection and in a rebuild; a refused connection does not', async () => {
         const store = await open(await fresh());
         for (const g of ['a', 'b']) await store.execute(g, submit(g));

@@ -99,7 +99,7 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
     expect(Object.keys(codes).length).toBeGreaterThan(1);
   }, 120_000);
 
-  it('two resolve and two reprocess processes on the same backlog at once: each row settled once, each FAILED row sent once', async () => {
+  it('two resolve and two reprocess processes on the same backlog at once: each row inquired about once and settled once, each FAILED row sent once', async () => {
     const sim = await simulator({ latencyMs: 5 });
     const db = await dbs.fresh();
     const processed = Array.from({ length: 60 }, (_, i) => `RP-P${i}`);
@@ -116,8 +116,16 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
     expect(sums.reduce((n, s) => n + s.processed, 0)).toBe(processed.length);
     expect(sums.reduce((n, s) => n + s.absent, 0)).toBe(absent.length);
 
-    const reprocesses = await Promise.all([1, 2].map(() => cli(['reprocess', '--json'], env)));
+    // The leases: one process asked about each row, the other left it alone.
+    for (const g of [...processed, ...absent]) expect(sim.inquiries(g), g).toBe(1);
+    expect(resolves.map((r) => (JSON.parse(r.stdout) as { candidates: number }).candidates).reduce((a, b) => a + b)).toBe(processed.length + absent.length);
+
+    // The absent rows were FAILED by an inquiry, so each is asked about once more before its resend (CONTRACT.md §7):
+    // by one reprocess only.
+    const reprocesses = await Promise.all([1, 2].map(() => cli(['reprocess', '--min-age', '1m', '--json'], env)));
     for (const r of reprocesses) expect(r.code, r.stderr).toBe(0);
+    for (const g of absent) expect(sim.inquiries(g), g).toBe(2);
+    for (const g of processed) expect(sim.inquiries(g), g).toBe(1);
 
     const store = await openPostgresStore({ url: db });
     try {

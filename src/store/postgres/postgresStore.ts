@@ -2,11 +2,12 @@ import pg from 'pg';
 import type { NewEvent, StoredEvent } from '../../events/codecs.js';
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
-import type { AppendResult, EventStore, ExecuteResult, LedgerQuery } from '../../events/store.js';
+import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerQuery } from '../../events/store.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
 import { groupCommit } from './groupCommit.js';
 import { countByStatus, countLedger, getLedger, queryLedger, recordUnclearInquiry } from './ledgerQueries.js';
 import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyProjection } from './maintenance.js';
+import { leaseRows, releaseLeases } from './leases.js';
 import { readAll } from './readAll.js';
 import { readStream } from './readStream.js';
 import { migrate } from './schema.js';
@@ -144,6 +145,9 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     countByStatus: () => read('read', () => countByStatus(pool)),
     recordUnclearInquiry: (guid: string, sentAt: number, at: number, minAgeMs: number) =>
       maintain('inquiry schedule', () => recordUnclearInquiry(pool, guid, sentAt, at, minAgeMs)),
+    leaseRows: (holder: string, rows: readonly LeaseRequest[], forMs: number) =>
+      maintain('lease', () => leaseRows(pool, holder, rows, forMs, clock === undefined ? null : clock())),
+    releaseLeases: (holder: string) => maintain('lease', () => releaseLeases(pool, holder, clock === undefined ? null : clock())),
     removeTombstones: (before: number) => maintain('remove tombstones', () => removeTombstones(pool, before)),
     reclaimSpace: () => maintain('vacuum', () => reclaimSpace(pool)),
     spaceOnDisk: () => read('size', () => tablesBytes(pool)),

@@ -45,6 +45,17 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX ledger_status_sent ON ledger (status, sent_at);
   CREATE INDEX ledger_status_guid ON ledger (status, guid);
   `,
+  // 2: taken by the audit trail (another branch); empty here until the two meet.
+  'SELECT 1',
+  // 3: leases beside the log (CONTRACT.md §4, maintenance across instances): the row a resolve or reprocess run
+  // is inquiring about or sending, so that another process does not do it too. No event: a lease changes no state.
+  `
+  CREATE TABLE leases (
+    guid   text COLLATE "C" PRIMARY KEY,
+    holder text   NOT NULL,
+    until  bigint NOT NULL
+  );
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

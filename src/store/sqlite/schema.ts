@@ -49,6 +49,17 @@ const MIGRATIONS: readonly string[] = [
     next_at   INTEGER NOT NULL
   ) WITHOUT ROWID;
   `,
+  // 4: taken by the audit trail (another branch); empty here until the two meet.
+  `SELECT 1;`,
+  // 5: leases beside the log (CONTRACT.md §4, maintenance across instances): the row a resolve or reprocess run
+  // is inquiring about or sending, so that another process does not do it too. No event: a lease changes no state.
+  `
+  CREATE TABLE leases (
+    guid   TEXT PRIMARY KEY,
+    holder TEXT    NOT NULL,
+    until  INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -8,7 +8,7 @@ import { STATUSES, Status, type NewEvent, type StoredEvent } from '../../events/
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
-import type { AppendResult, EventStore, ExecuteResult, LedgerQuery, ProjectionDifference, StatusSummary } from '../../events/store.js';
+import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerQuery, ProjectionDifference, StatusSummary } from '../../events/store.js';
 import { ledgerTable } from './ledgerTable.js';
 import { compareProjection } from '../../projections/rebuild.js';
 import { eventsTable } from './appendEvents.js';
@@ -289,6 +289,14 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     },
     recordUnclearInquiry(guid: string, sentAt: number, at: number, minAgeMs: number) {
       return write({ op: 'recordUnclearInquiry', guid, sentAt, at, minAgeMs });
+    },
+    async leaseRows(holder: string, rows: readonly LeaseRequest[], forMs: number) {
+      if (rows.length === 0) return new Set<string>();
+      const plain = rows.map(({ guid, lastSeq }) => ({ guid, lastSeq }));
+      return new Set(await write({ op: 'leaseRows', holder, rows: plain, now: clock(), forMs }));
+    },
+    async releaseLeases(holder: string) {
+      await write({ op: 'releaseLeases', holder, now: clock() });
     },
     spaceOnDisk() {
       return onConnection('size', () => fileBytes(path));

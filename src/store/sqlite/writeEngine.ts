@@ -6,6 +6,7 @@ import { foldEvents } from '../../events/evolve.js';
 import type { AppendResult, ExecuteResult } from '../../events/store.js';
 import type { InquiryScheduled } from '../../events/inquirySchedule.js';
 import { inquiryScheduleTable } from './inquiryScheduleTable.js';
+import { leasesTable } from './leasesTable.js';
 import { ledgerTable } from './ledgerTable.js';
 import { stateToRow } from '../../projections/ledgerRow.js';
 import { eventsTable, isUniqueViolation } from './appendEvents.js';
@@ -18,7 +19,9 @@ export type WriteOp =
   | { readonly op: 'removeTombstones'; readonly before: number }
   /** Writes nothing: takes the write lock and commits, to learn whether a write would go through now. */
   | { readonly op: 'probe' }
-  | { readonly op: 'recordUnclearInquiry'; readonly guid: string; readonly sentAt: number; readonly at: number; readonly minAgeMs: number };
+  | { readonly op: 'recordUnclearInquiry'; readonly guid: string; readonly sentAt: number; readonly at: number; readonly minAgeMs: number }
+  | { readonly op: 'leaseRows'; readonly holder: string; readonly rows: ReadonlyArray<{ readonly guid: string; readonly lastSeq: number }>; readonly now: number; readonly forMs: number }
+  | { readonly op: 'releaseLeases'; readonly holder: string; readonly now: number };
 
 export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
   ? ExecuteResult
@@ -30,7 +33,11 @@ export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
         ? null
         : O extends { op: 'recordUnclearInquiry' }
           ? InquiryScheduled
-        : number;
+          : O extends { op: 'leaseRows' }
+            ? string[]
+            : O extends { op: 'releaseLeases' }
+              ? null
+              : number;
 
 /** An error as plain data (it may cross a thread), turned back into its class by `reviveError`. */
 export interface OpError {
@@ -64,6 +71,7 @@ export function createWriteEngine(db: Database.Database) {
   const events = eventsTable(db);
   const ledger = ledgerTable(db);
   const schedule = inquiryScheduleTable(db);
+  const leases = leasesTable(db);
   const begin = db.prepare('BEGIN IMMEDIATE');
   const commit = db.prepare('COMMIT');
   const rollback = db.prepare('ROLLBACK');
@@ -139,6 +147,11 @@ export function createWriteEngine(db: Database.Database) {
         return null;
       case 'recordUnclearInquiry':
         return schedule.record(w.guid, w.sentAt, w.at, w.minAgeMs);
+      case 'leaseRows':
+        return leases.lease(w.holder, w.rows, w.now, w.forMs);
+      case 'releaseLeases':
+        leases.release(w.holder, w.now);
+        return null;
     }
   }
 

@@ -1,8 +1,9 @@
 /**
  * Issue #5, the smaller variant over real processes and sockets: two `bin/guidgate serve` processes on one
- * ledger file, channels over real HTTP to either, SIGKILL and restart at random points, and the operator
- * commands as real `guidgate resolve|reprocess|purge` processes, all interleaved by fast-check's scheduler.
- * Same oracle as the in-process schedules (test/support/model.ts); the real clock throughout.
+ * ledger, channels over real HTTP to either, SIGKILL and restart at random points, and the operator commands as
+ * real `guidgate resolve|reprocess|purge` processes, all interleaved by fast-check's scheduler. Same oracle as
+ * the in-process schedules (test/support/model.ts); the real clock throughout. Once on a SQLite file, once on a
+ * PostgreSQL database (issue #13: several relays on one database; skipped without one, except under CI).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,26 +12,28 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pActionCount, pScheduleArb, ProcessWorld, runProcessSchedule, type PRunResult, type PSchedule } from '../support/scheduleProcess.js';
 import { propertyBudget } from '../support/scheduleBudget.js';
+import { postgresForTests, useTestDatabases } from '../support/pg.js';
 
-const budget = propertyBudget(25);
+const { available: pgAvailable } = await postgresForTests();
 
-describe('property (processes): two relays on one ledger, SIGKILL, and the operator commands as processes', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'guidgate-psched-'));
-  let world: ProcessWorld;
+/** The property over one world; `label` names it in the figures line. */
+function processSchedules(label: string, seconds: number, start: () => Promise<ProcessWorld>): void {
+  const budget = propertyBudget(seconds);
+  let world: ProcessWorld | undefined;
   beforeAll(async () => {
-    world = await ProcessWorld.start(dir);
+    world = await start();
   });
   afterAll(async () => {
     await world?.close();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   it(`the invariants hold across processes (${budget.seconds}s budget)`, async () => {
+    const w = world!;
     const results: Array<PRunResult & { sc: PSchedule }> = [];
     let runId = 0;
     await fc.assert(
       fc.asyncProperty(pScheduleArb(), fc.scheduler(), async (sc, s) => {
-        results.push({ ...(await runProcessSchedule(sc, s, world, runId++)), sc });
+        results.push({ ...(await runProcessSchedule(sc, s, w, runId++)), sc });
       }),
       { interruptAfterTimeLimit: budget.ms, markInterruptAsFailure: false, numRuns: budget.numRuns },
     );
@@ -38,10 +41,21 @@ describe('property (processes): two relays on one ledger, SIGKILL, and the opera
     const codes: Record<string, number> = {};
     for (const r of results) for (const [c, n] of Object.entries(r.replies)) codes[c] = (codes[c] ?? 0) + n;
     console.log(
-      `[schedules/processes] ${results.length} schedules in ${budget.seconds}s budget; largest ${largest} actions; ` +
+      `[schedules/processes/${label}] ${results.length} schedules in ${budget.seconds}s budget; largest ${largest} actions; ` +
         `sends ${results.reduce((n, r) => n + r.sends, 0)}, SIGKILLs ${results.reduce((n, r) => n + r.kills, 0)}; replies ${JSON.stringify(codes)}`,
     );
     expect(results.length).toBeGreaterThanOrEqual(2);
-    expect(await world.verifyAll()).toEqual([]);
+    expect(await w.verifyAll()).toEqual([]);
   }, budget.testTimeoutMs + 60_000);
+}
+
+describe('property (processes): two relays on one SQLite file, SIGKILL, and the operator commands as processes', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'guidgate-psched-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  processSchedules('sqlite', 16, () => ProcessWorld.start(join(dir, 'ledger.db')));
+});
+
+describe.skipIf(!pgAvailable)('property (processes): two relays on one PostgreSQL database, SIGKILL, and the operator commands as processes', () => {
+  const dbs = useTestDatabases();
+  processSchedules('postgres', 14, () => ProcessWorld.start(dbs.url()));
 });

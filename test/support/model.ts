@@ -259,7 +259,11 @@ export function ledgerReader(db: Database.Database): LedgerReader {
  * before (if any), then one per event appended meanwhile, folded from the log.
  */
 export function statesBetween(reader: LedgerReader, guid: string, before: MState | null): { states: MState[]; illegal: string[] } {
-  const events = reader.events(guid, before?.lastSeq ?? -1);
+  return statesAfter(before, reader.events(guid, before?.lastSeq ?? -1));
+}
+
+/** The state `before`, then one per event of `events` (those appended after it), folded. */
+export function statesAfter(before: MState | null, events: readonly LogEvent[]): { states: MState[]; illegal: string[] } {
   const states: MState[] = before === null ? [] : [before];
   let s = before;
   for (const e of events) {

@@ -1,10 +1,11 @@
 /**
- * The smaller, real-process variant of the schedules: two `bin/guidgate serve` processes on ONE ledger file
- * (channels send to either, so claims race across processes), SIGKILL at random points, `guidgate resolve`,
+ * The smaller, real-process variant of the schedules: two `bin/guidgate serve` processes on ONE ledger, a SQLite
+ * file or a PostgreSQL database (channels send to either, so claims race across processes), SIGKILL at random points, `guidgate resolve`,
  * `reprocess` and `purge` as real processes, the simulator in this process (faults and stats at hand), every
  * hop a real loopback socket and the real clock. The same oracle (test/support/model.ts) judges every reply.
  *
- * The relays and the file live for a whole property run; each schedule uses its own GUIDs (`P<run>-<i>`), so a
+ * The ledger is read through the store contract (test/support/storeReader.ts), so one harness serves both stores.
+ * The relays and the ledger live for a whole property run; each schedule uses its own GUIDs (`P<run>-<i>`), so a
  * schedule's checks cover its GUIDs while the log-wide ones (projection, transitions, integrity) cover all.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -12,7 +13,9 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { Agent, request } from 'undici';
-import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
+import type { EventStore } from '../../src/events/store.js';
+import { openStore } from '../../src/store/openStore.js';
+import { isPostgresUrl } from '../../src/store/postgres/postgresStore.js';
 import { createAccountClient } from '../../src/relay/accountClient.js';
 import { resolveUnknown } from '../../src/commands/resolve.js';
 import { reprocessFailed } from '../../src/commands/reprocess.js';
@@ -24,13 +27,12 @@ import {
   healthyCode,
   isDefinite,
   judgeReply,
-  ledgerReader,
   replyCode,
-  statesBetween,
+  statesAfter,
   type Kind,
-  type LedgerReader,
   type Variant,
 } from './model.js';
+import { storeLedgerReader, type StoreLedgerReader } from './storeReader.js';
 import { InvariantViolation, onChannel, releaseRound, SentBook, simulatorStep, sleep, type Releaser, type Round, type ScheduleBase } from './schedule.js';
 
 export const BIN = join(REPO_ROOT, 'bin', 'guidgate');
@@ -229,21 +231,31 @@ export class ProcessWorld {
   private constructor(
     readonly sim: Simulator,
     readonly db: string,
-    readonly raw: Database.Database,
-    readonly reader: LedgerReader,
-    readonly ops: SqliteEventStore,
+    readonly reader: StoreLedgerReader,
+    readonly ops: EventStore,
   ) {}
 
-  static async start(dir: string): Promise<ProcessWorld> {
+  /** `db`: a SQLite file path or a PostgreSQL URL, as `--db` takes it. */
+  static async start(db: string): Promise<ProcessWorld> {
     const sim = await startSimulator({ port: 0, latencyMs: SIM.latencyMs, faults: { processingMs: SIM.processingMs, lateMs: SIM.lateMs } });
-    const db = join(dir, 'ledger.db');
-    // The schema first, so the relays race on claims, not on creating the file.
-    const ops = openSqliteStore({ path: db });
-    const raw = new Database(db);
-    raw.pragma('busy_timeout = 5000');
-    const w = new ProcessWorld(sim, db, raw, ledgerReader(raw), ops);
+    // The schema first, so the relays race on claims, not on creating the ledger.
+    const ops = await openStore(db);
+    const w = new ProcessWorld(sim, db, storeLedgerReader(ops), ops);
     await Promise.all([w.restart(0, 0), w.restart(1, 0)]);
     return w;
+  }
+
+  /** SQLite's full integrity check of the file (null: ok); a PostgreSQL ledger is the server's to check. */
+  private integrity(): string | null {
+    if (isPostgresUrl(this.db)) return null;
+    const raw = new Database(this.db, { readonly: true });
+    try {
+      raw.pragma('busy_timeout = 5000');
+      const result = String(raw.pragma('integrity_check', { simple: true }));
+      return result === 'ok' ? null : result;
+    } finally {
+      raw.close();
+    }
   }
 
   serveArgs(): string[] {
@@ -286,15 +298,15 @@ export class ProcessWorld {
     const problems: string[] = [];
     const stats = this.sim.stats();
     if (stats.doubleApplied.length > 0) problems.push(`applied more than once: ${stats.doubleApplied.join(', ')}`);
-    for (const [g, events] of this.reader.allEvents()) {
+    for (const [g, events] of await this.reader.allEvents()) {
       for (const i of foldStream(events).illegal) problems.push(`${g}: illegal transition: ${i}`);
       const sents = events.filter((e) => e.type === 'Sent').length;
       if ((stats.calls[g] ?? 0) > sents) problems.push(`${g}: ${stats.calls[g]} calls, ${sents} Sent`);
     }
     const diffs = await this.ops.verifyProjection();
     if (diffs.length > 0) problems.push(`verifyProjection: ${JSON.stringify(diffs).slice(0, 400)}`);
-    const integrity = this.raw.pragma('integrity_check', { simple: true });
-    if (integrity !== 'ok') problems.push(`integrity_check: ${String(integrity)}`);
+    const integrity = this.integrity();
+    if (integrity !== null) problems.push(`integrity_check: ${integrity}`);
     return problems;
   }
 
@@ -302,7 +314,6 @@ export class ProcessWorld {
     await this.bothUp().catch(() => undefined);
     for (const p of this.relays) if (p) await sigkill(p);
     await this.dispatcher.close();
-    this.raw.close();
     await this.ops.close();
     await this.sim.close();
   }
@@ -369,7 +380,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
       log(`${label}: relay ${relay} is down`);
       return;
     }
-    const before = reader.row(guid);
+    const before = await reader.row(guid);
     const r = await post(w.dispatcher, target.url, req.body, req.headers);
     if (r === null) {
       log(`${label}: connection failed (relay ${relay} killed?)`);
@@ -377,8 +388,8 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
     }
     const { code } = replyCode(r);
     replies[code] = (replies[code] ?? 0) + 1;
-    const after = reader.row(guid);
-    const between = statesBetween(reader, guid, before);
+    const after = await reader.row(guid);
+    const between = statesAfter(before, await reader.events(guid, before?.lastSeq ?? -1));
     for (const i of between.illegal) violate(`${guid}: illegal transition: ${i}`);
     log(`${label} → ${code} ${r.status}${r.replayed ? ' replayed' : ''}; states ${between.states.map((st) => `${st.status}#${st.lastSeq}`).join('→')}`);
     lastReply.set(`${guid}/${v}`, code);
@@ -435,7 +446,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
     const wall = Date.now();
     const doubled = stats.doubleApplied.filter((g) => guids.includes(g));
     if (doubled.length > 0) violate(`${where}: applied more than once: ${doubled.join(', ')}`);
-    const snap = reader.snapshot();
+    const snap = await reader.snapshot();
     const all = snap.events;
     const rows = new Map(snap.rows.map((r) => [r.guid, r]));
     const next = new Map<string, { lastSeq: number; calls: number; settledAt: number }>();
@@ -505,8 +516,9 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
           }),
         );
         await checkpoint(`after heal round ${round}`);
+        const rowsNow = new Map((await reader.rows()).map((r) => [r.guid, r]));
         const open = sentGuids.filter((guid) => {
-          const row = reader.row(guid);
+          const row = rowsNow.get(guid) ?? null;
           if (row === null || (row.status !== 'DONE' && row.status !== 'PURGED')) return true;
           const g = guids.indexOf(guid);
           const claimer = classOf(g, row.fingerprint);
@@ -518,10 +530,9 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
         });
         healed = open.length === 0;
         if (!healed) {
-          log(`heal ${round}: open ${open.map((g) => `${g}:${reader.row(g)?.status ?? '-'}`).join(' ')}`);
+          log(`heal ${round}: open ${open.map((g) => `${g}:${rowsNow.get(g)?.status ?? '-'}`).join(' ')}`);
           // Not healed yet: wait past the orphan deadline of every SENT row and the min-age of every UNKNOWN one of this schedule.
-          const due = reader
-            .rows()
+          const due = (await reader.rows())
             .filter((r) => guids.includes(r.guid))
             .map((r) => (r.status === 'SENT' || r.status === 'RECEIVED' ? (r.sentAt ?? r.updatedAt) + RELAY.timeoutMs + RELAY.graceMs + 50 : r.status === 'UNKNOWN' ? (r.sentAt ?? r.updatedAt) + MIN_AGE_MS + 20 : 0));
           const wait = Math.max(0, ...due) - Date.now();
@@ -536,7 +547,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
 
     const stats = sim.stats();
     for (const [g, guid] of guids.entries()) {
-      const row = reader.row(guid);
+      const row = await reader.row(guid);
       const applied = stats.applied[guid] ?? 0;
       if (!sentVariants.has(guid)) continue;
       if (row === null) {

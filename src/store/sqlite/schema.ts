@@ -49,6 +49,21 @@ const MIGRATIONS: readonly string[] = [
     next_at   INTEGER NOT NULL
   ) WITHOUT ROWID;
   `,
+  // Issue #15, the audit trail. events.actor: who wrote the event (JSON, src/events/codecs.ts Actor; NULL for
+  // events written before). requests: every channel request for a GUID the ledger has, beside the log (a
+  // request that changes no state is no event), metadata only; tombstone removal deletes them with the events.
+  `
+  ALTER TABLE events ADD COLUMN actor TEXT;
+  CREATE TABLE requests (
+    position          INTEGER PRIMARY KEY AUTOINCREMENT,
+    guid              TEXT    NOT NULL,
+    at                INTEGER NOT NULL,
+    key               TEXT,
+    code              TEXT    NOT NULL,
+    fingerprint_match INTEGER NOT NULL CHECK (fingerprint_match IN (0, 1))
+  );
+  CREATE INDEX requests_guid ON requests (guid, position);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

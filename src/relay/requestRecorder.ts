@@ -41,6 +41,7 @@ export function createRequestRecorder(options: RequestRecorderOptions): RequestR
   let inFlight: Promise<void> | null = null;
   let timer: NodeJS.Timeout | null = null;
   let lost = 0;
+  let failedWrites = 0;
 
   const lose = (n: number, why: string): void => {
     if (n <= 0) return;
@@ -62,6 +63,7 @@ export function createRequestRecorder(options: RequestRecorderOptions): RequestR
         writing = [];
       },
       (err: unknown) => {
+        failedWrites++;
         // Kept for the next write, oldest first, within the bound.
         const kept = [...writing, ...buffer];
         writing = [];
@@ -98,9 +100,17 @@ export function createRequestRecorder(options: RequestRecorderOptions): RequestR
       schedule();
     },
     async flush() {
-      // The write in flight first, then what came meanwhile.
-      if (inFlight !== null) await inFlight;
-      if (buffer.length > 0) await write();
+      // Until nothing is buffered or in flight; a write that fails ends it (its records stay buffered).
+      for (;;) {
+        if (inFlight !== null) {
+          await inFlight;
+          continue;
+        }
+        if (buffer.length === 0) return;
+        const failedBefore = failedWrites;
+        await write();
+        if (failedWrites !== failedBefore) return;
+      }
     },
     dropped: () => lost,
   };

@@ -1,7 +1,12 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EventStore, RequestRecord } from '../../src/events/store.js';
+import { createAccountClient } from '../../src/relay/accountClient.js';
+import { buildApp } from '../../src/relay/app.js';
+import { createMetrics } from '../../src/relay/metrics.js';
 import { createRequestRecorder } from '../../src/relay/requestRecorder.js';
+import { startSimulator } from '../../src/simulator/index.js';
+import { httpRequest } from '../support/relayHarness.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
@@ -68,5 +73,27 @@ describe('request recorder', () => {
     await recorder.flush();
     expect((await store.readRequests('G')).map((r) => r.at)).toEqual([1003, 1004, 1005, 1006, 1007]);
     expect(losses.reduce((a, b) => a + b, 0)).toBe(3);
+  });
+
+  it('closing the relay writes what is still buffered, after the last reply and before the ledger closes', async () => {
+    const { store } = ledger();
+    const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
+    const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
+    // A timer that never fires in this test: only the close can write the records.
+    const requests = createRequestRecorder({ store, flushMs: 3_600_000, flushRecords: 1_000_000 });
+    const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3, requests });
+    try {
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1/transfers`;
+      const body = JSON.stringify({ guid: 'CLOSE-1', from: 'ACC-1', to: 'ACC-2', amount: 5 });
+      expect((await httpRequest(url, { method: 'POST', body })).json()['code']).toBe('0000');
+      expect((await httpRequest(url, { method: 'POST', body })).json()['code']).toBe('0000');
+      expect(await store.readRequests('CLOSE-1')).toEqual([]);
+    } finally {
+      await app.close();
+      await account.close();
+      await sim.close();
+    }
+    expect((await store.readRequests('CLOSE-1')).map((r) => [r.code, r.key, r.fingerprintMatch])).toEqual([['0000', null, true], ['0000', null, true]]);
   });
 });

@@ -1,35 +1,82 @@
 import type { Command } from 'commander';
-import { dbFlag, jsonFlag } from './options.js';
+import type { Actor } from '../events/codecs.js';
+import type { TimelineEntry } from '../commands/history.js';
+import { indentJson } from '../json/indentJson.js';
+import { dbFlag, flag, jsonFlag } from './options.js';
 import { err, iso, out, printJson, setExit, type Exit } from './output.js';
 import { withLedger } from './withLedger.js';
 
-export function runHistory(o: { db: string; guid: string; json?: boolean }): Promise<Exit> {
+/** Fields that hold the raw bytes sent or received: shown as indented JSON, not as escaped JSON inside JSON. */
+const RAW_JSON_FIELDS = new Set(['request', 'response']);
+const DATA_INDENT = ' '.repeat(7);
+
+/** Who wrote an event, on one line: `serve pid 41 on host-1, key shop-a, timeoutMs=3000 …`. */
+export function actorLine(actor: Actor | null): string {
+  if (actor === null) return '(writer not recorded)';
+  const params = Object.entries(actor.params ?? {}).map(([k, v]) => `${k}=${String(v)}`);
+  return [`${actor.by} pid ${actor.pid} on ${actor.host}`, ...(actor.key === undefined ? [] : [`key ${actor.key}`]), ...params].join(', ');
+}
+
+/** An event's data, one field per line; the request and the answer pretty-printed as the bytes stored. */
+export function dataLines(data: unknown): string[] {
+  if (typeof data !== 'object' || data === null) return [JSON.stringify(data)];
+  return Object.entries(data).flatMap(([key, value]) => {
+    const pretty = RAW_JSON_FIELDS.has(key) && typeof value === 'string' ? indentJson(value) : null;
+    const lines = (pretty ?? JSON.stringify(value)).split('\n');
+    return [`${key}: ${lines[0]!}`, ...lines.slice(1)];
+  });
+}
+
+function printEntry(e: TimelineEntry): void {
+  if (e.kind === 'request') {
+    const key = e.key === null ? '' : `, key ${e.key}`;
+    out(`     ${iso(e.at)}  ${'request'.padEnd(13)}  answered ${e.code}${key}${e.fingerprintMatch ? '' : ', fingerprint differs (another request under this GUID)'}`);
+    return;
+  }
+  out(`${String(e.seq).padStart(3)}  ${iso(e.at)}  ${e.type.padEnd(13)}  by ${actorLine(e.actor)}`);
+  for (const line of dataLines(e.data)) out(`${DATA_INDENT}${line}`);
+}
+
+export function runHistory(o: { db: string; guid: string; json?: boolean; requests?: boolean }): Promise<Exit> {
   return withLedger('history', o.db, async (store) => {
-    const { readHistory } = await import('../commands/history.js');
-    const events = await readHistory(store, o.guid);
-    if (events.length === 0) {
-      err(`guidgate history: no such GUID in the ledger: ${o.guid}`);
-      return 1;
-    }
-    if (o.json) {
+    const { readHistory, readTimeline } = await import('../commands/history.js');
+    if (o.json === true && o.requests !== true) {
+      // CONTRACT.md §5: an array of {seq, type, at, data}.
+      const events = await readHistory(store, o.guid);
+      if (events.length === 0) return noSuchGuid(o.guid);
       printJson(events);
       return 0;
     }
-    for (const e of events) out(`${String(e.seq).padStart(3)}  ${iso(e.at)}  ${e.type.padEnd(13)}  ${JSON.stringify(e.data)}`);
+    const all = await readTimeline(store, o.guid);
+    const entries = o.requests === true ? all : all.filter((e) => e.kind === 'event');
+    const events = all.filter((e) => e.kind === 'event').length;
+    if (events === 0) return noSuchGuid(o.guid);
+    if (o.json === true) {
+      printJson(entries);
+      return 0;
+    }
+    for (const e of entries) printEntry(e);
     const row = await store.getLedger(o.guid);
-    out(`${o.guid}: ${events.length} events; now ${row?.status ?? '(no ledger row)'}${row?.code == null ? '' : ` ${row.code}`}`);
+    const requests = o.requests === true ? `, ${all.length - events} channel requests` : '';
+    out(`${o.guid}: ${events} events${requests}; now ${row?.status ?? '(no ledger row)'}${row?.code == null ? '' : ` ${row.code}`}`);
     return 0;
   });
+}
+
+function noSuchGuid(guid: string): Exit {
+  err(`guidgate history: no such GUID in the ledger: ${guid}`);
+  return 1;
 }
 
 export function registerHistory(program: Command): void {
   program
     .command('history')
-    .description("a GUID's events in order, for auditors")
+    .description("a GUID's events in order, with who wrote each, for auditors")
     .argument('<guid>', 'the transfer GUID')
+    .addOption(flag('--requests', "interleave the channel's requests for the GUID (time, key, code answered, fingerprint match)"))
     .addOption(dbFlag())
-    .addOption(jsonFlag('print an array of {seq, type, at, data}'))
-    .action(async (guid: string, o: { db: string; json?: boolean }) => {
+    .addOption(jsonFlag('print an array of {seq, type, at, data}; with --requests, the timeline: {kind: "event", seq, type, at, data, actor} and {kind: "request", at, key, code, fingerprintMatch}'))
+    .action(async (guid: string, o: { db: string; json?: boolean; requests?: boolean }) => {
       setExit(await runHistory({ ...o, guid }));
     });
 }

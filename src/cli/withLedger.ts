@@ -15,11 +15,11 @@ export async function withLedger(command: string, db: string, work: (store: Even
     return 1;
   }
   // Loaded when used, so that a command that never opens the ledger (--help, naive) does not load a store.
-  const { openStore, shownDb } = await import('../store/openStore.js');
+  const { openStore, processActor, shownDb } = await import('../store/openStore.js');
   const shown = shownDb(db);
   let store: EventStore;
   try {
-    store = await openStore(db, { create: false });
+    store = await openStore(db, { create: false, actor: processActor(command) });
   } catch (e) {
     if (e instanceof LedgerMissingError) err(`guidgate ${command}: no ledger at ${shown}`);
     else err(`guidgate ${command}: cannot open the ledger at ${shown}: ${e instanceof Error ? e.message : String(e)}`);

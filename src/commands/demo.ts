@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { openStore } from '../store/openStore.js';
+import { openStore, processActor } from '../store/openStore.js';
 import { createAccountClient } from '../relay/accountClient.js';
 import { startNaive } from '../relay/naive.js';
 import { startSimulator, type Faults, type Simulator } from '../simulator/index.js';
@@ -161,7 +161,7 @@ export async function runDemo(opts: DemoOptions): Promise<{ naive: ChannelTally;
     await gg.close();
     out('');
     out(`settling guidgate: waiting ${FAULTS.processingMs} ms (the --min-age), then resolve and reprocess…`);
-    const store = await openStore(db);
+    const store = await openStore(db, { actor: processActor('demo') });
     const account = createAccountClient({ baseUrl: simGg.url, timeoutMs: 2000 });
     try {
       await new Promise((r) => setTimeout(r, (FAULTS.processingMs ?? 0) + 300));

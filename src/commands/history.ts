@@ -1,4 +1,5 @@
-import type { EventLog } from '../events/store.js';
+import type { Actor, StoredEvent } from '../events/codecs.js';
+import type { EventLog, RequestLog, StoredRequestRecord } from '../events/store.js';
 
 export interface HistoryEntry {
   readonly seq: number;
@@ -12,4 +13,32 @@ export interface HistoryEntry {
 export async function readHistory(store: EventLog, guid: string): Promise<HistoryEntry[]> {
   const events = await store.readStream(guid);
   return events.map((e) => ({ seq: e.seq, type: e.type, at: e.at, data: e.data }));
+}
+
+/** One line of a GUID's audit trail: an event of the log (with who wrote it) or a channel request. */
+export type TimelineEntry =
+  | { readonly kind: 'event'; readonly seq: number; readonly type: string; readonly at: number; readonly data: unknown; readonly actor: Actor | null }
+  | { readonly kind: 'request'; readonly at: number; readonly key: string | null; readonly code: string; readonly fingerprintMatch: boolean };
+
+/**
+ * Events and request records interleaved by time, each kind keeping its own order. At the same millisecond the
+ * request comes first: its time is its arrival, and what it caused (the claim, a Sent) is stamped after that.
+ */
+export function timeline(events: readonly StoredEvent[], requests: readonly StoredRequestRecord[]): TimelineEntry[] {
+  const entries: TimelineEntry[] = [];
+  const byTime = [...requests].sort((a, b) => a.at - b.at || a.position - b.position);
+  let r = 0;
+  const pushRequest = (q: StoredRequestRecord) => entries.push({ kind: 'request', at: q.at, key: q.key, code: q.code, fingerprintMatch: q.fingerprintMatch });
+  for (const e of events) {
+    while (r < byTime.length && byTime[r]!.at <= e.at) pushRequest(byTime[r++]!);
+    entries.push({ kind: 'event', seq: e.seq, type: e.type, at: e.at, data: e.data, actor: e.actor });
+  }
+  while (r < byTime.length) pushRequest(byTime[r++]!);
+  return entries;
+}
+
+/** A GUID's events and channel requests in time order (an empty list: no such GUID). `history --requests`, the API. */
+export async function readTimeline(store: EventLog & RequestLog, guid: string): Promise<TimelineEntry[]> {
+  const [events, requests] = await Promise.all([store.readStream(guid), store.readRequests(guid)]);
+  return timeline(events, requests);
 }

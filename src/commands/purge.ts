@@ -62,7 +62,7 @@ export async function purgeDone(deps: PurgeDeps, opts: PurgeOptions): Promise<Pu
     if (dryRun) {
       for (const row of rows) opts.onRow?.(row, 'candidate');
     } else {
-      const results = await Promise.allSettled(rows.map((row) => store.execute(row.guid, { type: 'Purge', retentionMs: opts.retentionMs })));
+      const results = await Promise.allSettled(rows.map((row) => store.execute(row.guid, { type: 'Purge', retentionMs: opts.retentionMs }, { params: { retentionMs: opts.retentionMs } })));
       results.forEach((r, i) => {
         if (r.status === 'rejected') return;
         const purged = r.value.kind === 'applied';

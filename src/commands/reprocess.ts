@@ -1,3 +1,4 @@
+import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
 import type { EventLog, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../relay/accountClient.js';
@@ -101,6 +102,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   const metrics = deps.metrics ?? createMetrics(store, Date.now);
   const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, ledgerErrors: 0, dryRun };
   const filter: RowFilter = { statuses: ['FAILED'], attemptsBelow: opts.maxAttempts };
+  const audit = { params: { timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, minAgeMs: opts.minAgeMs ?? DEFAULT_MIN_AGE_MS } };
 
   let total: number;
   try {
@@ -124,7 +126,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
     let claimed: LedgerState;
     try {
       const send = { type: 'Send', timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, ...(opts.minAgeMs === undefined ? {} : { minAgeMs: opts.minAgeMs }) } as const;
-      const result = await resendAfterInquiry({ store, account, metrics, clock: deps.clock }, row, send);
+      const result = await resendAfterInquiry({ store, account, metrics, clock: deps.clock }, row, send, audit);
       if (result.kind === 'refused') {
         const { reason } = result.refusal;
         if (reason === 'too-young' || reason === 'inquiry-unclear' || reason === 'needs-inquiry') {
@@ -146,7 +148,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
       return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
     }
 
-    const counted = countSend(await sendClaimed({ store, account, metrics }, claimed));
+    const counted = countSend(await sendClaimed({ store, account, metrics }, claimed, undefined, audit));
     if (counted.outcome === 'ledger-error') summary.ledgerErrors++;
     else summary[counted.outcome]++;
     return progressed(row, counted.outcome, counted.detail);

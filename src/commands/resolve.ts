@@ -1,7 +1,7 @@
 import { decide, type Command } from '../events/decide.js';
 import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
-import type { AccountClient } from '../relay/accountClient.js';
+import { inquiryHttpStatus, type AccountClient } from '../relay/accountClient.js';
 import type { Metrics } from '../relay/metrics.js';
 import { sweepOrphans } from '../relay/sweepOrphans.js';
 import { countRows, forEachLeasedRow, pagedRows, type RowFilter } from './rows.js';
@@ -157,7 +157,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
       return progressed(row, 'skipped', decided.left.reason);
     }
     try {
-      const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right);
+      const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right, { params: { minAgeMs: opts.minAgeMs, inquiryStatus: inquiryHttpStatus(answer) } });
       if (!appended.won) {
         summary.skipped++;
         return progressed(row, 'skipped', `moved to ${appended.state?.status ?? 'nothing'} meanwhile`);

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
-import { checkLedger, ledgerWarning, openStore } from '../store/openStore.js';
+import { checkLedger, ledgerWarning, openStore, processActor } from '../store/openStore.js';
 import type { Synchronous } from '../store/openStore.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
@@ -71,7 +71,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   // The writer thread keeps commits (fsync) off the event loop that parses and answers requests.
   const store = await openStore(opts.db, {
     synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: opts.writer ?? 'thread',
-    watchFile: { onLost: (reason) => ledgerLost(reason) },
+    watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'),
   });
   const loose = ledgerWarning(opts.db);
   if (loose !== null) out(`warning: ${loose}`);

@@ -58,7 +58,15 @@ export const ResolvedData = t.union([
   }),
   t.type({ source: t.literal('inquiry'), outcome: t.literal('absent'), code: t.null, response: t.null }),
 ]);
-export const PurgedData = t.type({ retentionMs: NonNegativeInt, code: t.union([t.string, t.null]) });
+/**
+ * `responseSha256`: SHA-256 (hex) of the account system's answer as it was stored, or null when there was none,
+ * so that an auditor can still match the tombstone against the account system's record. Purged events written
+ * before it existed have no such field.
+ */
+export const PurgedData = t.intersection([
+  t.type({ retentionMs: NonNegativeInt, code: t.union([t.string, t.null]) }),
+  t.partial({ responseSha256: t.union([t.string, t.null]) }),
+]);
 
 export const eventDataCodecs = {
   Claimed: ClaimedData,
@@ -76,7 +84,33 @@ type DataOf<K extends EventType> = t.TypeOf<(typeof eventDataCodecs)[K]>;
 
 /** An event as the domain produces it, before it has a seq or position. */
 export type NewEvent = { [K in EventType]: { type: K; at: number; data: DataOf<K> } }[EventType];
-/** An event as the log holds it. */
-export type StoredEvent = NewEvent & { guid: string; seq: number; position: number };
+/** What decided an event, beside who wrote it: the flags in force (min-age, timeout, grace, …), an inquiry's HTTP status. */
+export const ActorParams = t.record(t.string, t.union([t.string, t.number, t.boolean, t.null]));
+export type ActorParams = t.TypeOf<typeof ActorParams>;
+/** The process that wrote an event: the command (or `serve`), its host and pid. Given once when the store is opened. */
+export const ProcessActor = t.type({ by: t.string, host: t.string, pid: t.number });
+export type ProcessActor = t.TypeOf<typeof ProcessActor>;
+/** What the writer of one append adds where the decision is made: the key it came with (keys on) and the parameters. */
+export interface EventAudit {
+  readonly key?: string | undefined;
+  readonly params?: ActorParams | undefined;
+}
+/** Who wrote an event (stored beside its data in `events.actor`; evolve and decide never read it). */
+export const Actor = t.intersection([ProcessActor, t.partial({ key: t.string, params: ActorParams })]);
+export type Actor = t.TypeOf<typeof Actor>;
+
+/** The actor of one append: the process part with the per-append key and parameters (null: no process part given). */
+export function actorOf(process: ProcessActor | undefined, audit: EventAudit | undefined): Actor | null {
+  if (process === undefined) return null;
+  const { by, host, pid } = process;
+  return {
+    by, host, pid,
+    ...(audit?.key === undefined ? {} : { key: audit.key }),
+    ...(audit?.params === undefined ? {} : { params: audit.params }),
+  };
+}
+
+/** An event as the log holds it; `actor` is null for events written before actors were recorded (or without one). */
+export type StoredEvent = NewEvent & { guid: string; seq: number; position: number; actor: Actor | null };
 
 export type EventOf<K extends EventType> = Extract<NewEvent, { type: K }>;

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
 import { isDefiniteCode, type CallFailedReason, type CallUnknownReason, type NewEvent } from './codecs.js';
 import { mayHaveArrived, type LedgerState } from './state.js';
@@ -76,6 +77,11 @@ export function isSameClaim(state: LedgerState, fingerprint: string, channel: st
 function claimedEvent(command: { request: string; fingerprint: string; channel?: string }, now: number): NewEvent {
   const { request, fingerprint, channel } = command;
   return { type: 'Claimed', at: now, data: { request, fingerprint, ...(channel === undefined ? {} : { channel }) } };
+}
+
+/** SHA-256 (hex) of the stored answer's UTF-8 bytes: what a tombstone keeps of it; null when there was no answer. */
+export function responseSha256(response: string | null): string | null {
+  return response === null ? null : createHash('sha256').update(response, 'utf8').digest('hex');
 }
 
 const refuse = (reason: RefusalReason, state: LedgerState | null): E.Either<Refusal, never> => E.left({ reason, state });
@@ -188,6 +194,6 @@ export function decide(state: LedgerState | null, command: Command, now: number)
       if (state === null) return refuse('not-found', state);
       if (state.status !== 'DONE') return refuse('wrong-status', state);
       if (now - state.updatedAt < command.retentionMs) return refuse('too-young', state);
-      return E.right([{ type: 'Purged', at: now, data: { retentionMs: command.retentionMs, code: state.code } }]);
+      return E.right([{ type: 'Purged', at: now, data: { retentionMs: command.retentionMs, code: state.code, responseSha256: responseSha256(state.response) } }]);
   }
 }

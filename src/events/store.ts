@@ -1,4 +1,4 @@
-import type { Status, NewEvent, StoredEvent } from './codecs.js';
+import type { EventAudit, Status, NewEvent, StoredEvent } from './codecs.js';
 import type { Command, Refusal } from './decide.js';
 import type { InquiryScheduled } from './inquirySchedule.js';
 import type { LedgerState } from './state.js';
@@ -61,13 +61,14 @@ export interface ProjectionDifference {
 /** The event log: every write goes through here, each append a compare-and-set on the stream's last seq. */
 export interface EventLog {
   /** Compare-and-set append: wins only if the stream's last seq is still `expectedSeq` (-1: no stream yet). */
-  appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[]): Promise<AppendResult>;
+  appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): Promise<AppendResult>;
   /**
    * Read the state, `decide`, append: one unit of work, the state read inside the write transaction (a claim
    * is `execute(guid, Submit | Claim)`). When it appends `Purged`, the raw request and response also leave
-   * the GUID's earlier events.
+   * the GUID's earlier events. `audit` (both here and in `appendEvents`): the key and the parameters that decided
+   * the events, stored in their actor with the process part the store was opened with.
    */
-  execute(guid: string, command: Command): Promise<ExecuteResult>;
+  execute(guid: string, command: Command, audit?: EventAudit): Promise<ExecuteResult>;
   readStream(guid: string): Promise<StoredEvent[]>;
   /** The whole log in global order, from after `afterPosition`. */
   readAll(afterPosition: number, limit: number): Promise<StoredEvent[]>;
@@ -85,7 +86,7 @@ export interface LedgerReadModel {
 
 /** Maintenance: tombstones, space, and the projection checked against (or rebuilt from) the log. */
 export interface LedgerMaintenance {
-  /** Deletes tombstones (PURGED rows) whose last change is before `before`, with their events. */
+  /** Deletes tombstones (PURGED rows) whose last change is before `before`, with their events and request records. */
   removeTombstones(before: number): Promise<number>;
   /** The ledger's size on disk in bytes (0 when the store cannot tell). */
   spaceOnDisk(): Promise<number>;
@@ -142,6 +143,34 @@ export interface LedgerClock {
   now(): Promise<number>;
 }
 
+/** One channel request for a GUID the ledger has, as the relay answered it (no payload: metadata only). */
+export interface RequestRecord {
+  readonly guid: string;
+  /** When the request arrived (ms since the epoch). */
+  readonly at: number;
+  /** The key the request came with (keys on); null in open mode. */
+  readonly key: string | null;
+  /** The reply code the channel got. */
+  readonly code: string;
+  /** Whether the request's fingerprint was the one the GUID was claimed with (false: E904). */
+  readonly fingerprintMatch: boolean;
+}
+export interface StoredRequestRecord extends RequestRecord {
+  /** Global order of the records (the `requests` table's own, not the log's). */
+  readonly position: number;
+}
+
+/**
+ * The channel's requests, kept beside the log in `requests` (they change no state, so they are no event). The
+ * relay writes them in batches off the hot path (src/relay/requestRecorder.ts); tombstone removal deletes them.
+ */
+export interface RequestLog {
+  /** Stores the records in one transaction. */
+  recordRequests(records: readonly RequestRecord[]): Promise<void>;
+  /** One GUID's records in the order they were stored. */
+  readRequests(guid: string): Promise<StoredRequestRecord[]>;
+}
+
 export interface StoreLifecycle {
   /** Resolves when the ledger answers a read and can take writes. */
   ping(): Promise<void>;
@@ -149,4 +178,4 @@ export interface StoreLifecycle {
 }
 
 /** What opening a ledger gives: every part of the contract. */
-export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, RowLeases, LedgerClock, StoreLifecycle {}
+export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, RowLeases, LedgerClock, RequestLog, StoreLifecycle {}

@@ -31,7 +31,12 @@ export type InquiryOutcome =
   | { kind: 'processed'; code: string; body: string } // 200 + definite code
   | { kind: 'absent' } // 404
   /** Anything else. `reached`: the account system answered (with something we cannot use), or no answer came at all. */
-  | { kind: 'unknown'; reached: boolean; detail: string };
+  | { kind: 'unknown'; reached: boolean; detail: string; status?: number };
+
+/** The HTTP status an inquiry got (for the audit trail), or null when no answer came. */
+export function inquiryHttpStatus(a: InquiryOutcome): number | null {
+  return a.kind === 'processed' ? 200 : a.kind === 'absent' ? 404 : (a.status ?? null);
+}
 
 export interface AccountClientOptions {
   baseUrl: string;
@@ -291,9 +296,9 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
     });
     switch (result.type) {
       case 'response': {
-        if (result.status === 404) return namesGuid(result.bytes, guid) ? { kind: 'absent' } : { kind: 'unknown', reached: true, detail: 'HTTP 404 without a JSON body naming the GUID' };
+        if (result.status === 404) return namesGuid(result.bytes, guid) ? { kind: 'absent' } : { kind: 'unknown', reached: true, detail: 'HTTP 404 without a JSON body naming the GUID', status: 404 };
         const d = decodeDefinite(result.status, result.bytes);
-        return d.ok ? { kind: 'processed', code: d.code, body: d.text } : { kind: 'unknown', reached: true, detail: d.detail };
+        return d.ok ? { kind: 'processed', code: d.code, body: d.text } : { kind: 'unknown', reached: true, detail: d.detail, status: result.status };
       }
       case 'deadline':
         return { kind: 'unknown', reached: false, detail: `no complete answer within ${inquiryTimeoutMs}ms` };

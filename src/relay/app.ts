@@ -12,6 +12,7 @@ import { REPLY_CODES } from './codes.js';
 import type { Metrics } from './metrics.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
 import { codeReply, type Reply } from './replies.js';
+import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
 import { GUID_PATTERN, isJsonMediaType } from './transferRequest.js';
 
 export const BODY_LIMIT = 64 * 1024;
@@ -42,6 +43,8 @@ export interface AppDeps {
    * Default: the store's ping (a rejection's message is the reason).
    */
   readonly readiness?: () => Promise<string | null>;
+  /** Where the channel's requests are recorded; default: one writing to `store`, flushed when the app closes. */
+  readonly requests?: RequestRecorder;
 }
 
 const reasonOf = (err: unknown): string => (err instanceof Error && err.message !== '' ? err.message : 'ledger unavailable');
@@ -152,16 +155,26 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   app.setNotFoundHandler((req, reply) => send(reply, codeReply('E404', undefined, { message: `no route ${req.method} ${req.url.split('?')[0]}` })));
 
+  const requests = deps.requests ?? createRequestRecorder({ store: deps.store, onLoss: (lost, why) => app.log.error({ lost, reason: why }, 'request records lost') });
+  // After the last request was answered (app.close waits for them), before whoever owns the store closes it.
+  app.addHook('onClose', () => requests.flush());
+
   // Every E503 of a transfer is logged once, with the store error's code and cause.
   const relayDeps: RelayDeps = { ...deps, log: (line) => app.log.error(line, 'ledger unavailable') };
 
   app.post('/v1/transfers', async (req, reply) => {
     const started = performance.now();
+    const arrivedAt = Date.now();
     if (!isJsonMediaType(req.headers['content-type'])) return send(reply, refusal(415));
     const header = req.headers['idempotency-key'];
     if (Array.isArray(header)) return send(reply, codeReply('E400', undefined, { message: 'Idempotency-Key given more than once', field: 'Idempotency-Key' }));
     const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    const { reply: r, request } = await relayTransfer(relayDeps, body, header, requestKey(req)?.name);
+    const key = requestKey(req)?.name;
+    const { reply: r, request, known } = await relayTransfer(relayDeps, body, header, key);
+    // Every request for a GUID the ledger has, resends and refusals included: buffered, written in batches.
+    if (request !== undefined && known !== undefined) {
+      requests.record({ guid: request.guid, at: arrivedAt, key: key ?? null, code: r.code, fingerprintMatch: known.fingerprintMatch });
+    }
     req.log.info({
       guid: request?.guid,
       code: r.code,

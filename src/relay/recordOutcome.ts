@@ -1,3 +1,4 @@
+import type { EventAudit } from '../events/codecs.js';
 import type { EventLog } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { CallOutcome } from './accountClient.js';
@@ -14,7 +15,7 @@ export type Recorded =
  * Records the outcome of one call to the account system for `attempt`, by compare-and-set on the row
  * being SENT at that attempt. The relay and `reprocess` both use it: one code path for every send.
  */
-export async function recordOutcome(store: EventLog, guid: string, attempt: number, outcome: CallOutcome): Promise<Recorded> {
+export async function recordOutcome(store: EventLog, guid: string, attempt: number, outcome: CallOutcome, audit?: EventAudit): Promise<Recorded> {
   try {
     const result = await store.execute(
       guid,
@@ -23,6 +24,7 @@ export async function recordOutcome(store: EventLog, guid: string, attempt: numb
         : outcome.kind === 'unknown'
           ? { type: 'RecordTimeout', attempt, reason: outcome.reason, detail: outcome.detail }
           : { type: 'RecordConnectFailure', attempt, reason: outcome.reason, detail: outcome.detail },
+      audit,
     );
     return result.kind === 'applied' ? { recorded: true, state: result.state } : { recorded: false, state: result.refusal.state };
   } catch (error) {

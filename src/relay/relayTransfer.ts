@@ -1,5 +1,6 @@
 import * as E from 'fp-ts/lib/Either.js';
-import { decide, type Command } from '../events/decide.js';
+import type { EventAudit } from '../events/codecs.js';
+import { decide, DEFAULT_MIN_AGE_MS, type Command } from '../events/decide.js';
 import type { EventLog, LedgerClock, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient, CallOutcome } from './accountClient.js';
@@ -30,7 +31,24 @@ export interface RelayResult {
   readonly reply: Reply;
   /** Known once the body decoded; for the request log. */
   readonly request?: TransferRequest;
+  /**
+   * Set when the ledger has the GUID (it had it, or this request claimed it): whether this request's fingerprint
+   * is the one the GUID was claimed with. What the request record (src/relay/requestRecorder.ts) keeps.
+   */
+  readonly known?: { readonly fingerprintMatch: boolean };
 }
+
+/** The params of a channel request's events: the flags in force at the decision. */
+function relayAudit(deps: Pick<RelayDeps, 'timeoutMs' | 'maxAttempts' | 'minAgeMs'>, channel: string | undefined): EventAudit {
+  return {
+    ...(channel === undefined ? {} : { key: channel }),
+    params: { timeoutMs: deps.timeoutMs, maxAttempts: deps.maxAttempts, minAgeMs: deps.minAgeMs ?? DEFAULT_MIN_AGE_MS },
+  };
+}
+
+/** Whether the row (if any) was claimed with this request's fingerprint, for the request record. */
+const knownAs = (state: LedgerState | null, request: TransferRequest): Pick<RelayResult, 'known'> =>
+  state === null ? {} : { known: { fingerprintMatch: state.fingerprint === request.fingerprint } };
 
 /** The ledger failed: E503, the account system not called, and the cause logged once. */
 function ledgerUnavailable(deps: Pick<RelayDeps, 'log'>, guid: string, err: unknown): Reply {
@@ -54,12 +72,14 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     ...(deps.minAgeMs === undefined ? {} : { minAgeMs: deps.minAgeMs }),
   };
 
+  const audit = relayAudit(deps, channel);
   let existing: LedgerState | null;
   try {
     existing = await store.getLedger(request.guid);
   } catch (err) {
     return { reply: ledgerUnavailable(deps, request.guid, err), request };
   }
+  const known = knownAs(existing, request);
   // The common resend paths answer from one read and never touch the write path: `decide` on the row read
   // (pure; the time only stamps events that are not appended here) says whether a write would be refused.
   // A row that may have arrived is refused for want of an inquiry: that one goes on, to inquire first.
@@ -67,7 +87,7 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   if (existing !== null) {
     const refused = decide(existing, submit, 0);
     mayHaveArrived = E.isLeft(refused) && refused.left.reason === 'needs-inquiry';
-    if (E.isLeft(refused) && !mayHaveArrived) return { reply: replyForRefusal(request.guid, refused.left, maxAttempts), request };
+    if (E.isLeft(refused) && !mayHaveArrived) return { reply: replyForRefusal(request.guid, refused.left, maxAttempts), request, ...known };
   }
 
   // Checked before the claim: a request the breaker refuses leaves nothing in the ledger. A row whose earlier
@@ -75,32 +95,32 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   const permit = deps.breaker === undefined ? null : deps.breaker.permit();
   if (deps.breaker !== undefined && permit === null) {
     return mayHaveArrived
-      ? { reply: codeReply('E901', request.guid, { message: 'outcome unknown; the account system is unavailable (breaker open), so it was not asked: resend later' }), request }
-      : { reply: codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), request };
+      ? { reply: codeReply('E901', request.guid, { message: 'outcome unknown; the account system is unavailable (breaker open), so it was not asked: resend later' }), request, ...known }
+      : { reply: codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), request, ...known };
   }
 
   let claimed: LedgerState;
   try {
     const result = existing === null
-      ? await store.execute(request.guid, submit)
-      : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics }, existing, submit);
+      ? await store.execute(request.guid, submit, audit)
+      : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics }, existing, submit, audit);
     // Someone moved first (another request, another process), or the inquiry before a resend said no: answer
     // from the state as it is now.
     if (result.kind === 'refused') {
       permit?.done(null);
-      return { reply: replyForRefusal(request.guid, result.refusal, maxAttempts), request };
+      return { reply: replyForRefusal(request.guid, result.refusal, maxAttempts), request, ...knownAs(result.refusal.state, request) };
     }
     claimed = result.state;
   } catch (err) {
     permit?.done(null);
-    return { reply: ledgerUnavailable(deps, request.guid, err), request };
+    return { reply: ledgerUnavailable(deps, request.guid, err), request, ...known };
   }
   // The inquiry before the resend found it processed: DONE, and the stored answer is the reply.
   if (claimed.status !== 'SENT') {
     permit?.done(null);
-    return { reply: replyForState(claimed), request };
+    return { reply: replyForState(claimed), request, ...knownAs(claimed, request) };
   }
-  return { reply: replyForSend(await sendClaimed(deps, claimed, permit ?? undefined)), request };
+  return { reply: replyForSend(await sendClaimed(deps, claimed, permit ?? undefined, audit)), request, ...knownAs(claimed, request) };
 }
 
 /** What `sendClaimed` did: not sent (and why), or the call's outcome and what recording it gave. */
@@ -112,7 +132,7 @@ export type SendResult =
  * Sends a row this process has just moved to SENT (its stored bytes, never the resend's) and records the
  * outcome. Shared by the relay and `reprocess`.
  */
-export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'metrics'>, claimed: LedgerState, permit?: CallPermit): Promise<SendResult> {
+export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'metrics'>, claimed: LedgerState, permit?: CallPermit, audit?: EventAudit): Promise<SendResult> {
   const { guid, attempts: attempt } = claimed;
   if (claimed.request === null) {
     permit?.done(null);
@@ -121,7 +141,7 @@ export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'm
   const call = await deps.account.transfer(claimed.request);
   permit?.done(call.kind);
   deps.metrics.call(call.kind, call.latencyMs);
-  return { sent: true, guid, call, recorded: await recordOutcome(deps.store, guid, attempt, call) };
+  return { sent: true, guid, call, recorded: await recordOutcome(deps.store, guid, attempt, call, audit) };
 }
 
 /** The channel's reply to a send (CONTRACT.md §2): the call's outcome if it was recorded, else the ledger's. */

@@ -1,7 +1,8 @@
 import { DEFAULT_MIN_AGE_MS, oldEnoughToAsk, type Command, type ResendInquiry } from '../events/decide.js';
 import { mayHaveArrived, type LedgerState } from '../events/state.js';
+import type { EventAudit } from '../events/codecs.js';
 import type { EventLog, ExecuteResult, LedgerClock } from '../events/store.js';
-import type { AccountClient } from './accountClient.js';
+import { inquiryHttpStatus, type AccountClient } from './accountClient.js';
 import type { Metrics } from './metrics.js';
 
 export interface ResendDeps {
@@ -16,16 +17,17 @@ export interface ResendDeps {
  * Asks the account system about a row that may have arrived (CONTRACT.md §7), unless its last Sent is too young
  * for a 404 to mean anything: then nothing is asked and `decide` refuses the resend as too young.
  */
-export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, minAgeMs: number): Promise<ResendInquiry> {
+export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, minAgeMs: number): Promise<{ inquiry: ResendInquiry; httpStatus: number | null }> {
   const at = await (deps.clock ?? (() => deps.store.now()))();
-  if (!oldEnoughToAsk(row, at, minAgeMs)) return { seq: row.lastSeq, at, answer: { kind: 'unknown' } };
+  if (!oldEnoughToAsk(row, at, minAgeMs)) return { inquiry: { seq: row.lastSeq, at, answer: { kind: 'unknown' } }, httpStatus: null };
   const answer = await deps.account.inquire(row.guid);
   deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
-  return {
+  const inquiry: ResendInquiry = {
     seq: row.lastSeq,
     at,
     answer: answer.kind === 'processed' ? { kind: 'processed', code: answer.code, response: answer.body } : { kind: answer.kind },
   };
+  return { inquiry, httpStatus: inquiryHttpStatus(answer) };
 }
 
 /**
@@ -34,7 +36,9 @@ export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, mi
  * where `decide` takes it with the row as it is then. Applied, the row is SENT (send it) or DONE (the inquiry
  * found it: answer from the stored bytes).
  */
-export async function resendAfterInquiry(deps: ResendDeps, row: LedgerState, command: Extract<Command, { type: 'Submit' | 'Send' }>): Promise<ExecuteResult> {
-  const inquiry = mayHaveArrived(row) ? await inquireBeforeResend(deps, row, command.minAgeMs ?? DEFAULT_MIN_AGE_MS) : undefined;
-  return deps.store.execute(row.guid, inquiry === undefined ? command : { ...command, inquiry });
+export async function resendAfterInquiry(deps: ResendDeps, row: LedgerState, command: Extract<Command, { type: 'Submit' | 'Send' }>, audit?: EventAudit): Promise<ExecuteResult> {
+  const asked = mayHaveArrived(row) ? await inquireBeforeResend(deps, row, command.minAgeMs ?? DEFAULT_MIN_AGE_MS) : undefined;
+  if (asked === undefined) return deps.store.execute(row.guid, command, audit);
+  // The actor of what the inquiry decided keeps its HTTP status (null: too young to ask, or no answer came).
+  return deps.store.execute(row.guid, { ...command, inquiry: asked.inquiry }, { ...audit, params: { ...audit?.params, inquiryStatus: asked.httpStatus } });
 }

@@ -25,7 +25,7 @@ export async function sweepOrphans(store: EventLog & LedgerReadModel, graceMs: n
         const decided = decide(row, command, now);
         return isRight(decided) ? decided.right : [];
       })
-    : (await Promise.all(candidates.map((row) => store.execute(row.guid, command)))).map((r) => (r.kind === 'applied' ? r.events : []));
+    : (await Promise.all(candidates.map((row) => store.execute(row.guid, command, { params: { graceMs } })))).map((r) => (r.kind === 'applied' ? r.events : []));
   let neverSent = 0;
   let orphaned = 0;
   for (const events of appended) {

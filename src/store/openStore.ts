@@ -1,3 +1,5 @@
+import { hostname } from 'node:os';
+import type { ProcessActor } from '../events/codecs.js';
 import type { EventStore } from '../events/store.js';
 import { checkLedger as checkSqliteLedger, type LedgerCheck } from './sqlite/checkLedger.js';
 import { isPostgresUrl, openPostgresStore } from './postgres/postgresStore.js';
@@ -25,9 +27,10 @@ export async function openStore(db: string, options: OpenStoreOptions = {}): Pro
   if (isPostgresUrl(db)) {
     // What applies to a server: the clock, the batch size, and the busy timeout as the lock timeout. The
     // file's durability (synchronous), writer thread and file watch are the server's or meaningless here.
-    const { clock, maxBatch, busyTimeoutMs, create } = options;
+    const { clock, maxBatch, busyTimeoutMs, create, actor } = options;
     return openPostgresStore({
       url: db,
+      ...(actor === undefined ? {} : { actor }),
       ...(create === undefined ? {} : { create }),
       ...(clock === undefined ? {} : { clock }),
       ...(maxBatch === undefined ? {} : { maxBatch }),
@@ -36,6 +39,11 @@ export async function openStore(db: string, options: OpenStoreOptions = {}): Pro
   }
   const { create: _create, ...sqlite } = options;
   return openSqliteStore({ path: db, ...sqlite });
+}
+
+/** The process part of every event this process writes: `by` is the command (`serve`, `resolve`, `purge`, …). */
+export function processActor(by: string): ProcessActor {
+  return { by, host: hostname(), pid: process.pid };
 }
 
 /**

@@ -3,6 +3,7 @@
  * `describeStoreContract('SQLite', sqliteFactory)`; a PostgreSQL factory creates and drops a database.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import type { ProcessActor } from '../../src/events/codecs.js';
 import type { Command } from '../../src/events/decide.js';
 import type { StoreErrorCode } from '../../src/events/errors.js';
 import type { EventStore } from '../../src/events/store.js';
@@ -29,7 +30,7 @@ export interface StoreFixture {
   /** The `--db` value of this ledger: child processes open it with `openStore`. */
   readonly db: string;
   /** Opens (again) the same ledger. Every store opened here is closed by the suite. */
-  open(options?: { clock?: () => number }): Promise<EventStore>;
+  open(options?: { clock?: () => number; actor?: ProcessActor }): Promise<EventStore>;
   readonly backdoor: StoreBackdoor;
 }
 
@@ -63,7 +64,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     });
 
     const fresh = async (): Promise<StoreFixture> => (fixture = await factory.create());
-    const open = async (f: StoreFixture, options?: { clock?: () => number }): Promise<EventStore> => {
+    const open = async (f: StoreFixture, options?: { clock?: () => number; actor?: ProcessActor }): Promise<EventStore> => {
       const store = await f.open(options);
       stores.push(store);
       return store;
@@ -342,6 +343,94 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await store.getLedger('a')).toBeNull();
         expect((await store.readStream('keep')).length).toBe(2);
         expect(await store.spaceOnDisk()).toBeGreaterThanOrEqual(0);
+      });
+    });
+
+    describe('audit trail', () => {
+      const serveActor: ProcessActor = { by: 'serve', host: 'host-1', pid: 4242 };
+
+      it('every event keeps who wrote it: the process given at open, and the key and parameters of its append; old rows read as null', async () => {
+        const f = await fresh();
+        const store = await open(f, { actor: serveActor });
+        const audit = { key: 'shop-a', params: { timeoutMs: 3000, minAgeMs: 60_000, inquiryStatus: null } };
+        const claimed = await store.execute('a', submit(), audit);
+        expect(claimed.kind === 'applied' && claimed.events.map((e) => e.actor)).toEqual([{ ...serveActor, ...audit }, { ...serveActor, ...audit }]);
+        await store.execute('a', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
+        const resolved = await store.appendEvents('a', 2, [{ type: 'Resolved', at: 5, data: { source: 'inquiry', outcome: 'absent', code: null, response: null } }], { params: { inquiryStatus: 404 } });
+        expect(resolved.won && resolved.events[0]!.actor).toEqual({ ...serveActor, params: { inquiryStatus: 404 } });
+        // A store opened without a process part writes no actor; an event written before actors existed has none.
+        const anonymous = await open(f);
+        await anonymous.execute('b', submit(), { key: 'ignored' });
+        await f.backdoor.insertEvent('old', 0, 'Claimed', '{"request":null,"fingerprint":"f"}');
+
+        const stream = await store.readStream('a');
+        expect(stream.map((e) => [e.type, e.actor])).toEqual([
+          ['Claimed', { ...serveActor, ...audit }],
+          ['Sent', { ...serveActor, ...audit }],
+          ['TimedOut', serveActor],
+          ['Resolved', { ...serveActor, params: { inquiryStatus: 404 } }],
+        ]);
+        expect((await store.readStream('b')).map((e) => e.actor)).toEqual([null, null]);
+        expect((await store.readStream('old'))[0]!.actor).toBeNull();
+        expect((await store.readAll(-1, 100)).find((e) => e.guid === 'a' && e.seq === 3)?.actor).toEqual({ ...serveActor, params: { inquiryStatus: 404 } });
+        // evolve ignores it: rebuild and verify stay clean.
+        await f.backdoor.deleteProjectionRow('old');
+        expect(await store.verifyProjection()).toEqual([{ guid: 'old', kind: 'missing', columns: expect.any(Array) as unknown, ledger: null, rebuilt: expect.anything() as unknown }]);
+        await store.rebuildProjection();
+        expect(await store.verifyProjection()).toEqual([]);
+      });
+
+      it('the tombstone keeps the code, its times and a SHA-256 of the answer; an old Purged without it still decodes', async () => {
+        let now = 1000;
+        const f = await fresh();
+        const store = await open(f, { clock: () => now, actor: { by: 'purge', host: 'h', pid: 1 } });
+        await store.execute('a', submit('fa'));
+        await store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"code":"0000","bal":42}', latencyMs: 3 });
+        now = 5000;
+        await store.execute('a', { type: 'Purge', retentionMs: 1000 }, { params: { retentionMs: 1000 } });
+        const purged = (await store.readStream('a')).at(-1)!;
+        // printf '%s' '{"code":"0000","bal":42}' | sha256sum
+        expect(purged).toMatchObject({ type: 'Purged', data: { code: '0000', retentionMs: 1000, responseSha256: 'c8271c30ee38f3422bfc306c965c25d4387947f8b31ce95edb2cf186282b9c30' } });
+        expect(purged.actor).toEqual({ by: 'purge', host: 'h', pid: 1, params: { retentionMs: 1000 } });
+        expect(await store.getLedger('a')).toMatchObject({ status: 'PURGED', code: '0000', createdAt: 1000, updatedAt: 5000 });
+        await f.backdoor.insertEvent('old', 0, 'Purged', '{"retentionMs":5,"code":"0000"}');
+        expect((await store.readStream('old'))[0]!.data).toEqual({ retentionMs: 5, code: '0000' });
+      });
+
+      it('request records: stored in one call, read back per GUID in order with their positions; tombstone removal deletes them', async () => {
+        let now = 1000;
+        const f = await fresh();
+        const store = await open(f, { clock: () => now });
+        await store.execute('a', submit());
+        await store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 });
+        await store.execute('b', submit());
+        await store.recordRequests([
+          { guid: 'a', at: 1000, key: 'shop-a', code: '0000', fingerprintMatch: true },
+          { guid: 'b', at: 1001, key: null, code: 'E903', fingerprintMatch: true },
+          { guid: 'a', at: 1002, key: 'shop-a', code: '0000', fingerprintMatch: true },
+          { guid: 'a', at: 1003, key: 'shop-b', code: 'E904', fingerprintMatch: false },
+        ]);
+        await store.recordRequests([]);
+        const a = await store.readRequests('a');
+        expect(a.map(({ position: _p, ...r }) => r)).toEqual([
+          { guid: 'a', at: 1000, key: 'shop-a', code: '0000', fingerprintMatch: true },
+          { guid: 'a', at: 1002, key: 'shop-a', code: '0000', fingerprintMatch: true },
+          { guid: 'a', at: 1003, key: 'shop-b', code: 'E904', fingerprintMatch: false },
+        ]);
+        expect(a[0]!.position).toBeLessThan(a[1]!.position);
+        expect(a[1]!.position).toBeLessThan(a[2]!.position);
+        expect(await store.readRequests('nobody')).toEqual([]);
+        // A malformed record is refused before anything of the call is written.
+        await expect(store.recordRequests([{ guid: 'a', at: 1, key: null, code: '0000', fingerprintMatch: true }, { guid: 'a', at: Number.NaN, key: null, code: 'x', fingerprintMatch: true }])).rejects.toThrow();
+        expect(await store.readRequests('a')).toHaveLength(3);
+        // Requests change no state: the projection still equals the log.
+        expect(await store.verifyProjection()).toEqual([]);
+        now = 5000;
+        await store.execute('a', { type: 'Purge', retentionMs: 1000 });
+        expect(await store.readRequests('a')).toHaveLength(3);
+        expect(await store.removeTombstones(5001)).toBe(1);
+        expect(await store.readRequests('a')).toEqual([]);
+        expect(await store.readRequests('b')).toHaveLength(1);
       });
     });
 

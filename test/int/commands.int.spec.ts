@@ -154,13 +154,19 @@ describe('operator commands as library functions', () => {
     await seedRow(old, 'ORPH-R', 'RECEIVED');
     await seedRow(old, 'ORPH-S', 'SENT');
     await seedRow(old, 'GONE-1', 'UNKNOWN');
-    const ledger = store(db);
+    const actor = { by: 'resolve', host: 'host-r', pid: 7 };
+    const ledger = use(openSqliteStore({ path: db, actor }));
     const s = await resolveUnknown({ store: ledger, account: client(sim.url) }, { minAgeMs: 60_000, graceMs: 5000 });
     // ORPH-S became UNKNOWN (orphaned) and, being old, was asked about too; the simulator never saw either.
     expect(s).toMatchObject({ swept: { neverSent: 1, orphaned: 1 }, candidates: 2, absent: 2, processed: 0, stillUnknown: 0, ledgerErrors: 0, dryRun: false });
     expect((await ledger.getLedger('ORPH-R'))?.status).toBe('FAILED');
     expect((await ledger.getLedger('ORPH-S'))?.status).toBe('FAILED');
     expect((await ledger.getLedger('GONE-1'))?.status).toBe('FAILED');
+    // The audit trail: the sweep's events carry its grace, the inquiry's the min-age and the HTTP status that decided it.
+    expect((await ledger.readStream('ORPH-S')).slice(-2).map((e) => [e.type, e.actor])).toEqual([
+      ['TimedOut', { ...actor, params: { graceMs: 5000 } }],
+      ['Resolved', { ...actor, params: { minAgeMs: 60_000, inquiryStatus: 404 } }],
+    ]);
   });
 
   it('exit rules: 1 when no inquiry reached the account system; 0 when some did, even if they gave no answer', async () => {

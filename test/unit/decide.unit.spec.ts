@@ -79,10 +79,17 @@ describe('decide: allowed transitions of the contract table', () => {
       .when({ type: 'RecordAnswer', attempt: 1, code: 'E500', response: 'e', latencyMs: 1 }, NOW)
       .then([{ type: 'Resolved', at: NOW, data: { source: 'late-answer', outcome: 'processed', code: 'E500', response: 'e' } }]);
   });
-  it('DONE → PURGED: past the retention', () => {
+  it('DONE → PURGED: past the retention; the tombstone keeps the code and a SHA-256 of the answer as stored', () => {
+    // computed apart: printf '%s' '{"code":"0000"}' | sha256sum
+    const sha = 'a37095f6da2ff2b50490c66d4d9cffb7d30c320ee07dd1d292e531002eb40863';
     given(ev.claimed(), ev.sent(1), ev.answered(1, 1100)).when({ type: 'Purge', retentionMs: 1000 }, 2100).then([
-      { type: 'Purged', at: 2100, data: { retentionMs: 1000, code: '0000' } },
+      { type: 'Purged', at: 2100, data: { retentionMs: 1000, code: '0000', responseSha256: sha } },
     ]);
+  });
+  it('DONE → PURGED by an inquiry that brought no answer body: responseSha256 is null', () => {
+    given(ev.claimed(), ev.sent(1), ev.timedOut(1), { type: 'Resolved', at: 1500, data: { source: 'inquiry', outcome: 'processed', code: '0000', response: null } })
+      .when({ type: 'Purge', retentionMs: 100 }, 2100)
+      .then([{ type: 'Purged', at: 2100, data: { retentionMs: 100, code: '0000', responseSha256: null } }]);
   });
 });
 

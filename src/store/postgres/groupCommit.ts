@@ -47,7 +47,7 @@ function finish(unit: Pick<SubmittedUnit, 'op'>, plan: UnitPlan, positions: Read
     case 'lost':
       return { ok: true, value: unit.op === 'execute' ? { kind: 'refused', refusal: { reason: 'exists', state: plan.state } } : { won: false, state: plan.state } };
     case 'won': {
-      const events = plan.events.map((p) => ({ ...p.event, guid: p.guid, seq: p.seq, position: positions.get(eventKey(p.guid, p.seq)) ?? -1 }) as StoredEvent);
+      const events = plan.events.map((p) => ({ ...p.event, guid: p.guid, seq: p.seq, position: positions.get(eventKey(p.guid, p.seq)) ?? -1, actor: p.actor }) as StoredEvent);
       return { ok: true, value: unit.op === 'execute' ? { kind: 'applied', state: plan.state, events } : { won: true, state: plan.state, events } };
     }
   }

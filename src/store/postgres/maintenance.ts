@@ -19,22 +19,23 @@ async function inTransaction<T>(client: pg.ClientBase, begin: string, fn: () => 
   }
 }
 
-/** Deletes tombstones (PURGED rows) last changed before `before`, with their events, in one statement. */
+/** Deletes tombstones (PURGED rows) last changed before `before`, with their events and request records, in one statement. */
 export async function removeTombstones(db: pg.Pool | pg.ClientBase, before: number): Promise<number> {
   const { rows } = await db.query<{ n: number }>({
     name: 'guidgate_remove_tombstones',
     text: `WITH gone AS (DELETE FROM ledger WHERE status = 'PURGED' AND updated_at < $1 RETURNING guid),
            gone_events AS (DELETE FROM events WHERE guid IN (SELECT guid FROM gone)),
-           gone_schedule AS (DELETE FROM inquiry_schedule WHERE guid IN (SELECT guid FROM gone))
+           gone_schedule AS (DELETE FROM inquiry_schedule WHERE guid IN (SELECT guid FROM gone)),
+           gone_requests AS (DELETE FROM requests WHERE guid IN (SELECT guid FROM gone))
            SELECT count(*) AS n FROM gone`,
     values: [before],
   });
   return Number(rows[0]?.n ?? 0);
 }
 
-/** The ledger's size on disk: both tables with their indexes and TOAST. */
+/** The ledger's size on disk: the log, the projection and the request records, with their indexes and TOAST. */
 export async function tablesBytes(db: pg.Pool | pg.ClientBase): Promise<number> {
-  const { rows } = await db.query<{ n: number }>("SELECT pg_total_relation_size('events') + pg_total_relation_size('ledger') AS n");
+  const { rows } = await db.query<{ n: number }>("SELECT pg_total_relation_size('events') + pg_total_relation_size('ledger') + pg_total_relation_size('requests') AS n");
   return Number(rows[0]?.n ?? 0);
 }
 
@@ -44,7 +45,7 @@ export async function tablesBytes(db: pg.Pool | pg.ClientBase): Promise<number> 
  */
 export async function reclaimSpace(db: pg.Pool): Promise<{ bytesBefore: number; bytesAfter: number }> {
   const bytesBefore = await tablesBytes(db);
-  await db.query('VACUUM events, ledger');
+  await db.query('VACUUM events, ledger, requests');
   return { bytesBefore, bytesAfter: await tablesBytes(db) };
 }
 

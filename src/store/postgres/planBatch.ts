@@ -1,19 +1,23 @@
-import type { NewEvent } from '../../events/codecs.js';
+import type { Actor, NewEvent } from '../../events/codecs.js';
 import { decide, type Command, type Refusal } from '../../events/decide.js';
 import { evolve } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
 import { stateToRow, type LedgerRow } from '../../projections/ledgerRow.js';
+import { encodeActor } from '../sqlite/eventRows.js';
 
 /** A unit of work of the group commit: one caller's `execute` or `appendEvents`. */
 export type Unit =
-  | { readonly op: 'execute'; readonly guid: string; readonly command: Command; readonly now: number }
-  | { readonly op: 'append'; readonly guid: string; readonly expectedSeq: number; readonly events: readonly NewEvent[] };
+  | { readonly op: 'execute'; readonly guid: string; readonly command: Command; readonly now: number; readonly actor?: Actor | null }
+  | { readonly op: 'append'; readonly guid: string; readonly expectedSeq: number; readonly events: readonly NewEvent[]; readonly actor?: Actor | null };
 
 /** An event ready for the INSERT: everything that can throw in JS has already run. */
 export interface PlannedEvent {
   readonly guid: string;
   readonly seq: number;
   readonly event: NewEvent;
+  /** Who wrote it, and as `events.actor` holds it. */
+  readonly actor: Actor | null;
+  readonly actorJson: string | null;
   /** The JSON text stored in `events.data`; a later Purged in the same batch may still redact it. */
   data: string;
 }
@@ -49,13 +53,14 @@ export function redactData(type: string, data: string): string {
   return JSON.stringify({ ...parsed, [field]: null });
 }
 
-function encode(guid: string, firstSeq: number, events: readonly NewEvent[]): PlannedEvent[] {
+function encode(guid: string, firstSeq: number, events: readonly NewEvent[], actor: Actor | null): PlannedEvent[] {
+  const actorJson = encodeActor(actor);
   return events.map((event, i) => {
     // What PostgreSQL would refuse mid-batch is refused here, where it fails only its own unit.
     if (!Number.isSafeInteger(event.at)) throw new TypeError(`event ${event.type} has no valid time`);
     const data: unknown = JSON.stringify(event.data);
     if (typeof data !== 'string') throw new TypeError(`event ${event.type} has no data`);
-    return { guid, seq: firstSeq + i, event, data };
+    return { guid, seq: firstSeq + i, event, actor, actorJson, data };
   });
 }
 
@@ -92,7 +97,7 @@ export function planBatch(units: readonly Unit[], stored: ReadonlyMap<string, Le
       let state = current;
       for (const e of toAppend) state = evolve(state, e, u.guid);
       if (state === null || toAppend.length === 0) return { kind: 'lost', state: current };
-      const events = encode(u.guid, expectedSeq + 1, toAppend);
+      const events = encode(u.guid, expectedSeq + 1, toAppend, u.actor ?? null);
       const guidEvents = planned.get(u.guid) ?? [];
       if (toAppend.some((e) => e.type === 'Purged')) {
         purged.add(u.guid);

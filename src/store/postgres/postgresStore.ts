@@ -1,8 +1,8 @@
 import pg from 'pg';
-import type { NewEvent, StoredEvent } from '../../events/codecs.js';
+import { actorOf, type EventAudit, type NewEvent, type ProcessActor, type StoredEvent } from '../../events/codecs.js';
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
-import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerQuery } from '../../events/store.js';
+import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerQuery, RequestRecord } from '../../events/store.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
 import { groupCommit } from './groupCommit.js';
 import { countByStatus, countLedger, getLedger, queryLedger, recordUnclearInquiry } from './ledgerQueries.js';
@@ -10,6 +10,7 @@ import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyP
 import { leaseRows, releaseLeases } from './leases.js';
 import { readAll } from './readAll.js';
 import { readStream } from './readStream.js';
+import { readRequests, recordRequests } from './requests.js';
 import { migrate } from './schema.js';
 import { serverNow } from './serverClock.js';
 
@@ -42,6 +43,8 @@ export interface PostgresStoreOptions {
   readonly applicationName?: string;
   /** False: a database without the schema is refused (`no ledger …`), not migrated (default true). */
   readonly create?: boolean;
+  /** Who this process is (`processActor`), stored with every event it writes; absent: events get no actor. */
+  readonly actor?: ProcessActor;
 }
 
 export interface PostgresEventStore extends EventStore {
@@ -128,15 +131,17 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   return {
     url,
     pool,
-    async appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[]): Promise<AppendResult> {
+    async appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): Promise<AppendResult> {
       open();
-      return writes.submit({ op: 'append', guid, expectedSeq, events }) as Promise<AppendResult>;
+      return writes.submit({ op: 'append', guid, expectedSeq, events, actor: actorOf(options.actor, audit) }) as Promise<AppendResult>;
     },
-    async execute(guid: string, command: Command): Promise<ExecuteResult> {
+    async execute(guid: string, command: Command, audit?: EventAudit): Promise<ExecuteResult> {
       open();
-      return writes.submit({ op: 'execute', guid, command, ...(clock === undefined ? {} : { now: clock() }) }) as Promise<ExecuteResult>;
+      return writes.submit({ op: 'execute', guid, command, actor: actorOf(options.actor, audit), ...(clock === undefined ? {} : { now: clock() }) }) as Promise<ExecuteResult>;
     },
     now: () => (clock === undefined ? read('clock', () => serverNow(pool)) : Promise.resolve(clock())),
+    recordRequests: (records: readonly RequestRecord[]) => maintain('request records', () => recordRequests(pool, records)),
+    readRequests: (guid: string) => read('read', () => readRequests(pool, guid)),
     readStream: (guid: string): Promise<StoredEvent[]> => read('read', () => readStream(pool, guid)),
     readAll: (afterPosition: number, limit: number): Promise<StoredEvent[]> => read('read', () => readAll(pool, afterPosition, limit)),
     getLedger: (guid: string) => read('read', () => getLedger(pool, guid)),

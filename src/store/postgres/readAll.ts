@@ -6,7 +6,7 @@ import { rowToEvent } from '../sqlite/eventRows.js';
 export async function readAll(db: pg.Pool | pg.ClientBase, afterPosition: number, limit: number): Promise<StoredEvent[]> {
   const { rows } = await db.query({
     name: 'guidgate_read_all',
-    text: 'SELECT position, guid, seq, type, at, data FROM events WHERE position > $1 ORDER BY position LIMIT $2',
+    text: 'SELECT position, guid, seq, type, at, data, actor FROM events WHERE position > $1 ORDER BY position LIMIT $2',
     values: [afterPosition, Math.max(0, Math.floor(limit))],
   });
   return rows.map(rowToEvent);

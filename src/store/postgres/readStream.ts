@@ -6,7 +6,7 @@ import { rowToEvent } from '../sqlite/eventRows.js';
 export async function readStream(db: pg.Pool | pg.ClientBase, guid: string): Promise<StoredEvent[]> {
   const { rows } = await db.query({
     name: 'guidgate_read_stream',
-    text: 'SELECT position, guid, seq, type, at, data FROM events WHERE guid = $1 ORDER BY seq',
+    text: 'SELECT position, guid, seq, type, at, data, actor FROM events WHERE guid = $1 ORDER BY seq',
     values: [guid],
   });
   return rows.map(rowToEvent);

@@ -45,8 +45,20 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX ledger_status_sent ON ledger (status, sent_at);
   CREATE INDEX ledger_status_guid ON ledger (status, guid);
   `,
-  // 2: taken by the audit trail (another branch); empty here until the two meet.
-  'SELECT 1',
+  // Issue #15, the audit trail (as SQLite's migration 4): who wrote each event, and the channel's requests
+  // beside the log (metadata only; tombstone removal deletes them with the events).
+  `
+  ALTER TABLE events ADD COLUMN actor text;
+  CREATE TABLE requests (
+    position          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    guid              text COLLATE "C" NOT NULL,
+    at                bigint  NOT NULL,
+    key               text,
+    code              text    NOT NULL,
+    fingerprint_match boolean NOT NULL
+  );
+  CREATE INDEX requests_guid ON requests (guid, position);
+  `,
   // 3: leases beside the log (CONTRACT.md §4, maintenance across instances): the row a resolve or reprocess run
   // is inquiring about or sending, so that another process does not do it too. No event: a lease changes no state.
   `

@@ -51,7 +51,7 @@ export async function redactionsFor(client: pg.ClientBase, guids: ReadonlySet<st
 const COLS = LEDGER_COLUMN_LIST;
 const PREV = LEDGER_COLUMNS.length + 1;
 const E = PREV + 1;
-const R = E + 5;
+const R = E + 6;
 const SET = LEDGER_COLUMNS.filter((c) => c !== 'guid').map((c) => `${c} = r.${c}`).join(', ');
 
 /**
@@ -73,9 +73,9 @@ inserted AS (
 ),
 won AS (SELECT guid FROM updated UNION ALL SELECT guid FROM inserted),
 appended AS (
-  INSERT INTO events (guid, seq, type, at, data)
-  SELECT e.guid, e.seq, e.type, e.at, e.data
-  FROM unnest($${E}::text[], $${E + 1}::integer[], $${E + 2}::text[], $${E + 3}::bigint[], $${E + 4}::text[]) WITH ORDINALITY AS e(guid, seq, type, at, data, n)
+  INSERT INTO events (guid, seq, type, at, data, actor)
+  SELECT e.guid, e.seq, e.type, e.at, e.data, e.actor
+  FROM unnest($${E}::text[], $${E + 1}::integer[], $${E + 2}::text[], $${E + 3}::bigint[], $${E + 4}::text[], $${E + 5}::text[]) WITH ORDINALITY AS e(guid, seq, type, at, data, actor, n)
   WHERE e.guid IN (SELECT guid FROM won)
   ORDER BY e.n
   RETURNING guid, seq, position
@@ -110,6 +110,7 @@ export async function writeBatch(client: pg.ClientBase, plan: BatchPlan, redacti
       plan.events.map((e) => e.event.type),
       plan.events.map((e) => e.event.at),
       plan.events.map((e) => e.data),
+      plan.events.map((e) => e.actorJson),
       redactions.map((x) => x.guid),
       redactions.map((x) => x.seq),
       redactions.map((x) => x.data),

@@ -1,15 +1,15 @@
 import type Database from 'better-sqlite3';
-import type { NewEvent, StoredEvent } from '../../events/codecs.js';
+import type { Actor, NewEvent, StoredEvent } from '../../events/codecs.js';
 import { foldLog } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
-import { rowToEvent } from './eventRows.js';
+import { encodeActor, rowToEvent } from './eventRows.js';
 
 /**
  * The SQL of the log. `insert` appends one event at an explicit seq; the UNIQUE (guid, seq) key makes a
  * second writer of the same seq fail, in this process or another.
  */
 export function eventsTable(db: Database.Database) {
-  const insert = db.prepare('INSERT INTO events (guid, seq, type, at, data) VALUES (?, ?, ?, ?, ?)');
+  const insert = db.prepare('INSERT INTO events (guid, seq, type, at, data, actor) VALUES (?, ?, ?, ?, ?, ?)');
   const selectStream = db.prepare('SELECT * FROM events WHERE guid = ? ORDER BY seq');
   const selectAll = db.prepare('SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?');
   // Purge: the raw request and response leave the log; the events (types, times, codes) stay for auditors.
@@ -22,7 +22,7 @@ export function eventsTable(db: Database.Database) {
 
   return {
     /** Everything an append needs, computed before anything is written (this is where JS can throw). */
-    encode(guid: string, firstSeq: number, events: readonly NewEvent[]): EncodedEvents {
+    encode(guid: string, firstSeq: number, events: readonly NewEvent[], actor: Actor | null): EncodedEvents {
       const data = events.map((e) => {
         // What SQLite would refuse mid-write is refused here, before anything of the unit is written.
         if (!Number.isSafeInteger(e.at)) throw new TypeError(`event ${e.type} has no valid time`);
@@ -30,7 +30,7 @@ export function eventsTable(db: Database.Database) {
         if (typeof json !== 'string') throw new TypeError(`event ${e.type} has no data`);
         return json;
       });
-      return { guid, firstSeq, events, data };
+      return { guid, firstSeq, events, data, actor, actorJson: encodeActor(actor) };
     },
     /**
      * Inserts encoded events; only SQLite can fail here. If a later insert of several meets a taken seq,
@@ -38,12 +38,12 @@ export function eventsTable(db: Database.Database) {
      * nothing without a savepoint (a savepoint per append made SQLite copy every page it touched into a
      * sub-journal). Any other error fails the caller's whole batch.
      */
-    insertEncoded({ guid, firstSeq, events, data }: EncodedEvents): StoredEvent[] {
+    insertEncoded({ guid, firstSeq, events, data, actor, actorJson }: EncodedEvents): StoredEvent[] {
       const stored: StoredEvent[] = [];
       try {
         events.forEach((e, i) => {
-          const info = insert.run(guid, firstSeq + i, e.type, e.at, data[i]);
-          stored.push({ ...e, guid, seq: firstSeq + i, position: Number(info.lastInsertRowid) } as StoredEvent);
+          const info = insert.run(guid, firstSeq + i, e.type, e.at, data[i], actorJson);
+          stored.push({ ...e, guid, seq: firstSeq + i, position: Number(info.lastInsertRowid), actor } as StoredEvent);
         });
       } catch (err) {
         // Only a lost seq leaves the transaction open and this append's first rows in it; any other
@@ -76,6 +76,8 @@ export interface EncodedEvents {
   readonly firstSeq: number;
   readonly events: readonly NewEvent[];
   readonly data: readonly string[];
+  readonly actor: Actor | null;
+  readonly actorJson: string | null;
 }
 
 /** True for the error SQLite raises when an insert breaks the (guid, seq) key: the claim was lost. */

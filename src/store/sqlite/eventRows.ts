@@ -1,6 +1,6 @@
 import * as t from 'io-ts';
 import { isLeft } from 'fp-ts/lib/Either.js';
-import { eventDataCodecs, type EventType, type StoredEvent } from '../../events/codecs.js';
+import { Actor, eventDataCodecs, type EventType, type StoredEvent } from '../../events/codecs.js';
 import { LedgerCorruptError } from '../../events/errors.js';
 
 const Int = t.refinement(t.number, Number.isSafeInteger, 'Int');
@@ -11,6 +11,7 @@ const EventRowCodec = t.type({
   type: t.keyof(eventDataCodecs),
   at: Int,
   data: t.string,
+  actor: t.union([t.string, t.null]),
 });
 
 /** An `events` row as SQLite returns it, decoded down to its typed data. */
@@ -18,6 +19,7 @@ export function rowToEvent(raw: unknown): StoredEvent {
   const row = EventRowCodec.decode(raw);
   if (isLeft(row)) throw new LedgerCorruptError('event row does not decode');
   const { position, guid, seq, type, at, data } = row.right;
+  const actor = row.right.actor === null ? null : decodeActor(row.right.actor, `${guid}#${seq}`);
   let json: unknown;
   try {
     json = JSON.parse(data);
@@ -26,7 +28,22 @@ export function rowToEvent(raw: unknown): StoredEvent {
   }
   const decoded = (eventDataCodecs[type] as t.Decoder<unknown, unknown>).decode(json);
   if (isLeft(decoded)) throw new LedgerCorruptError(`event ${guid}#${seq}: ${type} data does not decode`);
-  return { position, guid, seq, type, at, data: decoded.right } as StoredEvent;
+  return { position, guid, seq, type, at, data: decoded.right, actor } as StoredEvent;
 }
+
+function decodeActor(text: string, where: string): Actor {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new LedgerCorruptError(`event ${where}: actor is not JSON`);
+  }
+  const decoded = Actor.decode(json);
+  if (isLeft(decoded)) throw new LedgerCorruptError(`event ${where}: actor does not decode`);
+  return decoded.right;
+}
+
+/** An actor as `events.actor` holds it (null stays NULL). */
+export const encodeActor = (actor: Actor | null): string | null => (actor === null ? null : JSON.stringify(actor));
 
 export type { EventType };

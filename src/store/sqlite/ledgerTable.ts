@@ -73,9 +73,10 @@ export function ledgerTable(db: Database.Database) {
       const row = db.prepare(`SELECT COUNT(*) AS n FROM ledger${filter.sql}`).get(filter.params) as { n: unknown };
       return Number(row.n);
     },
-    /** Removes PURGED rows (tombstones) last changed before `before`, with their events; returns how many. */
+    /** Removes PURGED rows (tombstones) last changed before `before`, with their events and request records; returns how many. */
     removeTombstones(before: number): number {
       db.prepare("DELETE FROM events WHERE guid IN (SELECT guid FROM ledger WHERE status = 'PURGED' AND updated_at < ?)").run(before);
+      db.prepare("DELETE FROM requests WHERE guid IN (SELECT guid FROM ledger WHERE status = 'PURGED' AND updated_at < ?)").run(before);
       db.prepare("DELETE FROM inquiry_schedule WHERE guid IN (SELECT guid FROM ledger WHERE status = 'PURGED' AND updated_at < ?)").run(before);
       return db.prepare("DELETE FROM ledger WHERE status = 'PURGED' AND updated_at < ?").run(before).changes;
     },

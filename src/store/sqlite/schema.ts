@@ -49,8 +49,21 @@ const MIGRATIONS: readonly string[] = [
     next_at   INTEGER NOT NULL
   ) WITHOUT ROWID;
   `,
-  // 4: taken by the audit trail (another branch); empty here until the two meet.
-  `SELECT 1;`,
+  // Issue #15, the audit trail. events.actor: who wrote the event (JSON, src/events/codecs.ts Actor; NULL for
+  // events written before). requests: every channel request for a GUID the ledger has, beside the log (a
+  // request that changes no state is no event), metadata only; tombstone removal deletes them with the events.
+  `
+  ALTER TABLE events ADD COLUMN actor TEXT;
+  CREATE TABLE requests (
+    position          INTEGER PRIMARY KEY AUTOINCREMENT,
+    guid              TEXT    NOT NULL,
+    at                INTEGER NOT NULL,
+    key               TEXT,
+    code              TEXT    NOT NULL,
+    fingerprint_match INTEGER NOT NULL CHECK (fingerprint_match IN (0, 1))
+  );
+  CREATE INDEX requests_guid ON requests (guid, position);
+  `,
   // 5: leases beside the log (CONTRACT.md §4, maintenance across instances): the row a resolve or reprocess run
   // is inquiring about or sending, so that another process does not do it too. No event: a lease changes no state.
   `

@@ -4,12 +4,13 @@ import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import * as t from 'io-ts';
 import { isLeft } from 'fp-ts/lib/Either.js';
-import { STATUSES, Status, type NewEvent, type StoredEvent } from '../../events/codecs.js';
+import { STATUSES, Status, actorOf, type EventAudit, type NewEvent, type ProcessActor, type StoredEvent } from '../../events/codecs.js';
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
-import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerQuery, ProjectionDifference, StatusSummary } from '../../events/store.js';
+import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerQuery, ProjectionDifference, RequestRecord, StatusSummary, StoredRequestRecord } from '../../events/store.js';
 import { ledgerTable } from './ledgerTable.js';
+import { requestsTable } from './requestsTable.js';
 import { compareProjection } from '../../projections/rebuild.js';
 import { eventsTable } from './appendEvents.js';
 import { watchFileIdentity, type FileWatch } from './fileWatch.js';
@@ -45,6 +46,8 @@ export interface SqliteStoreOptions {
    * ping refuse with LedgerUnavailableError, and `onLost` is called once with the reason.
    */
   readonly watchFile?: { readonly intervalMs?: number; readonly onLost?: (reason: string) => void };
+  /** Who this process is (`processActor`), stored with every event it writes; absent: events get no actor. */
+  readonly actor?: ProcessActor;
 }
 
 export interface SqliteEventStore extends EventStore {
@@ -233,6 +236,7 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   }
   const events = eventsTable(db);
   const ledger = ledgerTable(db);
+  const requests = requestsTable(db);
   const w = writer === 'thread' ? threadWriter({ path, synchronous, busyTimeoutMs, maxBatch }) : inlineWriter(db, maxBatch);
   let closed = false;
   const deadlineMs = busyTimeoutMs + WRITE_DEADLINE_MARGIN_MS;
@@ -260,11 +264,17 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   return {
     path,
     db,
-    appendEvents(guid: string, expectedSeq: number, newEvents: readonly NewEvent[]): Promise<AppendResult> {
-      return write({ op: 'append', guid, expectedSeq, events: newEvents });
+    appendEvents(guid: string, expectedSeq: number, newEvents: readonly NewEvent[], audit?: EventAudit): Promise<AppendResult> {
+      return write({ op: 'append', guid, expectedSeq, events: newEvents, actor: actorOf(options.actor, audit) });
     },
-    execute(guid: string, command: Command): Promise<ExecuteResult> {
-      return write({ op: 'execute', guid, command, now: clock() });
+    execute(guid: string, command: Command, audit?: EventAudit): Promise<ExecuteResult> {
+      return write({ op: 'execute', guid, command, now: clock(), actor: actorOf(options.actor, audit) });
+    },
+    async recordRequests(records: readonly RequestRecord[]): Promise<void> {
+      if (records.length > 0) await write({ op: 'recordRequests', records });
+    },
+    readRequests(guid: string): Promise<StoredRequestRecord[]> {
+      return read(() => requests.read(guid));
     },
     now() {
       return Promise.resolve(clock());

@@ -1,20 +1,23 @@
 import Database from 'better-sqlite3';
-import type { NewEvent, StoredEvent } from '../../events/codecs.js';
+import type { Actor, NewEvent, StoredEvent } from '../../events/codecs.js';
 import { decide, type Command } from '../../events/decide.js';
 import { LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import { foldEvents } from '../../events/evolve.js';
-import type { AppendResult, ExecuteResult } from '../../events/store.js';
+import type { AppendResult, ExecuteResult, RequestRecord } from '../../events/store.js';
 import type { InquiryScheduled } from '../../events/inquirySchedule.js';
 import { inquiryScheduleTable } from './inquiryScheduleTable.js';
 import { leasesTable } from './leasesTable.js';
+import { checkRequestRecord, requestsTable } from './requestsTable.js';
 import { ledgerTable } from './ledgerTable.js';
 import { stateToRow } from '../../projections/ledgerRow.js';
 import { eventsTable, isUniqueViolation } from './appendEvents.js';
 
 /** A unit of work for the writer; plain data, so it can cross to a worker thread. */
 export type WriteOp =
-  | { readonly op: 'execute'; readonly guid: string; readonly command: Command; readonly now: number }
-  | { readonly op: 'append'; readonly guid: string; readonly expectedSeq: number; readonly events: readonly NewEvent[] }
+  | { readonly op: 'execute'; readonly guid: string; readonly command: Command; readonly now: number; readonly actor: Actor | null }
+  | { readonly op: 'append'; readonly guid: string; readonly expectedSeq: number; readonly events: readonly NewEvent[]; readonly actor: Actor | null }
+  /** The channel's requests, buffered by the relay: inserted in the batch's transaction, beside the log. */
+  | { readonly op: 'recordRequests'; readonly records: readonly RequestRecord[] }
   | { readonly op: 'rebuild' }
   | { readonly op: 'removeTombstones'; readonly before: number }
   /** Writes nothing: takes the write lock and commits, to learn whether a write would go through now. */
@@ -72,6 +75,7 @@ export function createWriteEngine(db: Database.Database) {
   const ledger = ledgerTable(db);
   const schedule = inquiryScheduleTable(db);
   const leases = leasesTable(db);
+  const requests = requestsTable(db);
   const begin = db.prepare('BEGIN IMMEDIATE');
   const commit = db.prepare('COMMIT');
   const rollback = db.prepare('ROLLBACK');
@@ -94,12 +98,12 @@ export function createWriteEngine(db: Database.Database) {
    * A unique violation (another writer, maybe another process, appended this seq first) undoes this
    * append's own inserts and is "lost"; any other failure while writing fails the whole batch.
    */
-  function appendInTx(guid: string, expectedSeq: number, newEvents: readonly NewEvent[]): AppendResult {
+  function appendInTx(guid: string, expectedSeq: number, newEvents: readonly NewEvent[], actor: Actor | null): AppendResult {
     const current = ledger.read(guid);
     if ((current?.lastSeq ?? -1) !== expectedSeq) return { won: false, state: current };
     const state = foldEvents(guid, newEvents, current);
     if (state === null || newEvents.length === 0) return { won: false, state: current };
-    const encoded = events.encode(guid, expectedSeq + 1, newEvents);
+    const encoded = events.encode(guid, expectedSeq + 1, newEvents, actor);
     const row = stateToRow(state);
     const purged = newEvents.some((e) => e.type === 'Purged');
 
@@ -124,12 +128,12 @@ export function createWriteEngine(db: Database.Database) {
   function runOne(w: WriteOp): unknown {
     switch (w.op) {
       case 'append':
-        return appendInTx(w.guid, w.expectedSeq, w.events);
+        return appendInTx(w.guid, w.expectedSeq, w.events, w.actor);
       case 'execute': {
         const state = ledger.read(w.guid);
         const decided = decide(state, w.command, w.now);
         if (decided._tag === 'Left') return { kind: 'refused', refusal: decided.left } satisfies ExecuteResult;
-        const result = appendInTx(w.guid, state?.lastSeq ?? -1, decided.right);
+        const result = appendInTx(w.guid, state?.lastSeq ?? -1, decided.right, w.actor);
         // Lost although we hold the write lock: the projection is behind the log (its row promised a seq the
         // log's unique key already holds). Someone moved first; answer from the state as it is now.
         if (!result.won) return { kind: 'refused', refusal: { reason: 'exists', state: result.state } } satisfies ExecuteResult;
@@ -144,6 +148,12 @@ export function createWriteEngine(db: Database.Database) {
       case 'removeTombstones':
         return ledger.removeTombstones(w.before);
       case 'probe':
+        return null;
+      case 'recordRequests':
+        w.records.forEach(checkRequestRecord);
+        writing = true;
+        requests.insert(w.records);
+        writing = false;
         return null;
       case 'recordUnclearInquiry':
         return schedule.record(w.guid, w.sentAt, w.at, w.minAgeMs);
@@ -161,7 +171,7 @@ export function createWriteEngine(db: Database.Database) {
       try {
         begin.run();
         for (const w of batch) {
-          if (w.op === 'execute' || w.op === 'append') {
+          if (w.op === 'execute' || w.op === 'append' || w.op === 'recordRequests') {
             // The hot path: no savepoint (see appendInTx); a failure before the first write is this unit's alone.
             writing = false;
             try {

@@ -1,0 +1,117 @@
+import type { RequestLog, RequestRecord } from '../events/store.js';
+
+/** A flush is due this long after the first record buffered since the last one. */
+export const REQUEST_FLUSH_MS = 50;
+/** This many buffered records are written at once, without waiting for the timer. */
+export const REQUEST_FLUSH_RECORDS = 256;
+/**
+ * The most records held in memory (buffered and being written). This is what a crash can lose at most; a ledger
+ * that refuses writes for long makes the oldest ones go (counted and logged), never the relay wait.
+ */
+export const REQUEST_BUFFER_MAX = 4096;
+
+export interface RequestRecorder {
+  /** Buffers one record; never waits and never fails (the reply does not depend on it). */
+  record(r: RequestRecord): void;
+  /** Writes everything buffered now (what SIGTERM does before the ledger closes). */
+  flush(): Promise<void>;
+  /** Records lost so far: dropped at the buffer bound or refused by the ledger. */
+  dropped(): number;
+}
+
+export interface RequestRecorderOptions {
+  readonly store: RequestLog;
+  readonly flushMs?: number;
+  readonly flushRecords?: number;
+  readonly maxBuffered?: number;
+  /** Told once per failed write or drop, with how many records it cost. */
+  readonly onLoss?: (lost: number, why: string) => void;
+}
+
+/**
+ * The channel's requests, recorded off the hot path: a request only pushes into memory; every `flushMs` (or at
+ * `flushRecords`) one write stores the batch in one transaction (on SQLite through the same writer, joining its
+ * group commit). One write in flight at a time. A write that fails keeps its records for the next one, as long as
+ * the bound allows.
+ */
+export function createRequestRecorder(options: RequestRecorderOptions): RequestRecorder {
+  const { store, flushMs = REQUEST_FLUSH_MS, flushRecords = REQUEST_FLUSH_RECORDS, maxBuffered = REQUEST_BUFFER_MAX } = options;
+  let buffer: RequestRecord[] = [];
+  let writing: RequestRecord[] = [];
+  let inFlight: Promise<void> | null = null;
+  let timer: NodeJS.Timeout | null = null;
+  let lost = 0;
+  let failedWrites = 0;
+
+  const lose = (n: number, why: string): void => {
+    if (n <= 0) return;
+    lost += n;
+    options.onLoss?.(n, why);
+  };
+
+  const write = (): Promise<void> => {
+    if (inFlight !== null) return inFlight;
+    if (timer !== null) {
+      clearTimeout(timer);
+      timer = null;
+    }
+    if (buffer.length === 0) return Promise.resolve();
+    writing = buffer;
+    buffer = [];
+    inFlight = store.recordRequests(writing).then(
+      () => {
+        writing = [];
+      },
+      (err: unknown) => {
+        failedWrites++;
+        // Kept for the next write, oldest first, within the bound.
+        const kept = [...writing, ...buffer];
+        writing = [];
+        buffer = kept.slice(Math.max(0, kept.length - maxBuffered));
+        lose(kept.length - buffer.length, `request records not written: ${err instanceof Error ? err.message : String(err)}`);
+      },
+    ).finally(() => {
+      inFlight = null;
+      if (buffer.length > 0) schedule();
+    });
+    return inFlight;
+  };
+
+  function schedule(): void {
+    if (buffer.length >= flushRecords) {
+      void write();
+      return;
+    }
+    if (timer !== null) return;
+    timer = setTimeout(() => {
+      timer = null;
+      void write();
+    }, flushMs);
+    timer.unref();
+  }
+
+  return {
+    record(r) {
+      if (buffer.length + writing.length >= maxBuffered) {
+        buffer.shift();
+        lose(1, `request record buffer full (${maxBuffered})`);
+      }
+      buffer.push(r);
+      schedule();
+    },
+    async flush() {
+      // Until nothing is buffered or in flight; a write that fails ends it (its records stay buffered).
+      for (;;) {
+        if (inFlight !== null) {
+          await inFlight;
+          continue;
+        }
+        if (buffer.length === 0) return;
+        const failedBefore = failedWrites;
+        await write();
+        if (failedWrites !== failedBefore) return;
+      }
+    },
+    dropped: () => lost,
+  };
+}

@@ -1,0 +1,132 @@
+import { createHash } from 'node:crypto';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import * as E from 'fp-ts/lib/Either.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { addKey } from '../../src/commands/keys.js';
+import type { TimelineEntry } from '../../src/commands/history.js';
+import { openKeyRing } from '../../src/relay/auth/keyRing.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { cli } from '../support/commandsSeed.js';
+import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
+import { useTempDir } from '../support/tmp.js';
+import { waitFor } from '../support/waitFor.js';
+
+/**
+ * The audit trail end to end (#15): a real `serve` with keys on a real ledger file, real HTTP, `purge` and
+ * `history` as real processes. Every request for the GUID leaves a record, the first one, resends and refusals
+ * (E904, E905) included, and every event says who wrote it.
+ */
+describe('audit trail over HTTP', () => {
+  const tmp = useTempDir();
+  let h: Harness | undefined;
+  afterEach(async () => {
+    await h?.close();
+    h = undefined;
+  });
+
+  it('a transfer, its resend, an E904 under another amount and another key, an E905 after purge: all recorded; history --requests tells it', async () => {
+    const dir = tmp();
+    const keysFile = join(dir, 'keys');
+    const token = (name: string): string => {
+      const r = addKey(keysFile, name, ['transfer']);
+      if (E.isLeft(r)) throw new Error(r.left.message);
+      return r.right;
+    };
+    const shop = token('shop-a');
+    const other = token('shop-b');
+    const ring = openKeyRing(keysFile);
+    if (E.isLeft(ring)) throw new Error(ring.left.message);
+    h = await startHarness(dir, { relay: { keys: ring.right, minAgeMs: 1500 } });
+    const as = (t: string) => ({ authorization: `Bearer ${t}` });
+
+    const t = transfer({ from: '6222021001', to: '6222021002', amount: 1500 });
+    const body = JSON.stringify(t);
+    const guid = String(t['guid']);
+    const first = await h.post(body, as(shop));
+    expect(first.json()['code']).toBe('0000');
+    expect((await h.post(body, as(shop))).headers['idempotent-replayed']).toBe('true');
+    expect((await h.post(JSON.stringify({ ...t, amount: 1501 }), as(shop))).json()['code']).toBe('E904');
+    expect((await h.post(body, as(other))).json()['code']).toBe('E904');
+    // Not for a GUID the ledger does not have: a bad body stores nothing, and records nothing either.
+    expect((await h.post('{"guid":"NEVER-1"}', as(shop))).json()['code']).toBe('E400');
+
+    const purge = await cli(['purge', '--retention', '0ms', '--db', h.db]);
+    expect(purge.code).toBe(0);
+    const gone = await h.post(body, as(shop));
+    expect([gone.status, gone.json()['code']]).toEqual([410, 'E905']);
+
+    // Written off the request path, in batches: they arrive within a flush interval or so.
+    const store = openSqliteStore({ path: h.db });
+    try {
+      const records = await waitFor(async () => {
+        const r = await store.readRequests(guid);
+        return r.length >= 5 ? r : null;
+      }, { what: 'five request records' });
+      expect(records.map((r) => [r.key, r.code, r.fingerprintMatch])).toEqual([
+        ['shop-a', '0000', true],
+        ['shop-a', '0000', true],
+        ['shop-a', 'E904', false],
+        ['shop-b', 'E904', true],
+        ['shop-a', 'E905', true],
+      ]);
+      expect(await store.readRequests('NEVER-1')).toEqual([]);
+
+      const events = await store.readStream(guid);
+      expect(events.map((e) => e.type)).toEqual(['Claimed', 'Sent', 'Answered', 'Purged']);
+      const served = { by: 'serve', host: hostname(), pid: process.pid, key: 'shop-a', params: { timeoutMs: 1000, maxAttempts: 3, minAgeMs: 1500 } };
+      for (const e of events.slice(0, 3)) expect(e.actor).toEqual(served);
+      expect(events[3]!.actor).toMatchObject({ by: 'purge', host: hostname(), params: { retentionMs: 0 } });
+      expect(events[3]!.actor!.pid).not.toBe(process.pid);
+      // The tombstone: the final code, and a SHA-256 of the answer the channel got, byte for byte.
+      expect(events[3]!.data).toMatchObject({ code: '0000', responseSha256: createHash('sha256').update(first.body).digest('hex') });
+    } finally {
+      await store.close();
+    }
+
+    const human = await cli(['history', guid, '--requests', '--db', h.db]);
+    expect(human.code).toBe(0);
+    const lines = human.stdout.split('\n');
+    const firstRequest = lines.findIndex((l) => /^ {5}\S+Z {2}request {8}answered 0000, key shop-a$/.test(l));
+    const claimed = lines.findIndex((l) => /^ {2}0 {2}\S+Z {2}Claimed {8}by serve pid \d+ on .+, key shop-a, timeoutMs=1000, maxAttempts=3, minAgeMs=1500$/.test(l));
+    expect(firstRequest).toBeGreaterThanOrEqual(0);
+    expect(claimed).toBeGreaterThan(firstRequest);
+    expect(human.stdout).toMatch(/answered E904, key shop-a, fingerprint differs/);
+    expect(human.stdout).toMatch(/answered E905, key shop-a$/m);
+    expect(human.stdout).toMatch(/ {2}3 {2}\S+Z {2}Purged {9}by purge pid \d+ on .+, retentionMs=0$/m);
+    expect(human.stdout).toContain(`${guid}: 4 events, 5 channel requests; now PURGED 0000`);
+
+    const json = await cli(['history', guid, '--requests', '--json', '--db', h.db]);
+    const timeline = JSON.parse(json.stdout) as TimelineEntry[];
+    expect(timeline.map((e) => (e.kind === 'event' ? e.type : `request ${e.code}`))).toEqual([
+      'request 0000', 'Claimed', 'Sent', 'Answered', 'request 0000', 'request E904', 'request E904', 'Purged', 'request E905',
+    ]);
+    // Without --requests, the contract's array of {seq, type, at, data}.
+    const plain = JSON.parse((await cli(['history', guid, '--json', '--db', h.db])).stdout) as Array<Record<string, unknown>>;
+    expect(plain.map((e) => Object.keys(e).sort())).toEqual(Array(4).fill(['at', 'data', 'seq', 'type']));
+  });
+
+  it('history pretty-prints the request and the answer as stored (indented, numbers as written, controls escaped)', async () => {
+    const dir = tmp();
+    h = await startHarness(dir);
+    const body = '{"guid":"PRETTY-1","from":"6222021001","to":"6222021002","amount":1500,"memo":{"big":12345678901234567890,"tab":"a\\tb"}}';
+    expect((await h.post(body)).json()['code']).toBe('0000');
+    const human = await cli(['history', 'PRETTY-1', '--db', h.db]);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toContain(
+      [
+        '       request: {',
+        '         "guid": "PRETTY-1",',
+        '         "from": "6222021001",',
+        '         "to": "6222021002",',
+        '         "amount": 1500,',
+        '         "memo": {',
+        '           "big": 12345678901234567890,',
+        '           "tab": "a\\tb"',
+        '         }',
+        '       }',
+      ].join('\n'),
+    );
+    expect(human.stdout).toMatch(/^ {7}response: \{\n {9}"guid": "PRETTY-1",\n {9}"code": "0000",/m);
+  });
+});

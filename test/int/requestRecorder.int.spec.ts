@@ -1,0 +1,99 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { EventStore, RequestRecord } from '../../src/events/store.js';
+import { createAccountClient } from '../../src/relay/accountClient.js';
+import { buildApp } from '../../src/relay/app.js';
+import { createMetrics } from '../../src/relay/metrics.js';
+import { createRequestRecorder } from '../../src/relay/requestRecorder.js';
+import { startSimulator } from '../../src/simulator/index.js';
+import { httpRequest } from '../support/relayHarness.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { useTempDir } from '../support/tmp.js';
+import { waitFor } from '../support/waitFor.js';
+
+/** The request recorder on a real SQLite ledger: records are buffered and written in batches, within a bound. */
+describe('request recorder', () => {
+  const tmp = useTempDir();
+  const stores: EventStore[] = [];
+  afterEach(async () => {
+    while (stores.length) await stores.pop()!.close();
+  });
+
+  /** A real store whose writes of request records are counted (and can be made to fail). */
+  const ledger = () => {
+    const store = openSqliteStore({ path: join(tmp(), 'ledger.db') });
+    stores.push(store);
+    const writes: number[] = [];
+    let failing = false;
+    const log = {
+      recordRequests: (records: readonly RequestRecord[]) => {
+        writes.push(records.length);
+        return failing ? Promise.reject(new Error('disk full')) : store.recordRequests(records);
+      },
+      readRequests: (guid: string) => store.readRequests(guid),
+    };
+    return { store, log, writes, fail: (on: boolean) => (failing = on) };
+  };
+  const rec = (i: number, guid = 'G'): RequestRecord => ({ guid, at: 1000 + i, key: null, code: '0000', fingerprintMatch: true });
+
+  it('buffers and writes once per interval: 100 records in one turn are one write, none before the timer', async () => {
+    const { store, log, writes } = ledger();
+    const recorder = createRequestRecorder({ store: log, flushMs: 50, flushRecords: 1000 });
+    for (let i = 0; i < 100; i++) recorder.record(rec(i));
+    expect(writes).toEqual([]);
+    await waitFor(() => writes.length > 0, { what: 'the timed write' });
+    await recorder.flush();
+    expect(writes).toEqual([100]);
+    expect((await store.readRequests('G')).map((r) => r.at)).toEqual(Array.from({ length: 100 }, (_, i) => 1000 + i));
+  });
+
+  it('writes at once when flushRecords are buffered; flush() writes the rest', async () => {
+    const { store, log, writes } = ledger();
+    const recorder = createRequestRecorder({ store: log, flushMs: 60_000, flushRecords: 10 });
+    for (let i = 0; i < 25; i++) recorder.record(rec(i));
+    await waitFor(() => writes.length > 0, { what: 'the write at the count' });
+    await recorder.flush();
+    expect(writes.reduce((a, b) => a + b, 0)).toBe(25);
+    expect(writes[0]).toBe(10);
+    expect(await store.readRequests('G')).toHaveLength(25);
+    expect(recorder.dropped()).toBe(0);
+  });
+
+  it('a ledger refusing writes: records are kept for the next write up to the bound, the oldest go beyond it (counted)', async () => {
+    const { store, log, fail } = ledger();
+    const losses: number[] = [];
+    const recorder = createRequestRecorder({ store: log, flushMs: 60_000, flushRecords: 1_000_000, maxBuffered: 5, onLoss: (n) => losses.push(n) });
+    fail(true);
+    for (let i = 0; i < 3; i++) recorder.record(rec(i));
+    await recorder.flush();
+    expect(recorder.dropped()).toBe(0);
+    for (let i = 3; i < 8; i++) recorder.record(rec(i));
+    expect(recorder.dropped()).toBe(3);
+    fail(false);
+    await recorder.flush();
+    expect((await store.readRequests('G')).map((r) => r.at)).toEqual([1003, 1004, 1005, 1006, 1007]);
+    expect(losses.reduce((a, b) => a + b, 0)).toBe(3);
+  });
+
+  it('closing the relay writes what is still buffered, after the last reply and before the ledger closes', async () => {
+    const { store } = ledger();
+    const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
+    const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
+    // A timer that never fires in this test: only the close can write the records.
+    const requests = createRequestRecorder({ store, flushMs: 3_600_000, flushRecords: 1_000_000 });
+    const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3, requests });
+    try {
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1/transfers`;
+      const body = JSON.stringify({ guid: 'CLOSE-1', from: 'ACC-1', to: 'ACC-2', amount: 5 });
+      expect((await httpRequest(url, { method: 'POST', body })).json()['code']).toBe('0000');
+      expect((await httpRequest(url, { method: 'POST', body })).json()['code']).toBe('0000');
+      expect(await store.readRequests('CLOSE-1')).toEqual([]);
+    } finally {
+      await app.close();
+      await account.close();
+      await sim.close();
+    }
+    expect((await store.readRequests('CLOSE-1')).map((r) => [r.code, r.key, r.fingerprintMatch])).toEqual([['0000', null, true], ['0000', null, true]]);
+  });
+});

@@ -9,6 +9,7 @@ import { registerAuth, requestKey } from './auth/authHook.js';
 import type { Key } from './auth/keysFile.js';
 import type { Breaker } from './breaker.js';
 import { REPLY_CODES } from './codes.js';
+import { defaultConsoleDir, registerConsole } from './console.js';
 import type { Metrics } from './metrics.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
 import { codeReply, type Reply } from './replies.js';
@@ -42,6 +43,8 @@ export interface AppDeps {
    * Default: the store's ping (a rejection's message is the reason).
    */
   readonly readiness?: () => Promise<string | null>;
+  /** The built console's folder (default: the package's `dist/console`); null: not built, /console answers E404. */
+  readonly consoleDir?: string | null;
 }
 
 const reasonOf = (err: unknown): string => (err instanceof Error && err.message !== '' ? err.message : 'ledger unavailable');
@@ -151,6 +154,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   app.setNotFoundHandler((req, reply) => send(reply, codeReply('E404', undefined, { message: `no route ${req.method} ${req.url.split('?')[0]}` })));
+  registerConsole(app, deps.consoleDir === undefined ? defaultConsoleDir() : deps.consoleDir, send);
 
   // Every E503 of a transfer is logged once, with the store error's code and cause.
   const relayDeps: RelayDeps = { ...deps, log: (line) => app.log.error(line, 'ledger unavailable') };

@@ -63,8 +63,8 @@ async function call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Pr
 export type Status = 'RECEIVED' | 'SENT' | 'DONE' | 'UNKNOWN' | 'FAILED' | 'PURGED';
 export const STATUSES: readonly Status[] = ['RECEIVED', 'SENT', 'DONE', 'UNKNOWN', 'FAILED', 'PURGED'];
 
-/** A time as the API gives it: milliseconds since the epoch, or an ISO string. */
-export type Instant = number | string;
+/** A time as the API gives it: milliseconds since the epoch. */
+export type Instant = number;
 
 export interface Row {
   readonly guid: string;
@@ -78,7 +78,8 @@ export interface Row {
 
 export interface Stats {
   readonly statuses: Partial<Record<Status, { readonly count: number; readonly oldestUpdatedAt: Instant | null }>>;
-  readonly oldest: { readonly UNKNOWN?: unknown; readonly FAILED?: unknown };
+  readonly oldest: { readonly UNKNOWN?: Row | null; readonly FAILED?: Row | null };
+  readonly deadLetters?: { readonly maxAttempts: number; readonly count: number };
   readonly breaker: unknown;
   readonly replies: { readonly windowSeconds: number; readonly perCode: Readonly<Record<string, number>> };
 }
@@ -104,6 +105,7 @@ export interface ActionResult {
   readonly guid: string;
   readonly dryRun: boolean;
   readonly outcome: string;
+  readonly detail?: string;
   readonly before: Row | null;
   readonly after: Row | null;
 }

@@ -80,10 +80,6 @@ function failed(where: HTMLElement, e: ApiError): void {
 
 // ---- times ----
 
-function toDate(t: Instant): Date {
-  return new Date(typeof t === 'number' ? t : String(t));
-}
-
 function age(ms: number): string {
   const s = Math.max(0, Math.round(ms / 1000));
   if (s < 60) return `${s}s`;
@@ -95,7 +91,7 @@ function age(ms: number): string {
 /** `<time>` in UTC to the millisecond (an audit reads exact times), with its age. */
 function time(t: Instant | null | undefined, withAge = true): Node {
   if (t === null || t === undefined) return document.createTextNode('—');
-  const d = toDate(t);
+  const d = new Date(t);
   if (Number.isNaN(d.getTime())) return document.createTextNode(String(t));
   const text = d.toISOString().replace('T', ' ').replace('Z', '');
   return h('time', { datetime: d.toISOString() }, withAge ? `${text} (${age(Date.now() - d.getTime())} ago)` : text);
@@ -133,26 +129,22 @@ const body = (table: HTMLTableElement): HTMLTableSectionElement => table.tBodies
 
 // ---- overview ----
 
-/** The oldest row of a status, whatever detail the API gives: a time, or a row (GUID and time). */
-function oldest(v: unknown): Child {
-  if (v === null || v === undefined) return 'none';
-  if (typeof v === 'number' || typeof v === 'string') return time(v);
-  if (typeof v === 'object' && !Array.isArray(v)) {
-    const o = v as Record<string, unknown>;
-    const at = o['updatedAt'] ?? o['at'] ?? o['since'];
-    const guid = typeof o['guid'] === 'string' ? o['guid'] : null;
-    return h('span', {}, guid === null ? null : guidLink(guid), guid === null ? null : ' ', typeof at === 'number' || typeof at === 'string' ? time(at) : pairs(o));
-  }
-  return scalar(v);
+/** The oldest row of a status: its GUID (a link to its timeline) and when it last changed. */
+function oldest(row: Row | null | undefined): Child {
+  if (row === null || row === undefined) return 'none';
+  return h('span', {}, guidLink(row.guid), ', last change ', time(row.updatedAt));
 }
 
+/** The breaker as `GET /v1/stats` shows it: `{ state: off | closed | open, … }`. */
 function breakerText(v: unknown): string {
-  if (typeof v === 'object' && v !== null && 'open' in v) {
-    const { open, ...rest } = v as Record<string, unknown>;
-    const more = pairs(rest);
-    return `${open === true ? 'open: new sends get E902 without a call' : 'closed'}${more === '' ? '' : ` (${more})`}`;
+  if (typeof v !== 'object' || v === null || !('state' in v)) return pairs(v);
+  const b = v as { state: unknown; failuresInRow?: unknown; failuresToOpen?: unknown; trialAt?: unknown };
+  if (b.state === 'off') return 'off (--breaker-failures 0)';
+  if (b.state === 'open') {
+    const trial = typeof b.trialAt === 'number' ? ` until ${new Date(b.trialAt).toISOString().slice(11, 19)} UTC` : '';
+    return `open: new sends get E902 without a call${trial}`;
   }
-  return pairs(v);
+  return `${scalar(b.state)}${b.failuresInRow === undefined ? '' : ` (${scalar(b.failuresInRow)} failed calls in a row of ${scalar(b.failuresToOpen)} to open)`}`;
 }
 
 function renderStats(s: Stats): void {
@@ -165,6 +157,7 @@ function renderStats(s: Stats): void {
   fill(ui.facts, [
     ['Oldest UNKNOWN', oldest(s.oldest.UNKNOWN)],
     ['Oldest FAILED', oldest(s.oldest.FAILED)],
+    ['At the attempt cap', s.deadLetters === undefined ? '—' : `${s.deadLetters.count} FAILED row${s.deadLetters.count === 1 ? '' : 's'} (reprocess sends them no more)`],
     ['Breaker', breakerText(s.breaker)],
   ]);
   const minutes = Math.round(s.replies.windowSeconds / 60);
@@ -283,7 +276,7 @@ function resultFacts(r: ActionResult, action: Action): Array<readonly [string, C
   return [
     ['Action', action],
     ['GUID', h('span', { class: 'mono' }, r.guid)],
-    ['Outcome', scalar(r.outcome)],
+    ['Outcome', `${scalar(r.outcome)}${r.detail === undefined ? '' : `: ${r.detail}`}`],
     ['Status before', statusOf(r.before)],
     ['Status after', statusOf(r.after)],
   ];

@@ -11,6 +11,7 @@ import type { Breaker } from './breaker.js';
 import { REPLY_CODES } from './codes.js';
 import type { Metrics } from './metrics.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
+import { maskAccount } from '../shared/maskAccount.js';
 import { codeReply, type Reply } from './replies.js';
 import { GUID_PATTERN, isJsonMediaType } from './transferRequest.js';
 
@@ -81,11 +82,6 @@ function clientErrorStatus(code: string | undefined): number {
   if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return 408;
   if (code === 'HPE_HEADER_OVERFLOW') return 431;
   return 400;
-}
-
-/** Account numbers in logs show only their last 4 characters. */
-export function maskAccount(account: string): string {
-  return account.length <= 4 ? account : `${'*'.repeat(account.length - 4)}${account.slice(-4)}`;
 }
 
 /** The relay's HTTP surface, separate from the process that listens (tests use it with real sockets too). */

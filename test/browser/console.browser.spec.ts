@@ -2,14 +2,12 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as E from 'fp-ts/lib/Either.js';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addKey } from '../../src/commands/keys.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { chromiumForTests, launchChromium, SCREENSHOTS } from '../support/browser.js';
 import { runToEnd } from '../support/children.js';
-import { httpRequest } from '../support/relayHarness.js';
+import { httpRequest, makeKeys } from '../support/relayHarness.js';
 import { BIN, exited, startServe } from '../support/serveProcess.js';
 
 /**
@@ -26,7 +24,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
   let url: string;
   let browser: Browser;
   let page: Page;
-  const tokens: Record<string, string> = {};
+  let tokens: Record<string, string> = {};
   const pageErrors: string[] = [];
   const run = Date.now().toString(36);
   // Timed out (the account system answers after the relay's timeout), then settled by `guidgate resolve`.
@@ -49,11 +47,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'guidgate-browser-'));
     const keys = join(dir, 'keys');
-    for (const [name, scopes] of [['pay', ['transfer']], ['ops', ['read', 'admin']]] as const) {
-      const r = addKey(keys, name, [...scopes]);
-      if (E.isLeft(r)) throw new Error(r.left.message);
-      tokens[name] = r.right;
-    }
+    tokens = makeKeys(keys, { pay: ['transfer'], ops: ['read', 'admin'] }).tokens;
     sim = await startSimulator({ port: 0, faults: { lateMs: 2500, byGuidPrefix: { [`late-${run}`]: 'late-answer' } } });
     const db = join(dir, 'ledger.db');
     relay = startServe(['--keys', keys, '--db', db, '--account-url', sim.url, '--timeout', '1s', '--settle-every', '0', '--min-age', '0s']);

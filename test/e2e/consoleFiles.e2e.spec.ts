@@ -2,14 +2,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify from 'fastify';
-import * as E from 'fp-ts/lib/Either.js';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addKey } from '../../src/commands/keys.js';
-import { openKeyRing } from '../../src/relay/auth/keyRing.js';
 import { CONSOLE_ASSETS, CONSOLE_CSP, registerConsole } from '../../src/relay/console.js';
 import { REPO_ROOT } from '../support/children.js';
-import { startHarness, type Harness } from '../support/relayHarness.js';
+import { makeKeys, startHarness, type Harness } from '../support/relayHarness.js';
 
 /** The console's files as `serve` sends them (keys on): public, from a fixed list, under a strict CSP. */
 describe('the console files at /console', () => {
@@ -19,11 +16,7 @@ describe('the console files at /console', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'guidgate-console-'));
-    const keys = join(dir, 'keys');
-    if (E.isLeft(addKey(keys, 'ops', ['read', 'admin']))) throw new Error('addKey');
-    const ring = openKeyRing(keys);
-    if (E.isLeft(ring)) throw new Error(ring.left.message);
-    h = await startHarness(dir, { relay: { keys: ring.right } });
+    h = await startHarness(dir, { relay: { keys: makeKeys(join(dir, 'keys'), { ops: ['read', 'admin'] }).ring } });
   });
   afterAll(async () => {
     await h?.close();

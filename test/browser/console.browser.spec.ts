@@ -47,7 +47,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'guidgate-browser-'));
     const keys = join(dir, 'keys');
-    tokens = makeKeys(keys, { pay: ['transfer'], ops: ['read', 'admin'] }).tokens;
+    tokens = makeKeys(keys, { pay: ['transfer'], ops: ['read', 'admin'], auditor: ['read'] }).tokens;
     sim = await startSimulator({ port: 0, faults: { lateMs: 2500, byGuidPrefix: { [`late-${run}`]: 'late-answer' } } });
     const db = join(dir, 'ledger.db');
     relay = startServe(['--keys', keys, '--db', db, '--account-url', sim.url, '--timeout', '1s', '--settle-every', '0', '--min-age', '0s']);
@@ -168,5 +168,29 @@ describe.skipIf(!available)('the console in Chromium', () => {
     // The overview follows.
     const counts = page.getByRole('table', { name: 'Rows per status' });
     await expect.poll(() => counts.getByRole('row', { name: /^UNKNOWN / }).locator('td').first().textContent()).toBe('1');
+  });
+
+  it('a bad age is refused naming the field; a read-only key sees everything but may not act; signing out forgets the token', async () => {
+    await page.getByLabel('Last change older than').fill('soon');
+    await page.getByRole('button', { name: 'Show rows' }).click();
+    await expect.poll(() => page.locator('#rows-status').textContent()).toMatch(/^E400: .*\(field: olderThan\)$/);
+    expect(await page.evaluate('document.activeElement.id')).toBe('older-than');
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await expect.poll(() => session().textContent()).toMatch(/^Signed out/);
+    expect(await page.evaluate('sessionStorage.length')).toBe(0);
+    expect(await page.getByRole('table', { name: 'Rows per status' }).locator('tbody tr').count()).toBe(0);
+
+    await page.getByLabel('Token').fill(tokens['auditor']!);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => session().textContent()).toMatch(/^Signed in/);
+    const guid = unknown[1]!;
+    await page.getByLabel('GUID').fill(guid);
+    await page.getByLabel('GUID').press('Enter');
+    await page.getByRole('table', { name: new RegExp(`^Timeline of ${guid}`) }).waitFor();
+    await page.getByRole('button', { name: 'Preview resolve' }).click();
+    await expect.poll(() => page.locator('#action-status').textContent()).toMatch(/^E403: the key auditor lacks the scope admin/);
+    expect(await page.locator('#preview').isHidden()).toBe(true);
+    expect(await rowStatus(guid)).toBe('UNKNOWN');
   });
 });

@@ -307,6 +307,34 @@ describe('operator API', () => {
       expect((await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: {} })).status).toBe(409);
     });
 
+    it('refused connections: reprocess counts a refusal as failed; at the attempt cap (a dead letter) it is E409 and nothing is sent', async () => {
+      const capped = `cap-${process.pid}`;
+      const once = `once-${process.pid}`;
+      // Refusing until the E902s are seen, not for a window a loaded machine may overrun.
+      const refusing = h.sim.refuseConnections(60_000);
+      try {
+        for (let i = 0; i < 3; i++) expect((await send({ guid: capped })).reply.json()['code']).toBe('E902');
+        expect((await send({ guid: once })).reply.json()['code']).toBe('E902');
+        const refused = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: once }, body: {} });
+        expect(refused.json()).toMatchObject({ outcome: 'failed', before: { status: 'FAILED', attempts: 1 }, after: { status: 'FAILED', attempts: 2 } });
+      } finally {
+        void h.sim.refuseConnections(0);
+        await refusing;
+      }
+      const stats = (await call('GET', '/v1/stats')).json() as { deadLetters: { maxAttempts: number; count: number } };
+      expect(stats.deadLetters).toEqual({ maxAttempts: 3, count: 1 });
+      const before = await timeline(capped);
+      const r = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body: { minAge: '0ms' } });
+      expect([r.status, r.json()['code']]).toEqual([409, 'E409']);
+      expect(String(r.json()['message'])).toContain('attempt cap (3)');
+      expect(await timeline(capped)).toEqual(before);
+      expect(await simCalls(capped)).toMatchObject({ calls: 0, applied: 0 });
+      // A refused connection never left: sent again at once, without an inquiry or a min-age.
+      const sent = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: once }, body: {} });
+      expect(sent.json()).toMatchObject({ outcome: 'done', after: { status: 'DONE', attempts: 3 } });
+      expect(await simCalls(once)).toMatchObject({ calls: 1, applied: 1 });
+    });
+
     it.each([
       [{ dryRun: 'true' }, 'dryRun'],
       [{ minAge: '30' }, 'minAge'],

@@ -58,25 +58,6 @@ export const transferBody = {
   },
 } as const;
 
-/** `GET /v1/transfers/{guid}` (the channel API's view). */
-export const transferRow = {
-  type: 'object',
-  required: ['guid', 'status', 'code', 'attempts', 'createdAt', 'updatedAt', 'lastSeq', 'sentAt', 'timeoutMs', 'channel'],
-  properties: {
-    guid: { type: 'string' },
-    status,
-    code: nullable({ type: 'string' }),
-    attempts: { type: 'integer', minimum: 0 },
-    createdAt: ms,
-    updatedAt: ms,
-    lastSeq: { type: 'integer', minimum: 0 },
-    sentAt: nullable(ms),
-    timeoutMs: nullable({ type: 'integer', minimum: 0 }),
-    channel: nullable({ type: 'string' }),
-    response: nullable({ type: 'string', description: 'DONE only: the account system answer, as text' }),
-  },
-} as const;
-
 /** A ledger row as the operator API shows it: never the request nor the fingerprint. Times in ms since the epoch. */
 export const operatorRow = {
   type: 'object',
@@ -91,6 +72,18 @@ export const operatorRow = {
     updatedAt: ms,
     sentAt: nullable(ms),
     channel: nullable({ type: 'string', description: 'the key that claimed it; null without keys' }),
+  },
+} as const;
+
+/** `GET /v1/transfers/{guid}` (the channel API's view): the operator's row, and the last Sent's details. */
+export const transferRow = {
+  type: 'object',
+  required: [...operatorRow.required, 'lastSeq', 'timeoutMs'],
+  properties: {
+    ...operatorRow.properties,
+    lastSeq: { type: 'integer', minimum: 0 },
+    timeoutMs: nullable({ type: 'integer', minimum: 0 }),
+    response: nullable({ type: 'string', description: 'DONE only: the account system answer, as text' }),
   },
 } as const;
 

@@ -112,13 +112,25 @@ function scalar(v: unknown): string {
   return JSON.stringify(v);
 }
 
-/** An object as "key: value" pairs on one line (actors, breaker state); anything else as itself. */
+/** An object as "key: value" pairs on one line; anything else as itself. */
 function pairs(v: unknown): string {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return scalar(v);
   return Object.entries(v as Record<string, unknown>)
     .filter(([, x]) => x !== null && x !== undefined)
     .map(([k, x]) => `${k}: ${scalar(x)}`)
     .join(', ');
+}
+
+/**
+ * Who wrote an event, as the audit trail records it (`{ by, host, pid, key?, params? }`), in the words of
+ * `guidgate history`: "resolve pid 4242 on host-1, key ops, minAgeMs=60000".
+ */
+function actorText(actor: unknown): string {
+  if (actor === null || actor === undefined) return '(not recorded)';
+  if (typeof actor !== 'object' || !('by' in actor)) return pairs(actor);
+  const a = actor as { by: unknown; host?: unknown; pid?: unknown; key?: unknown; params?: unknown };
+  const params = typeof a.params === 'object' && a.params !== null ? Object.entries(a.params).map(([k, v]) => `${k}=${scalar(v)}`) : [];
+  return [`${scalar(a.by)} pid ${scalar(a.pid)} on ${scalar(a.host)}`, ...(a.key === undefined ? [] : [`key ${scalar(a.key)}`]), ...params].join(', ');
 }
 
 function fill(dl: HTMLElement, facts: ReadonlyArray<readonly [string, Child]>): void {
@@ -219,7 +231,7 @@ let shownGuid: string | null = null;
 function entryRow(e: TimelineEntry, i: number): HTMLElement {
   if (e.kind === 'event') {
     const details = e.data === undefined || e.data === null ? '—' : h('pre', {}, JSON.stringify(e.data, null, 2));
-    return h('tr', { class: 'event' }, h('td', { class: 'num' }, String(i + 1)), h('td', {}, time(e.at, false)), h('th', { scope: 'row' }, `${e.type} (event, seq ${e.seq})`), h('td', {}, pairs(e.actor)), h('td', {}, details));
+    return h('tr', { class: 'event' }, h('td', { class: 'num' }, String(i + 1)), h('td', {}, time(e.at, false)), h('th', { scope: 'row' }, `${e.type} (event, seq ${e.seq})`), h('td', {}, actorText(e.actor)), h('td', {}, details));
   }
   return h(
     'tr',

@@ -198,3 +198,24 @@ describe.skipIf(!available)('the console in Chromium', () => {
     expect(await rowStatus(guid)).toBe('UNKNOWN');
   });
 });
+
+describe.skipIf(!available)('the console in Chromium, relay without keys', () => {
+  it('needs no token: the overview loads at once', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'guidgate-browser-open-'));
+    const relay = startServe(['--db', join(dir, 'ledger.db'), '--settle-every', '0']);
+    const browser = await launchChromium();
+    try {
+      const url = await relay.ready;
+      const page = await browser.newPage();
+      await page.goto(`${url}/console/`);
+      await expect.poll(() => page.locator('#session').textContent()).toBe('No token: the relay runs without keys.');
+      expect(await page.getByRole('table', { name: 'Rows per status' }).locator('tbody tr').count()).toBe(6);
+      expect(await page.locator('#rows-status').textContent()).toBe('0 rows (any status).');
+    } finally {
+      await browser.close();
+      relay.child.kill('SIGTERM');
+      await exited(relay.child);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -202,10 +202,15 @@ let nextCursor: string | null = null;
 const chosenStatuses = (): Status[] =>
   STATUSES.filter((s) => (ui.statusChoices.querySelector(`input[value="${s}"]`) as HTMLInputElement | null)?.checked === true);
 
+/** Each load is numbered: an answer that arrives after a later load started is dropped, never shown over it. */
+const latest = { rows: 0, transfer: 0 };
+
 async function loadRows(): Promise<void> {
+  const mine = ++latest.rows;
   say(ui.rowsStatus, 'Loading…');
   const statuses = chosenStatuses();
   const r = await getLedger({ statuses, olderThan: ui.olderThan.value.trim(), cursor, limit: PAGE_SIZE });
+  if (mine !== latest.rows) return;
   if (!r.ok) {
     failed(ui.rowsStatus, r.error);
     if (r.error.field === 'olderThan') ui.olderThan.focus();
@@ -249,7 +254,9 @@ async function loadTransfer(guid: string): Promise<void> {
   hidePreview();
   say(ui.actionStatus, '');
   say(ui.transferStatus, `Loading ${guid}…`);
+  const mine = ++latest.transfer;
   const r = await getTimeline(guid);
+  if (mine !== latest.transfer) return;
   if (!r.ok) {
     ui.transfer.hidden = true;
     shownGuid = null;
@@ -350,7 +357,15 @@ async function start(): Promise<void> {
 
 function route(): void {
   const m = /^#guid=(.+)$/.exec(location.hash);
-  if (m !== null) void loadTransfer(decodeURIComponent(m[1]!));
+  if (m === null) return;
+  let guid: string;
+  try {
+    guid = decodeURIComponent(m[1]!);
+  } catch {
+    say(ui.transferStatus, 'The address names no valid GUID.', 'error');
+    return;
+  }
+  void loadTransfer(guid);
 }
 
 function wire(): void {

@@ -90,7 +90,7 @@ export function operatorRoutes(deps: OperatorDeps) {
         openapi: {
           summary: "One GUID's timeline: its events (and, with the audit trail, the channel's requests), account numbers masked",
           example: { params: { guid: S.EXAMPLE_GUID } },
-          responses: { 200: { description: 'the row and its timeline, oldest first', schema: S.timeline }, 400: 'E400', 404: 'E404', 503: 'E503' },
+          responses: { 200: { description: 'the row and its timeline, oldest first', schema: S.timeline }, 400: 'E400', 404: 'E404', 414: 'E400 the GUID is over 384 characters', 503: 'E503' },
         } satisfies RouteDoc,
       },
     }, async (req: GuidRequest, reply) => {
@@ -208,7 +208,9 @@ export function operatorRoutes(deps: OperatorDeps) {
       400: 'E400',
       404: 'E404',
       409: { description: 'E409: the row is not one this action applies to (its state, its age, the attempt cap); nothing was done', schema: S.notEligible },
-      415: 'E400',
+      413: 'E400 the body is over 64 KiB',
+      414: 'E400 the GUID is over 384 characters',
+      415: 'E400 Content-Type is not application/json',
       503: 'E503',
     });
     action('resolve', {

@@ -244,6 +244,7 @@ const TRANSFER_DOC: RouteDoc = {
     413: 'E400 the body is over 64 KiB',
     415: 'E400 Content-Type is not application/json',
     422: 'E904',
+    431: 'E400 the request headers are over 16 KiB',
     503: { description: 'E902 (not sent; also the attempt cap and the open breaker) or E503 (ledger unavailable; not sent)', schema: S.errorReply },
     504: 'E901',
   },

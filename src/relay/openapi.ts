@@ -56,7 +56,9 @@ export function registerOpenApi(app: FastifyInstance): void {
 const CONTRACT_DESCRIPTION =
   'guidgate relays transfers to a non-idempotent account system at most once per GUID (CONTRACT.md). Every reply that is ' +
   'not the account system\'s own answer is JSON with code and message (E400 adds field). Times are milliseconds since the epoch. ' +
-  'With keys on (serve --keys), every route but the public ones needs Authorization: Bearer TOKEN, with the scope named in x-scope.';
+  'With keys on (serve --keys), every route but the public ones needs Authorization: Bearer TOKEN, with the scope named in x-scope. ' +
+  'On any path: a malformed URL is 400 E400 (field url), headers over 16 KiB 431 E400, a request not received within --body-timeout ' +
+  '408 E400, an unknown route or method 404 E404.';
 
 function responseOf(doc: ResponseDoc): object {
   if (typeof doc === 'string') {

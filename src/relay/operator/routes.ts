@@ -90,7 +90,7 @@ export function operatorRoutes(deps: OperatorDeps) {
         openapi: {
           summary: "One GUID's timeline: its events (and, with the audit trail, the channel's requests), account numbers masked",
           example: { params: { guid: S.EXAMPLE_GUID } },
-          responses: { 200: { description: 'the row and its timeline, oldest first', schema: S.timeline }, 400: 'E400', 404: 'E404', 503: 'E503' },
+          responses: { 200: { description: 'the row and its timeline, oldest first', schema: S.timeline }, 400: 'E400', 404: 'E404', 414: 'E400 the GUID is over 384 characters', 503: 'E503' },
         } satisfies RouteDoc,
       },
     }, async (req: GuidRequest, reply) => {
@@ -182,20 +182,22 @@ export function operatorRoutes(deps: OperatorDeps) {
         try {
           const before = await store.getLedger(guid);
           if (before === null) return send(reply, codeReply('E404', guid));
-          let ran: { outcome: string; detail?: string | undefined } | null = null;
-          const onRow = (_row: LedgerState, outcome: string, detail?: string) => (ran = { outcome, detail });
+          // The command reports the row through onRow, or not at all when its selection left the row out.
+          const ran: { outcome?: string; detail?: string | undefined } = {};
+          const onRow = (_row: LedgerState, outcome: string, detail?: string) => Object.assign(ran, { outcome, detail });
           // The commands' own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry.
-          const failed =
+          const ledgerErrors =
             name === 'resolve'
-              ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors > 0
-              : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics }, { guid, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors > 0;
+              ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors
+              : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics }, { guid, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
+          // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
+          if (ran.outcome === 'ledger-error') return send(reply, codeReply('E503', guid, { message: `ledger unavailable: ${ran.detail ?? 'a read or write failed'}` }));
+          if (ledgerErrors > 0) return send(reply, codeReply('E503', guid));
           const after = (await store.getLedger(guid)) ?? before;
-          const done = ran as { outcome: string; detail?: string | undefined } | null;
-          if (done === null || done.outcome === 'ledger-error') {
-            if (failed) return send(reply, codeReply('E503', guid));
+          if (ran.outcome === undefined) {
             return send(reply, codeReply('E409', guid, { message: whyNotEligible(name, after, minAgeMs, deps.maxAttempts), status: after.status, before: operatorRow(before), after: operatorRow(after) }));
           }
-          return json(reply, 200, { guid, dryRun, outcome: done.outcome, ...(done.detail === undefined ? {} : { detail: done.detail }), before: operatorRow(before), after: operatorRow(after) });
+          return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
         } catch (err) {
           return unavailable(req, reply, err, guid);
         }
@@ -206,7 +208,9 @@ export function operatorRoutes(deps: OperatorDeps) {
       400: 'E400',
       404: 'E404',
       409: { description: 'E409: the row is not one this action applies to (its state, its age, the attempt cap); nothing was done', schema: S.notEligible },
-      415: 'E400',
+      413: 'E400 the body is over 64 KiB',
+      414: 'E400 the GUID is over 384 characters',
+      415: 'E400 Content-Type is not application/json',
       503: 'E503',
     });
     action('resolve', {

@@ -1,6 +1,6 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { STATUSES, type Status } from '../events/codecs.js';
-import { parseDuration } from './duration.js';
+import { parseStatuses, STATUSES, type Status } from '../events/codecs.js';
+import { parseDuration } from '../shared/duration.js';
 
 /** Each boolean flag's environment variable (commander's own `.env()` is used for the others). */
 const booleanVariables = new WeakMap<Option, string>();
@@ -97,10 +97,9 @@ export function urlArg(value: string): string {
 
 /** `UNKNOWN`, `failed`, `UNKNOWN,FAILED`. */
 export function statusesArg(value: string): Status[] {
-  const parts = value.split(',').map((p) => p.trim().toUpperCase()).filter((p) => p !== '');
-  const bad = parts.find((p) => !(STATUSES as readonly string[]).includes(p));
-  if (bad !== undefined || parts.length === 0) throw new InvalidArgumentError(`'${value}' is not a status (${STATUSES.join(', ')}; several separated by commas)`);
-  return parts as Status[];
+  const statuses = parseStatuses(value);
+  if (statuses === null) throw new InvalidArgumentError(`'${value}' is not a status (${STATUSES.join(', ')}; several separated by commas)`);
+  return statuses;
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;

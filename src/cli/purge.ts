@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { formatDuration } from './duration.js';
+import { formatDuration } from '../shared/duration.js';
 import { dbFlag, dryRunFlag, durationArg, flag, jsonFlag } from './options.js';
 import { err, out, printJson, setExit, type Exit } from './output.js';
 import { withLedger } from './withLedger.js';

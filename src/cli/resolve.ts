@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { formatDuration } from './duration.js';
+import { formatDuration } from '../shared/duration.js';
 import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, durationArg, flag, jsonFlag, limitFlag, timeLimitArg } from './options.js';
 import { setExit, type Exit } from './output.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';

@@ -8,6 +8,8 @@ export interface LedgerListOptions {
   /** Only rows whose last event is older than now − this. */
   readonly olderThanMs?: number | undefined;
   readonly limit?: number | undefined;
+  /** Only rows after this GUID (the operator API's page cursor). */
+  readonly afterGuid?: string | undefined;
   readonly clock?: () => number;
 }
 
@@ -26,5 +28,5 @@ export function listLedger(store: LedgerReadModel, opts: LedgerListOptions = {})
     ...(opts.statuses === undefined ? {} : { statuses: opts.statuses }),
     ...(opts.olderThanMs === undefined ? {} : { updatedBefore: clock() - opts.olderThanMs }),
   };
-  return pagedRows(store, filter, { limit: opts.limit });
+  return pagedRows(store, filter, { limit: opts.limit, afterGuid: opts.afterGuid });
 }

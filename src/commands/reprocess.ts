@@ -48,6 +48,8 @@ export interface ReprocessOptions {
   /** A row FAILED by an inquiry is sent again only when its last Sent is this old and a fresh inquiry says absent. */
   readonly minAgeMs?: number | undefined;
   readonly limit?: number | undefined;
+  /** Only this GUID: the operator API's `POST /v1/transfers/{guid}/reprocess`. */
+  readonly guid?: string | undefined;
   /** Sends in flight at once (default 8). */
   readonly concurrency?: number | undefined;
   /** Change nothing, send nothing: report the candidates. */
@@ -101,7 +103,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   const dryRun = opts.dryRun === true;
   const metrics = deps.metrics ?? createMetrics(store, Date.now);
   const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, ledgerErrors: 0, dryRun };
-  const filter: RowFilter = { statuses: ['FAILED'], attemptsBelow: opts.maxAttempts };
+  const filter: RowFilter = { statuses: ['FAILED'], attemptsBelow: opts.maxAttempts, ...(opts.guid === undefined ? {} : { guid: opts.guid }) };
   const audit = { params: { timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, minAgeMs: opts.minAgeMs ?? DEFAULT_MIN_AGE_MS } };
 
   let total: number;

@@ -43,6 +43,8 @@ export interface ResolveOptions {
   /** Grace of the orphan sweep run first (CONTRACT.md §4). */
   readonly graceMs: number;
   readonly limit?: number | undefined;
+  /** Only this GUID (sweep included): the operator API's `POST /v1/transfers/{guid}/resolve`. */
+  readonly guid?: string | undefined;
   /** Inquiries in flight at once (default 8). */
   readonly concurrency?: number | undefined;
   /** Sweep nothing, inquire nothing, change nothing: report the candidates (and what the sweep would do). */
@@ -102,8 +104,13 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
   let total: number;
   try {
     const now = await clock();
-    filter = { statuses: ['UNKNOWN'], sentAtOrBefore: now - opts.minAgeMs, ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}) };
-    const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun });
+    filter = {
+      statuses: ['UNKNOWN'],
+      sentAtOrBefore: now - opts.minAgeMs,
+      ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}),
+      ...(opts.guid === undefined ? {} : { guid: opts.guid }),
+    };
+    const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun, guid: opts.guid });
     summary.swept = { neverSent: swept.neverSent, orphaned: swept.orphaned };
     total = await countRows(store, filter, opts.limit);
   } catch {

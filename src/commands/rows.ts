@@ -16,10 +16,14 @@ export type RowFilter = Omit<LedgerQuery, 'afterGuid' | 'limit'>;
  * The ledger rows matching `filter`, in GUID order, read a page at a time (keyset paging on the GUID).
  * Rows that change while the caller works on a page simply stop matching: each row comes at most once.
  */
-export async function* pagedRows(store: LedgerReadModel, filter: RowFilter, opts: { limit?: number | undefined; pageSize?: number } = {}): AsyncGenerator<LedgerState> {
+export async function* pagedRows(
+  store: LedgerReadModel,
+  filter: RowFilter,
+  opts: { limit?: number | undefined; pageSize?: number; /** Start after this GUID (a page cursor). */ afterGuid?: string | undefined } = {},
+): AsyncGenerator<LedgerState> {
   const pageSize = Math.max(1, opts.pageSize ?? PAGE_SIZE);
   let remaining = opts.limit ?? Number.POSITIVE_INFINITY;
-  let afterGuid: string | undefined;
+  let afterGuid = opts.afterGuid;
   while (remaining > 0) {
     const want = Math.min(pageSize, remaining);
     const page = await store.queryLedger({ ...filter, ...(afterGuid === undefined ? {} : { afterGuid }), limit: want });

@@ -95,6 +95,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     timeoutMs: opts.timeoutMs,
     maxAttempts: opts.maxAttempts,
     minAgeMs,
+    graceMs: opts.graceMs,
     breaker,
     logger: { level: opts.logLevel },
     ...(opts.keys === undefined ? {} : { keys: opts.keys.keys }),

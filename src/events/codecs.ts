@@ -12,6 +12,13 @@ export const Status = t.keyof({
 export type Status = t.TypeOf<typeof Status>;
 export const STATUSES: readonly Status[] = Object.keys(Status.keys) as Status[];
 
+/** `UNKNOWN`, `failed`, `UNKNOWN,FAILED` (any case, comma-separated) → the statuses; null when one is not a status or none is given. */
+export function parseStatuses(text: string): Status[] | null {
+  const parts = text.split(',').map((p) => p.trim().toUpperCase()).filter((p) => p !== '');
+  if (parts.length === 0 || parts.some((p) => !(STATUSES as readonly string[]).includes(p))) return null;
+  return parts as Status[];
+}
+
 const NonNegativeInt = t.refinement(t.number, (n) => Number.isSafeInteger(n) && n >= 0, 'NonNegativeInt');
 const PositiveInt = t.refinement(t.number, (n) => Number.isSafeInteger(n) && n >= 1, 'PositiveInt');
 /** A definite answer's code: 0000, B2xx (B then three digits starting with 2) or E500. The one place this rule lives. */

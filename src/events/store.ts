@@ -25,6 +25,8 @@ export type ExecuteResult =
   | { readonly kind: 'refused'; readonly refusal: Refusal };
 
 export interface LedgerQuery {
+  /** Only this GUID's row (the operator API's resolve or reprocess of one GUID). */
+  readonly guid?: string;
   readonly statuses?: readonly Status[];
   /** Only rows whose last event is strictly older than this time (ms since epoch). */
   readonly updatedBefore?: number;

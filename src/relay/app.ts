@@ -2,6 +2,7 @@ import { STATUS_CODES, type ServerOptions as HttpServerOptions } from 'node:http
 import type { ServerOptions as HttpsServerOptions } from 'node:https';
 import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
+import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
 import type { LedgerState } from '../events/state.js';
 import type { EventStore } from '../events/store.js';
 import type { AccountClient } from './accountClient.js';
@@ -9,8 +10,13 @@ import { registerAuth, requestKey } from './auth/authHook.js';
 import type { Key } from './auth/keysFile.js';
 import type { Breaker } from './breaker.js';
 import { REPLY_CODES } from './codes.js';
+import { defaultConsoleDir, registerConsole } from './console.js';
 import type { Metrics } from './metrics.js';
+import { registerOpenApi, type RouteDoc } from './openapi.js';
+import { operatorRoutes } from './operator/routes.js';
+import * as S from './operator/schemas.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
+import { maskAccount } from '../shared/maskAccount.js';
 import { codeReply, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
 import { GUID_PATTERN, isJsonMediaType } from './transferRequest.js';
@@ -28,6 +34,8 @@ export interface AppDeps {
   readonly timeoutMs: number;
   readonly maxAttempts: number;
   readonly minAgeMs?: number | undefined;
+  /** The orphan sweep's grace, for the operator API's resolve (default 5s, as `serve --grace`). */
+  readonly graceMs?: number | undefined;
   readonly breaker?: Breaker | undefined;
   readonly logger?: FastifyServerOptions['logger'];
   /** Keys on (CONTRACT.md §6): the keys in force now. Absent: open mode. */
@@ -45,6 +53,8 @@ export interface AppDeps {
   readonly readiness?: () => Promise<string | null>;
   /** Where the channel's requests are recorded; default: one writing to `store`, flushed when the app closes. */
   readonly requests?: RequestRecorder;
+  /** The built console's folder (default: the package's `dist/console`); null: not built, /console answers E404. */
+  readonly consoleDir?: string | null;
 }
 
 const reasonOf = (err: unknown): string => (err instanceof Error && err.message !== '' ? err.message : 'ledger unavailable');
@@ -86,11 +96,6 @@ function clientErrorStatus(code: string | undefined): number {
   return 400;
 }
 
-/** Account numbers in logs show only their last 4 characters. */
-export function maskAccount(account: string): string {
-  return account.length <= 4 ? account : `${'*'.repeat(account.length - 4)}${account.slice(-4)}`;
-}
-
 /** The relay's HTTP surface, separate from the process that listens (tests use it with real sockets too). */
 export function buildApp(deps: AppDeps): FastifyInstance {
   const bodyTimeoutMs = deps.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
@@ -110,6 +115,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     forceCloseConnections: 'idle',
     return503OnClosing: true,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // The operator routes' schemas (the channel API has none): no type coercion, no silent removal of unknown
+    // fields; a value of the wrong type or an unknown field is E400 naming it.
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
     // Node measures the request from its first byte to its last; the headers get no longer than the whole.
     requestTimeout: bodyTimeoutMs,
     // Fastify hands `http` to http.createServer, or only `https` to https.createServer: the limits go in whichever is used.
@@ -144,6 +152,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_req, body, done) => done(null, body));
 
   if (deps.keys !== undefined) registerAuth(app, { keys: deps.keys, store: deps.store, metrics: deps.metrics });
+  // Before any route: every route registered with `config.openapi` is described in /openapi.json.
+  registerOpenApi(app);
 
   app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, req, reply) => {
     const status = err.statusCode ?? 500;
@@ -154,6 +164,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   app.setNotFoundHandler((req, reply) => send(reply, codeReply('E404', undefined, { message: `no route ${req.method} ${req.url.split('?')[0]}` })));
+  registerConsole(app, deps.consoleDir === undefined ? defaultConsoleDir() : deps.consoleDir, send);
 
   const requests = deps.requests ?? createRequestRecorder({ store: deps.store, onLoss: (lost, why) => app.log.error({ lost, reason: why }, 'request records lost') });
   // After the last request was answered (app.close waits for them), before whoever owns the store closes it.
@@ -162,7 +173,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // Every E503 of a transfer is logged once, with the store error's code and cause.
   const relayDeps: RelayDeps = { ...deps, log: (line) => app.log.error(line, 'ledger unavailable') };
 
-  app.post('/v1/transfers', async (req, reply) => {
+  app.post('/v1/transfers', { config: { openapi: TRANSFER_DOC } }, async (req, reply) => {
     const started = performance.now();
     const arrivedAt = Date.now();
     if (!isJsonMediaType(req.headers['content-type'])) return send(reply, refusal(415));
@@ -186,7 +197,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return send(reply, r);
   });
 
-  app.get<{ Params: { guid: string } }>('/v1/transfers/:guid', async (req, reply) => {
+  app.get<{ Params: { guid: string } }>('/v1/transfers/:guid', { config: { openapi: ROW_DOC } }, async (req, reply) => {
     const { guid } = req.params;
     if (!GUID_PATTERN.test(guid)) return send(reply, codeReply('E400', undefined, { message: 'guid does not match the GUID pattern', field: 'guid' }));
     try {
@@ -201,14 +212,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   // Readiness: 200 only when a new transfer would not get E503 now, so a load balancer can route around us.
-  app.get('/healthz', async (_req, reply) => {
+  app.get('/healthz', { config: { openapi: HEALTH_DOC } }, async (_req, reply) => {
     const reason = await readiness().catch(reasonOf);
     if (reason !== null) return send(reply, codeReply('E503', undefined, { reason }));
     reply.code(200).header('content-type', 'application/json; charset=utf-8');
     return reply.send(JSON.stringify({ status: 'ok' }));
   });
 
-  app.get('/metrics', async (_req, reply) => {
+  app.get('/metrics', { config: { openapi: METRICS_DOC } }, async (_req, reply) => {
     try {
       const text = await deps.metrics.registry.metrics();
       return reply.code(200).header('content-type', deps.metrics.registry.contentType).send(text);
@@ -217,7 +228,58 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     }
   });
 
+  void app.register(operatorRoutes({
+    store: deps.store,
+    account: deps.account,
+    metrics: deps.metrics,
+    breaker: deps.breaker,
+    timeoutMs: deps.timeoutMs,
+    maxAttempts: deps.maxAttempts,
+    minAgeMs: deps.minAgeMs ?? DEFAULT_MIN_AGE_MS,
+    graceMs: deps.graceMs ?? 5000,
+    send,
+  }));
+
   return app;
 }
+
+const TRANSFER_DOC: RouteDoc = {
+  summary: 'A transfer: relayed to the account system at most once per GUID; every resend gets the first answer back',
+  body: { schema: S.transferBody, required: true },
+  headers: { 'Idempotency-Key': { description: 'the GUID, when not in the body (both given: they must be equal)', schema: { type: 'string', pattern: GUID_PATTERN.source } } },
+  example: { body: { guid: S.EXAMPLE_GUID, from: '6222021001', to: '6222021002', amount: 1500, currency: 'CNY' } },
+  responses: {
+    200: { description: "0000, B2xx or E500: the account system's answer, byte for byte (a resend carries Idempotent-Replayed: true)", schema: S.definiteReply },
+    400: 'E400',
+    408: 'E400 the request was not received in full within --body-timeout',
+    409: 'E903',
+    410: 'E905',
+    413: 'E400 the body is over 64 KiB',
+    415: 'E400 Content-Type is not application/json',
+    422: 'E904',
+    431: 'E400 the request headers are over 16 KiB',
+    503: { description: 'E902 (not sent; also the attempt cap and the open breaker) or E503 (ledger unavailable; not sent)', schema: S.errorReply },
+    504: 'E901',
+  },
+};
+
+const ROW_DOC: RouteDoc = {
+  summary: "A GUID's ledger row (never the request nor the fingerprint)",
+  params: S.guidParams,
+  example: { params: { guid: S.EXAMPLE_GUID } },
+  responses: { 200: { description: 'the row', schema: S.transferRow }, 400: 'E400', 404: 'E404', 414: 'E400 the GUID is over 384 characters', 503: 'E503' },
+};
+
+const HEALTH_DOC: RouteDoc = {
+  summary: 'Readiness: 200 only when a new transfer would not get E503 now',
+  example: {},
+  responses: { 200: { description: 'ready', schema: { type: 'object', required: ['status'], properties: { status: { const: 'ok' } } } }, 503: 'E503 not ready; reason says why' },
+};
+
+const METRICS_DOC: RouteDoc = {
+  summary: 'Prometheus metrics',
+  example: {},
+  responses: { 200: { description: 'Prometheus text format', contentType: 'text/plain', schema: { type: 'string' } }, 503: 'E503' },
+};
 
 export { REPLY_CODES };

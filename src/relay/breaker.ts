@@ -14,6 +14,13 @@ export interface CallPermit {
   done(outcome: CallOutcome['kind'] | null): void;
 }
 
+/** What the operator API shows of the breaker (`GET /v1/stats`). */
+export type BreakerView =
+  | { readonly state: 'off' }
+  | { readonly state: 'closed'; readonly failuresInRow: number; readonly failuresToOpen: number; readonly cooldownMs: number }
+  /** `trialAt`: when one call is let through (ms since the epoch); past it, the next call is the trial. */
+  | { readonly state: 'open'; readonly trialAt: number; readonly failuresToOpen: number; readonly cooldownMs: number };
+
 export interface Breaker {
   /**
    * A permit for one call, or null while the breaker is open (the caller answers E902 and stores nothing).
@@ -21,6 +28,7 @@ export interface Breaker {
    */
   permit(): CallPermit | null;
   isOpen(): boolean;
+  view(): BreakerView;
 }
 
 const noop: CallPermit = { done: () => undefined };
@@ -31,7 +39,7 @@ const noop: CallPermit = { done: () => undefined };
  * already in flight when it opened are ignored: only the trial call may close it.
  */
 export function createBreaker(opts: BreakerOptions): Breaker {
-  if (opts.failures <= 0) return { permit: () => noop, isOpen: () => false };
+  if (opts.failures <= 0) return { permit: () => noop, isOpen: () => false, view: () => ({ state: 'off' }) };
   let failuresInRow = 0;
   let openUntil: number | null = null;
   let trialInFlight = false;
@@ -71,5 +79,9 @@ export function createBreaker(opts: BreakerOptions): Breaker {
       };
     },
     isOpen: () => openUntil !== null,
+    view: () =>
+      openUntil === null
+        ? { state: 'closed', failuresInRow, failuresToOpen: opts.failures, cooldownMs: opts.cooldownMs }
+        : { state: 'open', trialAt: openUntil, failuresToOpen: opts.failures, cooldownMs: opts.cooldownMs },
   };
 }

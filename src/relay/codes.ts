@@ -7,6 +7,7 @@ export const REPLY_CODES = {
   E401: { http: 401, message: 'missing or unknown token' },
   E403: { http: 403, message: 'this key lacks the scope this route needs' },
   E404: { http: 404, message: 'no such transfer' },
+  E409: { http: 409, message: 'not eligible: this transfer is not in a state this action applies to; nothing was done' },
   E503: { http: 503, message: 'ledger unavailable; the account system was not called' },
   E901: { http: 504, message: 'sent, outcome unknown; it will be settled by inquiry, do not change the request' },
   E902: { http: 503, message: 'not sent' },

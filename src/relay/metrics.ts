@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
 import type { LedgerReadModel } from '../events/store.js';
+import { createReplyWindow, type RecentReplies } from './replyWindow.js';
 
 export type InquiryMetricOutcome = 'processed' | 'absent' | 'unknown' | 'unreachable';
 
@@ -8,6 +9,7 @@ export type InquiryMetricOutcome = 'processed' | 'absent' | 'unknown' | 'unreach
 export function createMetrics(store: LedgerReadModel, clock: () => number, opts: { readonly maxAttempts?: number } = {}) {
   const registry = new Registry();
   const replies = new Counter({ name: 'guidgate_replies_total', help: 'Replies to channels, by code', labelNames: ['code'], registers: [registry] });
+  const recentReplies = createReplyWindow(clock);
   const calls = new Counter({
     name: 'guidgate_account_calls_total',
     help: 'POST /transfer calls to the account system, by outcome (definite, unknown, failed)',
@@ -97,6 +99,11 @@ export function createMetrics(store: LedgerReadModel, clock: () => number, opts:
     },
     reply(code: string): void {
       replies.inc({ code });
+      recentReplies.record(code);
+    },
+    /** Replies per code over the last minutes (the same replies as `guidgate_replies_total`). */
+    recentReplies(): RecentReplies {
+      return recentReplies.recent();
     },
     call(outcome: 'definite' | 'unknown' | 'failed', latencyMs: number): void {
       calls.inc({ outcome });

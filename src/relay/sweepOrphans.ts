@@ -17,8 +17,13 @@ export interface SweepSummary {
  * inside the write transaction, so a row its owner settles meanwhile is left alone. With `dryRun` the same
  * decision is taken on each row as read, and nothing is appended: what the sweep would do now.
  */
-export async function sweepOrphans(store: EventLog & LedgerReadModel, graceMs: number, now: number, opts: { readonly dryRun?: boolean } = {}): Promise<SweepSummary> {
-  const candidates = await store.queryLedger({ statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1 });
+export async function sweepOrphans(
+  store: EventLog & LedgerReadModel,
+  graceMs: number,
+  now: number,
+  opts: { readonly dryRun?: boolean; /** Only this GUID's row (resolve of one GUID). */ readonly guid?: string | undefined } = {},
+): Promise<SweepSummary> {
+  const candidates = await store.queryLedger({ statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1, ...(opts.guid === undefined ? {} : { guid: opts.guid }) });
   const command: Command = { type: 'SweepOrphan', graceMs };
   const appended: ReadonlyArray<readonly NewEvent[]> = opts.dryRun === true
     ? candidates.map((row) => {

@@ -4,8 +4,8 @@ import * as t from 'io-ts';
 import { topLevelMembers } from '../json/topLevelMembers.js';
 
 export const GUID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-const ACCOUNT_PATTERN = /^[A-Za-z0-9-]{1,34}$/;
-const CURRENCY_PATTERN = /^[A-Z]{3}$/;
+export const ACCOUNT_PATTERN = /^[A-Za-z0-9-]{1,34}$/;
+export const CURRENCY_PATTERN = /^[A-Z]{3}$/;
 
 const pattern = (name: string, re: RegExp) => t.refinement(t.string, (s) => re.test(s), name);
 

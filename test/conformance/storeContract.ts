@@ -202,7 +202,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     });
 
     describe('read model', () => {
-      it('query by status, age and attempts; counts and the oldest row per status', async () => {
+      it('query by GUID, status, age and attempts; counts and the oldest row per status', async () => {
         let now = 1000;
         const store = await open(await fresh(), { clock: () => now });
         await store.execute('a', submit());
@@ -217,6 +217,9 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await store.queryLedger({ attemptsAtLeast: 2 })).toEqual([]);
         expect((await store.queryLedger({ afterGuid: 'a', limit: 1 })).map((r) => r.guid)).toEqual(['b']);
         expect(await store.queryLedger({ statuses: [] })).toEqual([]);
+        expect((await store.queryLedger({ guid: 'b' })).map((r) => r.guid)).toEqual(['b']);
+        expect(await store.queryLedger({ guid: 'b', statuses: ['SENT'] })).toEqual([]);
+        expect(await store.countLedger({ guid: 'a', statuses: ['SENT'] })).toBe(1);
         expect(await store.countLedger({ statuses: ['SENT', 'UNKNOWN'] })).toBe(2);
         expect(await store.countByStatus()).toMatchObject({ SENT: { count: 1, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
       });

@@ -1,37 +1,22 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as E from 'fp-ts/lib/Either.js';
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
-import { addKey } from '../../src/commands/keys.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
-import { openKeyRing } from '../../src/relay/auth/keyRing.js';
-import type { Scope } from '../../src/relay/auth/keysFile.js';
-import { httpRequest, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
+import { httpRequest, makeKeys, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
 
 /** Keys on (CONTRACT.md §6), end to end: a real `serve` on a real ledger file, a real simulator, real sockets. */
 describe('keys and scopes over HTTP', () => {
   let h: Harness;
   let dir: string;
-  const tokens: Record<string, string> = {};
-
-  const make = (path: string, name: string, scopes: Scope[]) => {
-    const r = addKey(path, name, scopes);
-    if (E.isLeft(r)) throw new Error(r.left.message);
-    tokens[name] = r.right;
-  };
+  let tokens: Record<string, string> = {};
 
   beforeAll(async () => {
     // One ledger for the whole file (useTempDir would delete it under the running relay after the first test).
     dir = mkdtempSync(join(tmpdir(), 'guidgate-auth-'));
-    const keys = join(dir, 'keys');
-    make(keys, 'pay', ['transfer']);
-    make(keys, 'pay2', ['transfer']);
-    make(keys, 'reader', ['read']);
-    make(keys, 'ops', ['admin']);
-    const ring = openKeyRing(keys);
-    if (E.isLeft(ring)) throw new Error(ring.left.message);
-    h = await startHarness(dir, { relay: { keys: ring.right } });
+    const keys = makeKeys(join(dir, 'keys'), { pay: ['transfer'], pay2: ['transfer'], reader: ['read'], ops: ['admin'] });
+    tokens = keys.tokens;
+    h = await startHarness(dir, { relay: { keys: keys.ring } });
   });
   afterAll(async () => {
     await h?.close();

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { CONSOLE_ASSETS } from '../../src/relay/console.js';
 import { REPO_ROOT } from '../support/children.js';
 import { useTempDir } from '../support/tmp.js';
 
@@ -75,6 +76,7 @@ describe.skipIf(!enabled)('npm pack → install the tarball → guidgate runs', 
     const files = packed!.files.map((f) => f.path);
     // Compiled JavaScript and the client's types are in; sources, tests and benchmarks are not.
     expect(files).toEqual(expect.arrayContaining(['bin/guidgate', 'dist/src/cli/main.js', 'dist/src/client/index.js', 'dist/src/client/index.d.ts', 'deploy/guidgate.service']));
+    expect(files).toEqual(expect.arrayContaining(Object.keys(CONSOLE_ASSETS).map((name) => `dist/console/${name}`)));
     expect(files.filter((f) => f.startsWith('src/') || f.startsWith('test/') || f.startsWith('dist/test/') || f.startsWith('dist/bench/'))).toEqual([]);
 
     // An operator's global install. No `prepare` runs for a tarball: there is nothing to compile but SQLite.
@@ -92,6 +94,30 @@ describe.skipIf(!enabled)('npm pack → install the tarball → guidgate runs', 
     expect(demo.status, `${demo.stdout}\n${demo.stderr}`).toBe(0);
     expect(demo.stdout).toContain('every transfer ended applied exactly once');
     const demoSeconds = (Date.now() - demoStarted) / 1000;
+    // The installed relay serves the console from the package's own files.
+    const served = spawn(guidgate, ['serve', '--port', '0', '--db', join(dir, 'console.db')], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      const base = await new Promise<string>((resolve, reject) => {
+        let out = '';
+        served.stdout.on('data', (d: Buffer) => {
+          out += d.toString();
+          const m = /listening on (http:\/\/\S+)/.exec(out);
+          if (m) resolve(m[1]!);
+        });
+        served.on('exit', (code) => reject(new Error(`serve exited ${code}: ${out}`)));
+      });
+      for (const name of Object.keys(CONSOLE_ASSETS)) {
+        const res = await fetch(`${base}/console/${name === 'index.html' ? '' : name}`);
+        expect(res.status, name).toBe(200);
+        expect(await res.text(), name).toBe(readFileSync(join(REPO_ROOT, 'dist', 'console', name), 'utf8'));
+      }
+    } finally {
+      if (served.exitCode === null) {
+        const gone = new Promise((r) => served.once('exit', r));
+        served.kill('SIGTERM');
+        await gone;
+      }
+    }
 
     // A channel project that depends on guidgate: `npx guidgate` and `import 'guidgate/client'` with its types.
     const project = join(dir, 'channel');

@@ -256,6 +256,6 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
   });
 
   it('every reply code the relay can give is in the registry', () => {
-    expect(Object.keys(REPLY_CODES).sort()).toEqual(['E400', 'E401', 'E403', 'E404', 'E503', 'E901', 'E902', 'E903', 'E904', 'E905']);
+    expect(Object.keys(REPLY_CODES).sort()).toEqual(['E400', 'E401', 'E403', 'E404', 'E409', 'E503', 'E901', 'E902', 'E903', 'E904', 'E905']);
   });
 });

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseDuration } from '../../src/cli/duration.js';
+import { parseDuration } from '../../src/shared/duration.js';
 import { REPO_ROOT } from '../support/children.js';
 import { BIN } from '../support/serveProcess.js';
 import { useTempDir } from '../support/tmp.js';

@@ -39,4 +39,27 @@ describe('a ledger that cannot be written', () => {
       await sim.close();
     }
   });
+
+  it('the operator API answers E503 for every read and action; no inquiry and no send is made', async () => {
+    const store = await openStore(join(tmp(), 'l.db'));
+    const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
+    const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
+    const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3 });
+    try {
+      await store.close();
+      const json = { 'content-type': 'application/json' };
+      for (const [method, url] of [
+        ['GET', '/v1/transfers/u-1/events'], ['GET', '/v1/ledger'], ['GET', '/v1/stats'],
+        ['POST', '/v1/transfers/u-1/resolve'], ['POST', '/v1/transfers/u-1/reprocess'],
+      ] as const) {
+        const res = await app.inject({ method, url, ...(method === 'POST' ? { headers: json, payload: '{"minAge":"0ms"}' } : {}) });
+        expect([url, res.statusCode, (res.json() as { code: string }).code]).toEqual([url, 503, 'E503']);
+      }
+      expect(sim.stats().totalCalls).toBe(0);
+    } finally {
+      await app.close();
+      await account.close();
+      await sim.close();
+    }
+  });
 });

@@ -1,6 +1,10 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import * as E from 'fp-ts/lib/Either.js';
 import { request } from 'undici';
+import { addKey } from '../../src/commands/keys.js';
+import { openKeyRing, type KeyRing } from '../../src/relay/auth/keyRing.js';
+import type { Scope } from '../../src/relay/auth/keysFile.js';
 import { serve, type RunningRelay, type ServeOptions } from '../../src/commands/serve.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/index.js';
 
@@ -43,6 +47,19 @@ export async function startHarness(dir: string, opts: { sim?: SimulatorOptions; 
       await sim.close();
     },
   };
+}
+
+/** A keys file at `path` with these keys (name → scopes), opened as `serve --keys` opens it, and their tokens by name. */
+export function makeKeys(path: string, keys: Readonly<Record<string, readonly Scope[]>>): { ring: KeyRing; tokens: Record<string, string> } {
+  const tokens: Record<string, string> = {};
+  for (const [name, scopes] of Object.entries(keys)) {
+    const r = addKey(path, name, [...scopes]);
+    if (E.isLeft(r)) throw new Error(r.left.message);
+    tokens[name] = r.right;
+  }
+  const ring = openKeyRing(path);
+  if (E.isLeft(ring)) throw new Error(ring.left.message);
+  return { ring: ring.right, tokens };
 }
 
 let counter = 0;

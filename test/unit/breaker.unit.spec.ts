@@ -59,4 +59,14 @@ describe('breaker (CONTRACT.md §7)', () => {
     for (let i = 0; i < 100; i++) expect(call('failed')).toBe(true);
     expect(breaker.isOpen()).toBe(false);
   });
+
+  it('tells its state for the operator API: failures in a row while closed, when the trial comes while open, off at 0', () => {
+    const { breaker, call, advance } = setup(2, 1000);
+    call('failed');
+    expect(breaker.view()).toEqual({ state: 'closed', failuresInRow: 1, failuresToOpen: 2, cooldownMs: 1000 });
+    advance(10);
+    call('unknown');
+    expect(breaker.view()).toEqual({ state: 'open', trialAt: 1010, failuresToOpen: 2, cooldownMs: 1000 });
+    expect(createBreaker({ failures: 0, cooldownMs: 1000, clock: () => 0 }).view()).toEqual({ state: 'off' });
+  });
 });

@@ -23,10 +23,11 @@ const FILTER = `
   AND ($5::integer IS NULL OR attempts >= $5)
   AND ($6::text IS NULL OR guid > $6)
   AND ($7::bigint IS NULL OR NOT EXISTS (SELECT 1 FROM inquiry_schedule s
-       WHERE s.guid = ledger.guid AND s.sent_at IS NOT DISTINCT FROM ledger.sent_at AND s.next_at > $7))`;
+       WHERE s.guid = ledger.guid AND s.sent_at IS NOT DISTINCT FROM ledger.sent_at AND s.next_at > $7))
+  AND ($8::text IS NULL OR guid = $8)`;
 
 function filterValues(q: LedgerQuery): unknown[] {
-  return [q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null, q.inquiryDueBy ?? null];
+  return [q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null, q.inquiryDueBy ?? null, q.guid ?? null];
 }
 
 export async function getLedger(db: Db, guid: string): Promise<LedgerState | null> {
@@ -39,7 +40,7 @@ export async function queryLedger(db: Db, q: LedgerQuery): Promise<LedgerState[]
   const limit = q.limit === undefined ? null : Math.max(0, Math.floor(q.limit));
   const { rows } = await db.query({
     name: 'guidgate_query_ledger',
-    text: `SELECT * FROM ledger WHERE ${FILTER} ORDER BY guid LIMIT $8`,
+    text: `SELECT * FROM ledger WHERE ${FILTER} ORDER BY guid LIMIT $9`,
     values: [...filterValues(q), limit],
   });
   return rows.map(rowToState);

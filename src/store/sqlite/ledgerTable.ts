@@ -9,6 +9,10 @@ const updates = LEDGER_COLUMNS.filter((c) => c !== 'guid').map((c) => `${c} = ex
 function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unknown> } | null {
   const where: string[] = [];
   const params: Record<string, unknown> = {};
+  if (q.guid !== undefined) {
+    where.push('guid = @guid');
+    params['guid'] = q.guid;
+  }
   if (q.statuses !== undefined) {
     if (q.statuses.length === 0) return null;
     where.push(`status IN (${q.statuses.map((_, i) => `@s${i}`).join(', ')})`);

@@ -1,0 +1,130 @@
+/**
+ * The console's calls to the operator API. Every call carries `Authorization: Bearer` with the token kept in
+ * sessionStorage (this tab only: never localStorage, never a cookie), and nothing else leaves the page.
+ */
+
+const TOKEN_KEY = 'guidgate.token';
+
+export function savedToken(): string | null {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function saveToken(token: string): void {
+  if (token === '') sessionStorage.removeItem(TOKEN_KEY);
+  else sessionStorage.setItem(TOKEN_KEY, token);
+}
+
+export function forgetToken(): void {
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+/** A refusal or failure as the relay states it (code, message, the field at fault), or `network`. */
+export interface ApiError {
+  readonly status: number;
+  readonly code: string;
+  readonly message: string;
+  readonly field?: string;
+}
+
+export type Result<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: ApiError };
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function errorOf(status: number, body: unknown): ApiError {
+  if (!isRecord(body)) return { status, code: `HTTP ${status}`, message: 'the relay answered without a JSON reply' };
+  const code = typeof body['code'] === 'string' ? body['code'] : `HTTP ${status}`;
+  const message = typeof body['message'] === 'string' ? body['message'] : 'refused';
+  return typeof body['field'] === 'string' ? { status, code, message, field: body['field'] } : { status, code, message };
+}
+
+async function call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<Result<T>> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  const token = savedToken();
+  if (token !== null) headers['authorization'] = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  let res: Response;
+  try {
+    res = await fetch(path, { method, headers, credentials: 'omit', cache: 'no-store', ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  } catch {
+    return { ok: false, error: { status: 0, code: 'network', message: 'the relay could not be reached' } };
+  }
+  let parsed: unknown = null;
+  try {
+    parsed = await res.json();
+  } catch {
+    parsed = null;
+  }
+  if (!res.ok) return { ok: false, error: errorOf(res.status, parsed) };
+  return { ok: true, value: parsed as T };
+}
+
+// ---- the operator API's shapes (README "The operator API") ----
+
+export type Status = 'RECEIVED' | 'SENT' | 'DONE' | 'UNKNOWN' | 'FAILED' | 'PURGED';
+export const STATUSES: readonly Status[] = ['RECEIVED', 'SENT', 'DONE', 'UNKNOWN', 'FAILED', 'PURGED'];
+
+/** A time as the API gives it: milliseconds since the epoch. */
+export type Instant = number;
+
+export interface Row {
+  readonly guid: string;
+  readonly status: Status;
+  readonly code: string | null;
+  readonly attempts: number;
+  readonly createdAt: Instant;
+  readonly updatedAt: Instant;
+  readonly [other: string]: unknown;
+}
+
+export interface Stats {
+  readonly statuses: Partial<Record<Status, { readonly count: number; readonly oldestUpdatedAt: Instant | null }>>;
+  readonly oldest: { readonly UNKNOWN?: Row | null; readonly FAILED?: Row | null };
+  readonly deadLetters?: { readonly maxAttempts: number; readonly count: number };
+  readonly breaker: unknown;
+  readonly replies: { readonly windowSeconds: number; readonly perCode: Readonly<Record<string, number>> };
+}
+
+export interface LedgerPage {
+  readonly rows: readonly Row[];
+  readonly nextCursor: string | null;
+}
+
+export type TimelineEntry =
+  | { readonly kind: 'event'; readonly seq: number; readonly type: string; readonly at: Instant; readonly data: unknown; readonly actor: unknown }
+  | { readonly kind: 'request'; readonly at: Instant; readonly key: string | null; readonly code: string; readonly fingerprintMatch: boolean };
+
+export interface Timeline {
+  readonly guid: string;
+  readonly row: Row | null;
+  readonly timeline: readonly TimelineEntry[];
+}
+
+export type Action = 'resolve' | 'reprocess';
+
+export interface ActionResult {
+  readonly guid: string;
+  readonly dryRun: boolean;
+  readonly outcome: string;
+  readonly detail?: string;
+  readonly before: Row | null;
+  readonly after: Row | null;
+}
+
+const guidPath = (guid: string) => `/v1/transfers/${encodeURIComponent(guid)}`;
+
+export const getStats = () => call<Stats>('GET', '/v1/stats');
+
+export function getLedger(q: { statuses: readonly Status[]; olderThan: string; cursor: string | null; limit: number }): Promise<Result<LedgerPage>> {
+  const params = new URLSearchParams();
+  if (q.statuses.length > 0) params.set('status', q.statuses.join(','));
+  if (q.olderThan !== '') params.set('olderThan', q.olderThan);
+  params.set('limit', String(q.limit));
+  if (q.cursor !== null) params.set('cursor', q.cursor);
+  return call<LedgerPage>('GET', `/v1/ledger?${params.toString()}`);
+}
+
+export const getTimeline = (guid: string) => call<Timeline>('GET', `${guidPath(guid)}/events`);
+
+export function runAction(action: Action, guid: string, opts: { dryRun: boolean; minAge: string }): Promise<Result<ActionResult>> {
+  return call<ActionResult>('POST', `${guidPath(guid)}/${action}`, { dryRun: opts.dryRun, ...(opts.minAge === '' ? {} : { minAge: opts.minAge }) });
+}

@@ -1,0 +1,237 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { parseStatuses, STATUSES } from '../../events/codecs.js';
+import type { LedgerState } from '../../events/state.js';
+import type { EventStore } from '../../events/store.js';
+import { listLedger } from '../../commands/ledger.js';
+import { reprocessFailed } from '../../commands/reprocess.js';
+import { resolveUnknown } from '../../commands/resolve.js';
+import { parseDuration } from '../../shared/duration.js';
+import type { AccountClient } from '../accountClient.js';
+import type { Breaker } from '../breaker.js';
+import type { Metrics } from '../metrics.js';
+import { codeReply, type Reply } from '../replies.js';
+import { GUID_PATTERN } from '../transferRequest.js';
+import type { RouteDoc } from '../openapi.js';
+import * as S from './schemas.js';
+import { readTimelineOf, timelineView } from './timeline.js';
+
+export interface OperatorDeps {
+  readonly store: EventStore;
+  readonly account: AccountClient;
+  readonly metrics: Metrics;
+  readonly breaker?: Breaker | undefined;
+  /** The call timeout recorded in a reprocess's Sent (serve's --timeout). */
+  readonly timeoutMs: number;
+  readonly maxAttempts: number;
+  /** Default min-age of resolve and reprocess: serve's --min-age (60s unless set), the commands' default. */
+  readonly minAgeMs: number;
+  /** Grace of the orphan sweep a resolve runs first (serve's --grace). */
+  readonly graceMs: number;
+  /** Sends a reply in the contract's shape (and counts it). */
+  readonly send: (reply: FastifyReply, r: Reply) => FastifyReply;
+}
+
+export const LEDGER_PAGE_DEFAULT = 50;
+export const LEDGER_PAGE_MAX = 500;
+
+/** What the operator API shows of a row: never the request nor the fingerprint (account numbers). */
+export function operatorRow(row: LedgerState) {
+  const { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel } = row;
+  return { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel };
+}
+
+const e400 = (field: string, message: string): Reply => codeReply('E400', undefined, { field, message });
+
+/** A schema refusal (fastify's `attachValidation`) as the contract's E400 naming the field at fault. */
+function validationReply(err: Error & { validation?: ReadonlyArray<{ keyword: string; instancePath: string; params: Record<string, unknown>; message?: string }>; validationContext?: string }): Reply {
+  const first = err.validation?.[0];
+  const context = err.validationContext ?? 'body';
+  if (first === undefined) return e400(context, err.message);
+  if (first.keyword === 'additionalProperties') return e400(String(first.params['additionalProperty']), `${String(first.params['additionalProperty'])} is not a ${context === 'body' ? 'field' : 'parameter'} of this route`);
+  if (first.keyword === 'required') return e400(String(first.params['missingProperty']), `${String(first.params['missingProperty'])} is required`);
+  const field = first.instancePath.replace(/^\//, '').split('/')[0] || context;
+  if (field === 'guid') return e400('guid', 'guid does not match the GUID pattern');
+  return e400(field, `${field} ${first.message ?? 'is invalid'}`);
+}
+
+const json = (reply: FastifyReply, status: number, value: unknown): FastifyReply =>
+  reply.code(status).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(value));
+
+type GuidRequest = FastifyRequest<{ Params: { guid: string } }>;
+
+/**
+ * The operator API (issue #15): a GUID's timeline, the ledger paged, the overview, and resolve or reprocess of
+ * one GUID. Scopes are the auth hook's (src/relay/auth/authHook.ts): reads need `read`, actions `admin`.
+ * Registered as a plugin: its JSON body parser and strict schemas stay inside it, away from the channel API.
+ */
+export function operatorRoutes(deps: OperatorDeps) {
+  const { store, send } = deps;
+
+  const unavailable = (req: FastifyRequest, reply: FastifyReply, err: unknown, guid?: string) => {
+    req.log.error({ err }, 'ledger unavailable');
+    return send(reply, codeReply('E503', guid));
+  };
+
+  return async function plugin(app: FastifyInstance): Promise<void> {
+    // Inside this plugin only: bodies are JSON objects (an empty body is `{}`); any other media type is 415.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+      try {
+        done(null, body === '' ? {} : JSON.parse(body as string));
+      } catch {
+        done(Object.assign(new Error('the body is not JSON'), { statusCode: 400 }), undefined);
+      }
+    });
+
+    app.get<{ Params: { guid: string } }>('/v1/transfers/:guid/events', {
+      schema: { params: S.guidParams },
+      attachValidation: true,
+      config: {
+        openapi: {
+          summary: "One GUID's timeline: its events (and, with the audit trail, the channel's requests), account numbers masked",
+          example: { params: { guid: S.EXAMPLE_GUID } },
+          responses: { 200: { description: 'the row and its timeline, oldest first', schema: S.timeline }, 400: 'E400', 404: 'E404', 414: 'E400 the GUID is over 384 characters', 503: 'E503' },
+        } satisfies RouteDoc,
+      },
+    }, async (req: GuidRequest, reply) => {
+      if (req.validationError) return send(reply, validationReply(req.validationError));
+      const { guid } = req.params;
+      try {
+        const row = await store.getLedger(guid);
+        if (row === null) return send(reply, codeReply('E404', guid));
+        const timeline = await readTimelineOf(store, guid);
+        return json(reply, 200, { guid, row: operatorRow(row), timeline: timeline.map(timelineView) });
+      } catch (err) {
+        return unavailable(req, reply, err, guid);
+      }
+    });
+
+    app.get<{ Querystring: { status?: string; olderThan?: string; limit?: string; cursor?: string } }>('/v1/ledger', {
+      schema: { querystring: S.ledgerQuery },
+      attachValidation: true,
+      config: {
+        openapi: {
+          summary: 'Ledger rows in GUID order, filtered by status and age, a page at a time (keyset on the GUID)',
+          example: { query: { status: 'UNKNOWN,FAILED,DONE', olderThan: '0ms', limit: '50' } },
+          responses: { 200: { description: 'one page; nextCursor is null on the last', schema: S.ledgerPage }, 400: 'E400', 503: 'E503' },
+        } satisfies RouteDoc,
+      },
+    }, async (req, reply) => {
+      if (req.validationError) return send(reply, validationReply(req.validationError));
+      const q = req.query;
+      const statuses = q.status === undefined ? undefined : parseStatuses(q.status);
+      if (statuses === null) return send(reply, e400('status', `status must be one or more of ${STATUSES.join(', ')}, comma-separated`));
+      const olderThanMs = q.olderThan === undefined ? undefined : parseDuration(q.olderThan);
+      if (olderThanMs === null) return send(reply, e400('olderThan', 'olderThan must be a duration: 500ms, 30s, 5m, 2h, 7d'));
+      const limit = q.limit === undefined ? LEDGER_PAGE_DEFAULT : Number(q.limit);
+      if (limit < 1 || limit > LEDGER_PAGE_MAX) return send(reply, e400('limit', `limit must be from 1 to ${LEDGER_PAGE_MAX}`));
+      // The cursor is the last GUID of the page before: rows after it, in GUID order.
+      if (q.cursor !== undefined && !GUID_PATTERN.test(q.cursor)) return send(reply, e400('cursor', 'cursor must be a nextCursor this route gave'));
+      try {
+        const rows: LedgerState[] = [];
+        // One row more than asked: whether there is a next page, without an empty last page.
+        for await (const row of listLedger(store, { statuses, olderThanMs, limit: limit + 1, afterGuid: q.cursor })) rows.push(row);
+        const page = rows.slice(0, limit);
+        return json(reply, 200, { rows: page.map(operatorRow), nextCursor: rows.length > limit ? page[page.length - 1]!.guid : null });
+      } catch (err) {
+        return unavailable(req, reply, err);
+      }
+    });
+
+    app.get('/v1/stats', {
+      config: {
+        openapi: {
+          summary: 'The overview: rows per status, the oldest UNKNOWN and FAILED, dead letters, the breaker, replies per code over the last minutes',
+          example: {},
+          responses: { 200: { description: 'now', schema: S.stats }, 503: 'E503' },
+        } satisfies RouteDoc,
+      },
+    }, async (req, reply) => {
+      try {
+        const byStatus = await store.countByStatus();
+        const oldest = async (status: 'UNKNOWN' | 'FAILED') => {
+          const at = byStatus[status].oldestUpdatedAt;
+          // The row whose last change is that oldest time (the first such GUID); null if it moved meanwhile.
+          const [row] = at === null ? [] : await store.queryLedger({ statuses: [status], updatedBefore: at + 1, limit: 1 });
+          return row === undefined ? null : operatorRow(row);
+        };
+        return json(reply, 200, {
+          statuses: byStatus,
+          oldest: { UNKNOWN: await oldest('UNKNOWN'), FAILED: await oldest('FAILED') },
+          deadLetters: { maxAttempts: deps.maxAttempts, count: await store.countLedger({ statuses: ['FAILED'], attemptsAtLeast: deps.maxAttempts }) },
+          breaker: deps.breaker?.view() ?? { state: 'off' },
+          replies: deps.metrics.recentReplies(),
+        });
+      } catch (err) {
+        return unavailable(req, reply, err);
+      }
+    });
+
+    const action = (name: 'resolve' | 'reprocess', doc: RouteDoc) =>
+      app.post<{ Params: { guid: string }; Body: { dryRun?: boolean; minAge?: string } | undefined }>(`/v1/transfers/:guid/${name}`, {
+        schema: { params: S.guidParams, body: S.actionBody },
+        attachValidation: true,
+        config: { openapi: doc },
+      }, async (req, reply) => {
+        if (req.validationError) return send(reply, validationReply(req.validationError));
+        const { guid } = req.params;
+        const body = req.body ?? {};
+        const dryRun = body.dryRun === true;
+        const minAgeMs = body.minAge === undefined ? deps.minAgeMs : parseDuration(body.minAge);
+        if (minAgeMs === null) return send(reply, e400('minAge', 'minAge must be a duration: 500ms, 30s, 5m, 2h, 7d'));
+        try {
+          const before = await store.getLedger(guid);
+          if (before === null) return send(reply, codeReply('E404', guid));
+          // The command reports the row through onRow, or not at all when its selection left the row out.
+          const ran: { outcome?: string; detail?: string | undefined } = {};
+          const onRow = (_row: LedgerState, outcome: string, detail?: string) => Object.assign(ran, { outcome, detail });
+          // The commands' own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry.
+          const ledgerErrors =
+            name === 'resolve'
+              ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors
+              : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics }, { guid, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
+          // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
+          if (ran.outcome === 'ledger-error') return send(reply, codeReply('E503', guid, { message: `ledger unavailable: ${ran.detail ?? 'a read or write failed'}` }));
+          if (ledgerErrors > 0) return send(reply, codeReply('E503', guid));
+          const after = (await store.getLedger(guid)) ?? before;
+          if (ran.outcome === undefined) {
+            return send(reply, codeReply('E409', guid, { message: whyNotEligible(name, after, minAgeMs, deps.maxAttempts), status: after.status, before: operatorRow(before), after: operatorRow(after) }));
+          }
+          return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
+        } catch (err) {
+          return unavailable(req, reply, err, guid);
+        }
+      });
+
+    const actionResponses = (what: string): RouteDoc['responses'] => ({
+      200: { description: what, schema: S.actionResult },
+      400: 'E400',
+      404: 'E404',
+      409: { description: 'E409: the row is not one this action applies to (its state, its age, the attempt cap); nothing was done', schema: S.notEligible },
+      413: 'E400 the body is over 64 KiB',
+      414: 'E400 the GUID is over 384 characters',
+      415: 'E400 Content-Type is not application/json',
+      503: 'E503',
+    });
+    action('resolve', {
+      summary: "`guidgate resolve` for one GUID: sweep it if orphaned, then, UNKNOWN and its last Sent at least minAge old, ask the account system",
+      example: { params: { guid: S.EXAMPLE_GUID }, body: { dryRun: true, minAge: '30s' } },
+      responses: actionResponses('the inquiry made (or, dry run, the row listed) and the row before and after'),
+    });
+    action('reprocess', {
+      summary: '`guidgate reprocess` for one GUID: FAILED under the attempt cap, sent again with the same bytes (a row FAILED by an inquiry is inquired about first)',
+      example: { params: { guid: S.EXAMPLE_GUID }, body: { dryRun: true } },
+      responses: actionResponses('the send made (or, dry run, the row listed) and the row before and after'),
+    });
+  };
+}
+
+/** The message of an E409: which rule of the command left the row out. */
+function whyNotEligible(name: 'resolve' | 'reprocess', row: LedgerState, minAgeMs: number, maxAttempts: number): string {
+  if (name === 'resolve') {
+    if (row.status !== 'UNKNOWN') return `resolve settles UNKNOWN rows; this one is ${row.status}`;
+    return `its last Sent is younger than minAge (${minAgeMs} ms): the account system may still be processing it`;
+  }
+  if (row.status !== 'FAILED') return `reprocess sends FAILED rows again; this one is ${row.status}`;
+  return `the attempt cap (${maxAttempts}) is used up: a person decides (dead letter)`;
+}

@@ -1,0 +1,362 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as E from 'fp-ts/lib/Either.js';
+import * as ajvModule from 'ajv/dist/2020.js';
+import type { ValidateFunction } from 'ajv/dist/2020.js';
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { addKey } from '../../src/commands/keys.js';
+import { openKeyRing } from '../../src/relay/auth/keyRing.js';
+import type { Scope } from '../../src/relay/auth/keysFile.js';
+import { httpRequest, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
+
+/** A JSON Schema 2020-12 validator (ajv ships with fastify); its CommonJS default export, whichever way it comes. */
+const Ajv2020 = ((ajvModule as unknown as { default: { default?: unknown } }).default.default ?? (ajvModule as unknown as { default: unknown }).default) as new (o: object) => {
+  compile(schema: object): ValidateFunction;
+};
+
+interface Operation {
+  responses: Record<string, { content?: Record<string, { schema: object }> }>;
+  'x-example': { params?: Record<string, string>; query?: Record<string, string>; body?: unknown };
+  'x-scope': string;
+}
+type Doc = { openapi: string; paths: Record<string, Record<string, Operation>> };
+
+/**
+ * The operator API over real HTTP: a real `serve` with keys on, a real ledger file, the simulator as the account
+ * system. Every reply a test gets is checked against `/openapi.json` (its status documented, its body valid
+ * against the documented schema).
+ */
+describe('operator API', () => {
+  let h: Harness;
+  let dir: string;
+  let doc: Doc;
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  const validators = new Map<object, ValidateFunction>();
+  const tokens: Record<string, string> = {};
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'guidgate-operator-'));
+    const keys = join(dir, 'keys');
+    const make = (name: string, scopes: Scope[]) => {
+      const r = addKey(keys, name, scopes);
+      if (E.isLeft(r)) throw new Error(r.left.message);
+      tokens[name] = r.right;
+    };
+    make('pay', ['transfer']);
+    make('reader', ['read']);
+    make('ops', ['admin']);
+    make('console', ['read', 'admin']);
+    make('all', ['transfer', 'read', 'admin']);
+    const ring = openKeyRing(keys);
+    if (E.isLeft(ring)) throw new Error(ring.left.message);
+    h = await startHarness(dir, {
+      // `hold`: never applied, never answered (UNKNOWN, then absent); `late-answer`: applied, answered too late (UNKNOWN, then processed).
+      sim: { faults: { byGuidPrefix: { 'hole-': 'hold', 'late-': 'late-answer' }, lateMs: 2000 } },
+      // No background settling: only the API under test moves rows.
+      relay: { keys: ring.right, timeoutMs: 300, settleEveryMs: 0 },
+    });
+    const r = await httpRequest(`${h.relay.url}/openapi.json`, { method: 'GET' });
+    expect(r.status).toBe(200);
+    doc = r.json() as unknown as Doc;
+  });
+  afterAll(async () => {
+    await h?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Fails unless the reply's status is documented for this operation and its body is valid against the documented schema. */
+  const conforms = (method: string, template: string, r: HttpReply): void => {
+    const op = doc.paths[template]?.[method.toLowerCase()];
+    expect(op, `${method} ${template} is documented`).toBeDefined();
+    const documented = op!.responses[String(r.status)];
+    expect(documented, `${method} ${template}: ${r.status} is documented (${r.body.slice(0, 200)})`).toBeDefined();
+    const content = documented!.content;
+    if (content?.['application/json'] === undefined) return;
+    const schema = content['application/json'].schema;
+    let validate = validators.get(schema);
+    if (validate === undefined) validators.set(schema, (validate = ajv.compile(schema)));
+    expect(validate(JSON.parse(r.body)), `${method} ${template} ${r.status}: ${JSON.stringify(validate.errors)} in ${r.body.slice(0, 300)}`).toBe(true);
+  };
+
+  const call = async (method: 'GET' | 'POST', template: string, opts: { token?: string | null; params?: Record<string, string>; query?: string; body?: unknown } = {}): Promise<HttpReply> => {
+    const path = template.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(opts.params?.[name] ?? ''));
+    const token = opts.token === undefined ? tokens['console']! : opts.token;
+    const r = await httpRequest(`${h.relay.url}${path}${opts.query === undefined ? '' : `?${opts.query}`}`, {
+      method,
+      ...(opts.body === undefined ? {} : { body: typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body) }),
+      headers: token === null ? {} : { authorization: `Bearer ${token}` },
+    });
+    conforms(method, template, r);
+    return r;
+  };
+  const send = async (over: Record<string, unknown> = {}) => {
+    const t = transfer(over);
+    const r = await call('POST', '/v1/transfers', { token: tokens['pay']!, body: t });
+    return { guid: String(t['guid']), reply: r };
+  };
+  const timeline = async (guid: string) => (await call('GET', '/v1/transfers/{guid}/events', { params: { guid } })).json();
+  const simCalls = async (guid: string) => (await httpRequest(`${h.sim.url}/stats/${encodeURIComponent(guid)}`, { method: 'GET' })).json() as { calls: number; applied: number };
+
+  it('/openapi.json is OpenAPI 3.1, public, and documents every operator and channel route with 401/403 where a scope is needed', async () => {
+    const r = await httpRequest(`${h.relay.url}/openapi.json`, { method: 'GET' });
+    expect(r.status).toBe(200);
+    expect(doc.openapi).toBe('3.1.0');
+    for (const [path, method] of [
+      ['/v1/transfers', 'post'], ['/v1/transfers/{guid}', 'get'], ['/healthz', 'get'], ['/metrics', 'get'],
+      ['/v1/transfers/{guid}/events', 'get'], ['/v1/ledger', 'get'], ['/v1/stats', 'get'],
+      ['/v1/transfers/{guid}/resolve', 'post'], ['/v1/transfers/{guid}/reprocess', 'post'],
+    ] as const) {
+      const op = doc.paths[path]?.[method];
+      expect(op, `${method} ${path}`).toBeDefined();
+      if (op!['x-scope'] !== 'none') expect(Object.keys(op!.responses)).toEqual(expect.arrayContaining(['401', '403']));
+    }
+    expect(doc.paths['/v1/transfers/{guid}/resolve']!['post']!['x-scope']).toBe('admin');
+    expect(doc.paths['/v1/ledger']!['get']!['x-scope']).toBe('read');
+    // The path, query and body schemas are the ones the routes validate with.
+    const ledger = doc.paths['/v1/ledger']!['get'] as unknown as { parameters: { name: string; in: string }[] };
+    expect(ledger.parameters.map((p) => `${p.in}:${p.name}`)).toEqual(['query:status', 'query:olderThan', 'query:limit', 'query:cursor']);
+  });
+
+  it('every documented example, sent as it is, gets a documented reply valid against its schema', async () => {
+    // The channel POST first: the other examples name its GUID.
+    const ordered = Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ path, method, op })));
+    ordered.sort((a, b) => Number(b.method === 'post' && b.path === '/v1/transfers') - Number(a.method === 'post' && a.path === '/v1/transfers'));
+    expect(ordered.length).toBeGreaterThanOrEqual(10);
+    for (const { path, method, op } of ordered) {
+      const ex = op['x-example'];
+      const r = await call(method.toUpperCase() as 'GET' | 'POST', path, {
+        token: tokens['all']!,
+        ...(ex.params === undefined ? {} : { params: ex.params }),
+        ...(ex.query === undefined ? {} : { query: new URLSearchParams(ex.query).toString() }),
+        ...(ex.body === undefined ? {} : { body: ex.body }),
+      });
+      expect(r.status, `${method} ${path}: ${r.body.slice(0, 200)}`).toBeLessThan(500);
+    }
+  });
+
+  describe('scopes (keys on)', () => {
+    const routes = [
+      { method: 'GET' as const, path: '/v1/transfers/{guid}/events', right: 'reader', wrong: 'ops' },
+      { method: 'GET' as const, path: '/v1/ledger', right: 'reader', wrong: 'ops' },
+      { method: 'GET' as const, path: '/v1/stats', right: 'reader', wrong: 'pay' },
+      { method: 'POST' as const, path: '/v1/transfers/{guid}/resolve', right: 'ops', wrong: 'reader' },
+      { method: 'POST' as const, path: '/v1/transfers/{guid}/reprocess', right: 'ops', wrong: 'reader' },
+    ];
+    it.each(routes)('$method $path: no token 401, unknown token 401, $wrong 403, $right let through', async (route) => {
+      const { guid } = await send();
+      const at = (token: string | null) => call(route.method, route.path, { token, params: { guid }, ...(route.method === 'POST' ? { body: { dryRun: true } } : {}) });
+      const none = await at(null);
+      expect([none.status, none.json()['code'], none.headers['www-authenticate']]).toEqual([401, 'E401', 'Bearer']);
+      expect((await at('not-a-token')).status).toBe(401);
+      const wrong = await at(tokens[route.wrong]!);
+      expect([wrong.status, wrong.json()['code']]).toEqual([403, 'E403']);
+      expect(wrong.body).not.toContain(tokens[route.wrong]!);
+      const right = await at(tokens[route.right]!);
+      expect([401, 403]).not.toContain(right.status);
+    });
+    it('an action refused for its scope changed nothing and called nothing', async () => {
+      const { guid } = await send({ guid: `hole-scope-${process.pid}` });
+      const before = await timeline(guid);
+      const r = await call('POST', '/v1/transfers/{guid}/resolve', { token: tokens['reader']!, params: { guid }, body: { minAge: '0ms' } });
+      expect(r.status).toBe(403);
+      expect(await timeline(guid)).toEqual(before);
+      expect((before['row'] as { status: string }).status).toBe('UNKNOWN');
+    });
+  });
+
+  describe('GET /v1/transfers/{guid}/events', () => {
+    it('the row and its events in order; request and response parsed, account numbers masked, no fingerprint', async () => {
+      const { guid } = await send({ from: '6222021001777', to: '6222021002888', note: { from: '6222021001777' } });
+      const r = await call('GET', '/v1/transfers/{guid}/events', { params: { guid } });
+      expect(r.status).toBe(200);
+      expect(r.body).not.toContain('6222021001777');
+      expect(r.body).not.toContain('6222021002888');
+      expect(r.body).not.toContain('fingerprint');
+      const body = r.json() as { guid: string; row: Record<string, unknown>; timeline: { kind: string; seq: number; type: string; data: Record<string, unknown> }[] };
+      expect(body.row).toMatchObject({ guid, status: 'DONE', code: '0000', attempts: 1, channel: 'pay' });
+      expect(body.timeline.map((e) => [e.kind, e.seq, e.type])).toEqual([['event', 0, 'Claimed'], ['event', 1, 'Sent'], ['event', 2, 'Answered']]);
+      expect(body.timeline[0]!.data['request']).toMatchObject({ guid, from: '*********1777', to: '*********2888', amount: 100, note: { from: '*********1777' } });
+      expect(body.timeline[2]!.data['response']).toMatchObject({ guid, code: '0000' });
+    });
+    it('an unknown GUID is E404; a malformed one E400 naming guid', async () => {
+      const missing = await call('GET', '/v1/transfers/{guid}/events', { params: { guid: 'NO-SUCH-GUID' } });
+      expect([missing.status, missing.json()['code']]).toEqual([404, 'E404']);
+      const bad = await call('GET', '/v1/transfers/{guid}/events', { params: { guid: 'bad guid' } });
+      expect([bad.status, bad.json()['code'], bad.json()['field']]).toEqual([400, 'E400', 'guid']);
+    });
+  });
+
+  describe('GET /v1/ledger', () => {
+    it('pages through every row in GUID order with the cursor, each once', async () => {
+      for (let i = 0; i < 5; i++) await send();
+      const all: string[] = [];
+      let cursor: string | null = null;
+      let pages = 0;
+      do {
+        const r: HttpReply = await call('GET', '/v1/ledger', { query: `limit=2${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}` });
+        expect(r.status).toBe(200);
+        const page = r.json() as { rows: { guid: string }[]; nextCursor: string | null };
+        expect(page.rows.length).toBeLessThanOrEqual(2);
+        all.push(...page.rows.map((row) => row.guid));
+        cursor = page.nextCursor;
+        pages++;
+      } while (cursor !== null && pages < 100);
+      expect(all.length).toBeGreaterThanOrEqual(5);
+      expect(new Set(all).size).toBe(all.length);
+      expect([...all].sort()).toEqual(all);
+      const whole = (await call('GET', '/v1/ledger', { query: 'limit=500' })).json() as { rows: { guid: string }[]; nextCursor: string | null };
+      expect(whole.rows.map((row) => row.guid)).toEqual(all);
+      expect(whole.nextCursor).toBeNull();
+      expect(JSON.stringify(whole)).not.toMatch(/request|fingerprint|6222021001/);
+    });
+    it('filters by status (any case, comma-separated) and by age', async () => {
+      const { guid } = await send({ guid: `hole-filter-${process.pid}` });
+      const unknown = (await call('GET', '/v1/ledger', { query: 'status=unknown' })).json() as { rows: { guid: string; status: string }[] };
+      expect(unknown.rows.map((r) => r.guid)).toContain(guid);
+      expect(unknown.rows.every((r) => r.status === 'UNKNOWN')).toBe(true);
+      const two = (await call('GET', '/v1/ledger', { query: 'status=UNKNOWN,FAILED' })).json() as { rows: { status: string }[] };
+      expect(two.rows.every((r) => r.status === 'UNKNOWN' || r.status === 'FAILED')).toBe(true);
+      const old = (await call('GET', '/v1/ledger', { query: 'olderThan=1h' })).json() as { rows: unknown[] };
+      expect(old.rows).toEqual([]);
+    });
+    it.each([
+      ['status=DONE,NOPE', 'status'],
+      ['olderThan=30', 'olderThan'],
+      ['limit=0', 'limit'],
+      ['limit=501', 'limit'],
+      ['limit=x', 'limit'],
+      ['cursor=bad%20cursor', 'cursor'],
+      ['sort=guid', 'sort'],
+    ])('?%s is E400 naming %s', async (query, field) => {
+      const r = await call('GET', '/v1/ledger', { query });
+      expect([r.status, r.json()['code'], r.json()['field']]).toEqual([400, 'E400', field]);
+    });
+  });
+
+  it('GET /v1/stats: counts per status, the oldest UNKNOWN row, the breaker, replies per code over the last minutes', async () => {
+    const { guid } = await send({ guid: `hole-stats-${process.pid}` });
+    const r = await call('GET', '/v1/stats', { token: tokens['reader']! });
+    expect(r.status).toBe(200);
+    const s = r.json() as { statuses: Record<string, { count: number }>; oldest: { UNKNOWN: { status: string } | null }; breaker: { state: string }; replies: { windowSeconds: number; perCode: Record<string, number> } };
+    expect(s.statuses['UNKNOWN']!.count).toBeGreaterThanOrEqual(1);
+    expect(s.oldest.UNKNOWN?.status).toBe('UNKNOWN');
+    expect(s.breaker.state).toBe('closed');
+    expect(s.replies.windowSeconds).toBe(300);
+    expect(s.replies.perCode['E901']).toBeGreaterThanOrEqual(1);
+    expect(s.replies.perCode['0000']).toBeGreaterThanOrEqual(1);
+    expect(guid).toMatch(/^hole-/);
+  });
+
+  describe('resolve and reprocess one GUID, against the simulator', () => {
+    it('a GUID never applied: resolve (dry run, too young, then absent) and reprocess (dry run, then sent once): each step as the commands do it', async () => {
+      const guid = `hole-1-${process.pid}`;
+      const first = await send({ guid });
+      expect(first.reply.json()['code']).toBe('E901');
+      const unknown = await timeline(guid);
+
+      // Dry run: the row listed, nothing asked, nothing changed.
+      const dry = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { dryRun: true, minAge: '0ms' } });
+      expect(dry.status).toBe(200);
+      expect(dry.json()).toMatchObject({ guid, dryRun: true, outcome: 'candidate', before: { status: 'UNKNOWN' }, after: { status: 'UNKNOWN' } });
+      expect(await timeline(guid)).toEqual(unknown);
+
+      // The default min-age (serve's, 60s): too young to ask; 409 and nothing changed.
+      const young = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} });
+      expect([young.status, young.json()['code']]).toEqual([409, 'E409']);
+      expect(String(young.json()['message'])).toContain('younger than minAge');
+      expect(await timeline(guid)).toEqual(unknown);
+
+      const resolved = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { minAge: '0ms' } });
+      expect(resolved.status).toBe(200);
+      expect(resolved.json()).toMatchObject({ dryRun: false, outcome: 'absent', before: { status: 'UNKNOWN' }, after: { status: 'FAILED', code: 'E902' } });
+
+      // Now FAILED: resolve no longer applies.
+      expect((await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { minAge: '0ms' } })).status).toBe(409);
+
+      const failed = await timeline(guid);
+      const dryReprocess = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: { dryRun: true, minAge: '0ms' } });
+      expect(dryReprocess.json()).toMatchObject({ dryRun: true, outcome: 'candidate', after: { status: 'FAILED' } });
+      expect(await timeline(guid)).toEqual(failed);
+      expect((await simCalls(guid)).calls).toBe(1);
+
+      // FAILED by an inquiry: the default min-age holds it (inquiry before a resend, CONTRACT.md §7), nothing sent.
+      const held = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: {} });
+      expect(held.json()).toMatchObject({ outcome: 'held', after: { status: 'FAILED' } });
+      expect((await simCalls(guid)).calls).toBe(1);
+
+      // The account system answers again: a fresh inquiry says absent, then the stored bytes are sent once.
+      await httpRequest(`${h.sim.url}/control/faults`, { method: 'POST', body: JSON.stringify({ byGuidPrefix: { 'late-': 'late-answer' } }) });
+      const sent = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: { minAge: '0ms' } });
+      expect(sent.status).toBe(200);
+      expect(sent.json()).toMatchObject({ outcome: 'done', detail: '0000', before: { status: 'FAILED', attempts: 1 }, after: { status: 'DONE', code: '0000', attempts: 2 } });
+      expect(await simCalls(guid)).toMatchObject({ calls: 2, applied: 1 });
+      const again = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: { minAge: '0ms' } });
+      expect([again.status, again.json()['code']]).toEqual([409, 'E409']);
+      expect(await simCalls(guid)).toMatchObject({ calls: 2, applied: 1 });
+      const steps = ((await timeline(guid))['timeline'] as { type: string }[]).map((e) => e.type);
+      expect(steps).toEqual(['Claimed', 'Sent', 'TimedOut', 'Resolved', 'Sent', 'Answered']);
+    });
+
+    it('a GUID applied but answered late: resolve finds it processed and stores the answer; nothing is sent again', async () => {
+      const guid = `late-1-${process.pid}`;
+      expect((await send({ guid })).reply.json()['code']).toBe('E901');
+      const r = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { minAge: '0ms' } });
+      expect(r.json()).toMatchObject({ outcome: 'processed', detail: '0000', after: { status: 'DONE', code: '0000' } });
+      expect(await simCalls(guid)).toMatchObject({ calls: 1, applied: 1 });
+      expect((await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: {} })).status).toBe(409);
+    });
+
+    it('refused connections: reprocess counts a refusal as failed; at the attempt cap (a dead letter) it is E409 and nothing is sent', async () => {
+      const capped = `cap-${process.pid}`;
+      const once = `once-${process.pid}`;
+      // Refusing until the E902s are seen, not for a window a loaded machine may overrun.
+      const refusing = h.sim.refuseConnections(60_000);
+      try {
+        for (let i = 0; i < 3; i++) expect((await send({ guid: capped })).reply.json()['code']).toBe('E902');
+        expect((await send({ guid: once })).reply.json()['code']).toBe('E902');
+        const refused = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: once }, body: {} });
+        expect(refused.json()).toMatchObject({ outcome: 'failed', before: { status: 'FAILED', attempts: 1 }, after: { status: 'FAILED', attempts: 2 } });
+      } finally {
+        void h.sim.refuseConnections(0);
+        await refusing;
+      }
+      const stats = (await call('GET', '/v1/stats')).json() as { deadLetters: { maxAttempts: number; count: number } };
+      expect(stats.deadLetters).toEqual({ maxAttempts: 3, count: 1 });
+      const before = await timeline(capped);
+      const r = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body: { minAge: '0ms' } });
+      expect([r.status, r.json()['code']]).toEqual([409, 'E409']);
+      expect(String(r.json()['message'])).toContain('attempt cap (3)');
+      expect(await timeline(capped)).toEqual(before);
+      expect(await simCalls(capped)).toMatchObject({ calls: 0, applied: 0 });
+      // A refused connection never left: sent again at once, without an inquiry or a min-age.
+      const sent = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: once }, body: {} });
+      expect(sent.json()).toMatchObject({ outcome: 'done', after: { status: 'DONE', attempts: 3 } });
+      expect(await simCalls(once)).toMatchObject({ calls: 1, applied: 1 });
+    });
+
+    it.each([
+      [{ dryRun: 'true' }, 'dryRun'],
+      [{ minAge: '30' }, 'minAge'],
+      [{ minAge: 30 }, 'minAge'],
+      [{ force: true }, 'force'],
+      ['{not json', 'body'],
+    ])('body %j is E400 naming %s, and nothing changes', async (body, field) => {
+      const guid = `hole-bad-${field}-${process.pid}`;
+      await send({ guid });
+      const before = await timeline(guid);
+      const r = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body });
+      expect([r.status, r.json()['code'], r.json()['field']]).toEqual([400, 'E400', field]);
+      expect(await timeline(guid)).toEqual(before);
+    });
+
+    it('an unknown GUID is E404, a malformed one E400 naming guid, a body not JSON 415', async () => {
+      expect((await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: 'NO-SUCH-GUID' }, body: {} })).status).toBe(404);
+      const bad = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid: 'bad guid' }, body: {} });
+      expect([bad.status, bad.json()['field']]).toEqual([400, 'guid']);
+      const form = await httpRequest(`${h.relay.url}/v1/transfers/NO-SUCH-GUID/resolve`, { method: 'POST', body: 'dryRun=false', headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Bearer ${tokens['ops']!}` } });
+      conforms('POST', '/v1/transfers/{guid}/resolve', form);
+      expect([form.status, form.json()['code'], form.json()['field']]).toEqual([415, 'E400', 'Content-Type']);
+    });
+  });
+});

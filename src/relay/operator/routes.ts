@@ -13,7 +13,8 @@ import { codeReply, type Reply } from '../replies.js';
 import { GUID_PATTERN } from '../transferRequest.js';
 import type { RouteDoc } from '../openapi.js';
 import * as S from './schemas.js';
-import { readTimelineOf, timelineView } from './timeline.js';
+import { readTimeline } from '../../commands/history.js';
+import { timelineView } from './timeline.js';
 
 export interface OperatorDeps {
   readonly store: EventStore;
@@ -88,7 +89,7 @@ export function operatorRoutes(deps: OperatorDeps) {
       attachValidation: true,
       config: {
         openapi: {
-          summary: "One GUID's timeline: its events (and, with the audit trail, the channel's requests), account numbers masked",
+          summary: "One GUID's timeline: its events and the channel's requests, in time order, account numbers masked",
           example: { params: { guid: S.EXAMPLE_GUID } },
           responses: { 200: { description: 'the row and its timeline, oldest first', schema: S.timeline }, 400: 'E400', 404: 'E404', 414: 'E400 the GUID is over 384 characters', 503: 'E503' },
         } satisfies RouteDoc,
@@ -99,7 +100,7 @@ export function operatorRoutes(deps: OperatorDeps) {
       try {
         const row = await store.getLedger(guid);
         if (row === null) return send(reply, codeReply('E404', guid));
-        const timeline = await readTimelineOf(store, guid);
+        const timeline = await readTimeline(store, guid);
         return json(reply, 200, { guid, row: operatorRow(row), timeline: timeline.map(timelineView) });
       } catch (err) {
         return unavailable(req, reply, err, guid);

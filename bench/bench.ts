@@ -15,7 +15,7 @@
  * Usage: node dist/bench/bench.js --help
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { openSqliteStore } from '../src/store/sqlite/sqliteStore.js';
+import { fillLedger } from './fillLedger.js';
 import { isPostgresUrl } from '../src/store/postgres/postgresStore.js';
 
 const { values } = parseArgs({
@@ -34,6 +35,8 @@ const { values } = parseArgs({
     'relay-flags': { type: 'string', default: '' },
     db: { type: 'string' },
     'extra-bytes': { type: 'string', default: '150' },
+    fill: { type: 'string', default: '0' },
+    baseline: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -47,6 +50,11 @@ if (values.help) {
   --relay-flags=...   flags passed to guidgate serve (e.g. "--relay-flags=--writer inline")
   --db postgres://... also load 1, 2 and 3 relays sharing that PostgreSQL database (a throwaway one); their CPU
                       is the relays' only: the PostgreSQL server's own CPU is not counted
+  --fill N            also a guidgate on a ledger pre-filled with N DONE transfers (random UUID GUIDs, written
+                      through the store's write path in big batches), loaded with new GUIDs in every round beside
+                      the one on an empty ledger (growth)
+  --baseline BIN      also another build of guidgate (path to its bin/guidgate), new GUIDs and replay in every
+                      round: before/after figures from one run
   --json              print the summary as JSON
 Prints per round and as the median: req/s, p99 and relay CPU µs per request (user + system of the relay process,
 all threads, from /proc/<pid>/stat, divided by the requests it served).
@@ -65,14 +73,15 @@ const extraRelayFlags = values['relay-flags'].split(' ').filter(Boolean);
 const extraField = Number(values['extra-bytes']) > 0 ? `,"note":"${'x'.repeat(Number(values['extra-bytes']))}"` : '';
 
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'guidgate');
+const fill = Number(values.fill);
 const dir = mkdtempSync(join(tmpdir(), 'guidgate-bench-'));
 const children: ChildProcess[] = [];
 const log = (line: string) => {
   if (!values.json) process.stderr.write(`${line}\n`);
 };
 
-function start(args: string[], marker: RegExp): Promise<string> {
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+function start(args: string[], marker: RegExp, bin = BIN): Promise<string> {
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   children.push(child);
   return new Promise((resolve, reject) => {
     let out = '';
@@ -184,6 +193,15 @@ interface Round {
   cpuRatio: number | null;
   replayRatio: number;
   replayCpuRatio: number | null;
+  /** The --baseline and --fill relays, by name. */
+  extras: Record<string, Load>;
+}
+/** A relay loaded beside the main ones in every round, compared with one of them (`versus`) of the same round. */
+interface Extra {
+  name: string;
+  url: string;
+  body: () => string;
+  versus: 'guidgate' | 'replay';
 }
 const cpuRatio = (a: Load, b: Load) => (a.cpu?.relay == null || b.cpu?.relay == null ? null : a.cpu.relay / b.cpu.relay);
 const us = (x: number | null | undefined) => (x == null ? 'n/a' : x.toFixed(0));
@@ -213,20 +231,45 @@ try {
   // The replay path: 1,000 GUIDs made DONE before the rounds, then resent in a cycle (one point read each).
   // The naive relay has no memory: for it these are forwards like any other, so its round figure stands beside.
   const replaySet = Array.from({ length: 1000 }, (_, i) => `{"guid":"replay-${process.pid}-${i}","from":"ACC-1001","to":"ACC-2002","amount":100${extraField}}`);
-  for (let i = 0; i < replaySet.length; i += 50) {
-    await Promise.all(
-      replaySet.slice(i, i + 50).map((body) =>
-        fetch(`${gg}/v1/transfers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then((r) => r.text()),
-      ),
-    );
-  }
+  const makeDone = async (url: string) => {
+    for (let i = 0; i < replaySet.length; i += 50) {
+      await Promise.all(
+        replaySet.slice(i, i + 50).map((body) =>
+          fetch(`${url}/v1/transfers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then((r) => r.text()),
+        ),
+      );
+    }
+  };
+  await makeDone(gg);
   let k = 0;
   const replayBody = () => replaySet[k++ % replaySet.length]!;
+
+  const extras: Extra[] = [];
+  if (values.baseline !== undefined) {
+    const base = await start(
+      ['serve', '--port', '0', '--db', join(dir, 'baseline.db'), '--account-url', sim, '--log-level', 'warn', ...extraRelayFlags],
+      /listening on (http:\/\/\S+)/,
+      values.baseline,
+    );
+    await makeDone(base);
+    extras.push({ name: 'baseline', url: base, body: uniqueBody('baseline'), versus: 'guidgate' }, { name: 'baseline replay', url: base, body: replayBody, versus: 'replay' });
+    log(`baseline ${values.baseline}: ${base}`);
+  }
+  if (fill > 0) {
+    const filled = join(dir, 'filled.db');
+    const t = performance.now();
+    fillLedger(filled, fill, { extraField, onProgress: (done) => done % 100_000 === 0 && log(`filled ${done} of ${fill}`) });
+    const fillS = (performance.now() - t) / 1000;
+    log(`filled ${fill} transfers in ${fillS.toFixed(0)} s: ${(statSync(filled).size / 1e6).toFixed(0)} MB, ${(statSync(filled).size / fill).toFixed(0)} bytes per transfer`);
+    const url = await start(['serve', '--port', '0', '--db', filled, '--account-url', sim, '--log-level', 'warn', ...extraRelayFlags], /listening on (http:\/\/\S+)/);
+    extras.push({ name: `ledger of ${fill}`, url, body: uniqueBody('filled'), versus: 'guidgate' });
+  }
 
   // Warm every path up (JIT, connection pools) before measuring.
   await load(naive, uniqueBody('warm'), 200, 1);
   await load(gg, uniqueBody('warm'), 200, 1);
   await load(gg, replayBody, 200, 1);
+  for (const e of extras) await load(e.url, e.body, 200, 1);
   if (pgRelays.length > 0) await load(pgRelays, uniqueBody('warm'), 200, 1);
   const perRoundPg: Array<{ round: number; relays: number; load: Load; ratio: number; cpuRatio: number | null }> = [];
 
@@ -234,17 +277,27 @@ try {
   for (let round = 1; round <= rounds; round++) {
     const order: readonly Target[] = round % 2 === 1 ? ['naive', 'guidgate', 'replay'] : ['replay', 'guidgate', 'naive'];
     const results: Partial<Record<Target, Load>> = {};
+    const extraLoads: Record<string, Load> = {};
+    const runExtras = async () => {
+      for (const e of round % 2 === 1 ? extras : [...extras].reverse()) extraLoads[e.name] = await load(e.url, e.body, 200);
+    };
+    if (round % 2 === 0) await runExtras();
     for (const target of order) {
       results[target] = await load(target === 'naive' ? naive : gg, target === 'replay' ? replayBody : uniqueBody(`r${round}${target}`), 200);
     }
+    if (round % 2 === 1) await runExtras();
     const n = results.naive!;
     const g = results.guidgate!;
     const r = results.replay!;
     perRound.push({
       round, naive: n, guidgate: g, replay: r,
       ratio: g.rps / n.rps, p99Ratio: g.p99 / Math.max(n.p99, 1), cpuRatio: cpuRatio(g, n),
-      replayRatio: r.rps / n.rps, replayCpuRatio: cpuRatio(r, n),
+      replayRatio: r.rps / n.rps, replayCpuRatio: cpuRatio(r, n), extras: extraLoads,
     });
+    for (const e of extras) {
+      const l = extraLoads[e.name]!;
+      log(`round ${round}: ${e.name} ${l.rps.toFixed(0)} req/s p99 ${l.p99} ms ${us(l.cpu?.relay)} µs/req`);
+    }
     log(
       `round ${round}: naive ${n.rps.toFixed(0)} req/s p99 ${n.p99} ms ${us(n.cpu?.relay)} µs/req; ` +
         `guidgate ${g.rps.toFixed(0)} req/s p99 ${g.p99} ms ${us(g.cpu?.relay)} µs/req; replay ${r.rps.toFixed(0)} req/s ${us(r.cpu?.relay)} µs/req`,
@@ -299,6 +352,14 @@ try {
               cpu: cpuMedians(rs.map((r) => r.load)), cpuRatio: medianOf(rs.map((r) => r.cpuRatio)), rounds: rs,
             };
           }),
+    extras: extras.map((e) => {
+      const of = (r: Round) => r.extras[e.name]!;
+      return {
+        name: e.name, versus: e.versus,
+        rps: median(perRound.map((r) => of(r).rps)), p99: median(perRound.map((r) => of(r).p99)), cpu: cpuMedians(perRound.map(of)),
+        ratio: median(perRound.map((r) => of(r).rps / r[e.versus].rps)), cpuRatio: medianOf(perRound.map((r) => cpuRatio(of(r), r[e.versus]))),
+      };
+    }),
     cores: availableParallelism(),
     extraBytes: Number(values['extra-bytes']),
     cpuPerRequest: {
@@ -325,6 +386,16 @@ try {
       `| **median** | ${f(m((r) => r.naive.rps)!)} | ${m((r) => r.naive.p99)} ms | ${us(m((r) => r.naive.cpu?.relay))} | ${f(m((r) => r.guidgate.rps)!)} | ${m((r) => r.guidgate.p99)} ms | ${us(m((r) => r.guidgate.cpu?.relay))} | ` +
         `${f(m((r) => r.replay.rps)!)} | ${m((r) => r.replay.p99)} ms | ${us(m((r) => r.replay.cpu?.relay))} | **${summary.medianRatio.toFixed(2)}x** | **${summary.medianP99Ratio.toFixed(2)}x** | **${times(summary.medianCpuRatio)}** | **${summary.replay.ratio.toFixed(2)}x** | **${times(summary.replay.cpuRatio)}** |`,
       '',
+      ...(summary.extras.length === 0
+        ? []
+        : [
+            'Beside them in the same rounds (medians; ratios to the named relay of the same round):',
+            '',
+            '| relay | req/s | p99 | relay CPU µs | versus | ratio req/s | ratio CPU |',
+            '|---|---|---|---|---|---|---|',
+            ...summary.extras.map((e) => `| ${e.name} | ${f(e.rps)} | ${e.p99} ms | ${us(e.cpu.relay)} | ${e.versus} | ${e.ratio.toFixed(2)}x | ${times(e.cpuRatio)} |`),
+            '',
+          ]),
       '| path | guidgate req/s | guidgate p99 | relay CPU µs |',
       '|---|---|---|---|',
       `| duplicate storm (E903) | ${f(storm.rps)} | ${storm.p99} ms | ${us(storm.cpu?.relay)} |`,
@@ -350,7 +421,7 @@ try {
             ...summary.postgres.map((p) => `| PostgreSQL, ${p.relays} relay${p.relays > 1 ? 's' : ''} | ${f(p.rps)} | ${p.p99} ms | ${p.ratio.toFixed(2)}x | ${us(p.cpu.relay)} | ${times(p.cpuRatio)} |`),
           ]),
       '',
-      `errors or unexpected statuses: ${[...perRound.flatMap((r) => [r.naive, r.guidgate, r.replay]), ...perRoundPg.map((r) => r.load), storm].reduce((a, l) => a + l.errors + l.unexpected, 0)}`,
+      `errors or unexpected statuses: ${[...perRound.flatMap((r) => [r.naive, r.guidgate, r.replay, ...Object.values(r.extras)]), ...perRoundPg.map((r) => r.load), storm].reduce((a, l) => a + l.errors + l.unexpected, 0)}`,
     ];
     process.stdout.write(out.join('\n') + '\n');
   }

@@ -29,10 +29,17 @@ export function topLevelMembers(text: string): TopLevelMember[] {
     const c = text.charCodeAt(i);
     if (c === 0x22) {
       let j = i + 1;
-      while (text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c ? 2 : 1;
+      let escaped = false;
+      for (let d = text.charCodeAt(j); d !== 0x22; d = text.charCodeAt(j)) {
+        if (d === 0x5c) {
+          escaped = true;
+          j += 2;
+        } else j++;
+      }
       if (depth === 1 && expectKey) {
         expectKey = false;
-        key = JSON.parse(text.slice(i, j + 1)) as string;
+        // Only a key with an escape needs decoding; most have none, and a slice is far cheaper than a parse.
+        key = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
         valueStart = text.indexOf(':', j + 1) + 1;
       }
       i = j;

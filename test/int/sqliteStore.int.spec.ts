@@ -26,6 +26,32 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
     await normal.close();
   });
 
+  it('indexes only what is searched: one partial index over the unsettled states, used by the queries for them, and the rows found are the right ones', async () => {
+    const store = open();
+    const indexes = (store.db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger' AND sql IS NOT NULL ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);
+    expect(indexes).toEqual(['ledger_status_updated', 'ledger_unsettled']);
+    await store.execute('u', submit());
+    await store.execute('u', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
+    await store.execute('d', submit());
+    await store.execute('d', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 });
+    await store.execute('s', submit());
+    const plans: string[] = [];
+    const prepare = store.db.prepare.bind(store.db);
+    store.db.prepare = ((sql: string) => {
+      if (sql.startsWith('SELECT')) plans.push((prepare(`EXPLAIN QUERY PLAN ${sql}`).all({ s0: 'x', s1: 'x', sentAtOrBefore: 0 }) as Array<{ detail: string }>).map((r) => r.detail).join('; '));
+      return prepare(sql);
+    }) as typeof store.db.prepare;
+    try {
+      expect((await store.queryLedger({ statuses: ['UNKNOWN'], sentAtOrBefore: Date.now() + 1 })).map((r) => r.guid)).toEqual(['u']);
+      expect(plans.pop()).toContain('USING INDEX ledger_unsettled');
+      expect((await store.queryLedger({ statuses: ['DONE', 'SENT'] })).map((r) => r.guid)).toEqual(['d', 's']);
+      expect(plans.pop()).not.toContain('ledger_unsettled'); // DONE is not in it
+    } finally {
+      store.db.prepare = prepare;
+      await store.close();
+    }
+  });
+
   it('refuses a file from a newer guidgate', async () => {
     const path = join(tmp(), 'new.db');
     const raw = new Database(path);

@@ -8,6 +8,8 @@ describe('topLevelMembers: the top-level keys of a JSON object and their values 
     ['{ "amount" :\t1e2 ,\n"x" : { "amount" : 3 } }', [['amount', '1e2'], ['x', '{ "amount" : 3 }']]],
     ['{"\\u0061mount":-0,"a":[1,{"b":"}"}],"c":"\\","}', [['amount', '-0'], ['a', '[1,{"b":"}"}]'], ['c', '"\\","']]],
     ['{"k":1,"k":2}', [['k', '1'], ['k', '2']]],
+    // a key with an escape is decoded; one without is taken as written
+    ['{"a\\"b":1,"gu\\u0069d":"x","plain":2}', [['a"b', '1'], ['guid', '"x"'], ['plain', '2']]],
     ['{}', []],
     ['[{"a":1}]', []],
     ['"{"', []],

@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import type { LedgerQuery } from '../../events/store.js';
 import type { LedgerState } from '../../events/state.js';
 import { LEDGER_COLUMNS, rowToState, stateToRow, type LedgerRow } from '../../projections/ledgerRow.js';
+import { UNSETTLED, UNSETTLED_SQL } from './schema.js';
 
 const placeholders = LEDGER_COLUMNS.map((c) => `@${c}`).join(', ');
 const updates = LEDGER_COLUMNS.filter((c) => c !== 'guid').map((c) => `${c} = excluded.${c}`).join(', ');
@@ -17,6 +18,8 @@ function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unkn
     if (q.statuses.length === 0) return null;
     where.push(`status IN (${q.statuses.map((_, i) => `@s${i}`).join(', ')})`);
     q.statuses.forEach((s, i) => (params[`s${i}`] = s));
+    // Only unsettled states: say so in the partial index's own words, so that SQLite may use it.
+    if (q.statuses.every((s) => UNSETTLED.has(s))) where.push(UNSETTLED_SQL);
   }
   if (q.updatedBefore !== undefined) {
     where.push('updated_at < @updatedBefore');

@@ -1,0 +1,40 @@
+/**
+ * Fills a ledger with DONE transfers under random UUID GUIDs (as many channels make them), fast: through the
+ * store's own write path (decide, evolve, the log and the projection), synchronously in big batches, one
+ * transaction each, without fsync. For the growth bench only.
+ */
+import { randomUUID } from 'node:crypto';
+import { createWriteEngine, type WriteOp } from '../src/store/sqlite/writeEngine.js';
+import { openDatabase } from '../src/store/sqlite/openDatabase.js';
+import { fingerprintOf } from '../src/relay/transferRequest.js';
+
+export function fillLedger(path: string, transfers: number, opts: { batch?: number; extraField?: string; onProgress?: (done: number) => void } = {}): void {
+  const batch = opts.batch ?? 5000;
+  const db = openDatabase({ path, synchronous: 'NORMAL', busyTimeoutMs: 5000 });
+  db.pragma('synchronous = OFF'); // a throwaway file: a crash while filling loses only the bench's time
+  const engine = createWriteEngine(db);
+  const run = (ops: WriteOp[]) => {
+    for (const o of engine.run(ops)) {
+      if (!o.ok || (o.value as { kind?: string }).kind !== 'applied') throw new Error(`fill refused: ${JSON.stringify(o)}`);
+    }
+  };
+  try {
+    for (let done = 0; done < transfers; done += batch) {
+      const guids = Array.from({ length: Math.min(batch, transfers - done) }, () => randomUUID());
+      const now = Date.now();
+      run(guids.map((guid) => {
+        const f = { guid, from: 'ACC-1001', to: 'ACC-2002', amount: 100, currency: 'CNY' };
+        const request = `{"guid":"${guid}","from":"ACC-1001","to":"ACC-2002","amount":100,"currency":"CNY"${opts.extraField ?? ''}}`;
+        return { op: 'execute', guid, now, command: { type: 'Submit', request, fingerprint: fingerprintOf(f), timeoutMs: 3000, maxAttempts: 5 } };
+      }));
+      run(guids.map((guid) => ({
+        op: 'execute', guid, now,
+        command: { type: 'RecordAnswer', attempt: 1, code: '0000', latencyMs: 1, response: `{"guid":"${guid}","code":"0000","message":"transfer done","txId":"tx-${randomUUID()}","fromBalance":999999998500}` },
+      })));
+      opts.onProgress?.(done + guids.length);
+    }
+    db.pragma('wal_checkpoint(TRUNCATE)');
+  } finally {
+    db.close();
+  }
+}

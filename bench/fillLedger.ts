@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 /**
  * Fills a ledger with DONE transfers under random UUID GUIDs (as many channels make them), fast: through the
  * store's own write path (decide, evolve, the log and the projection), synchronously in big batches, one
@@ -18,6 +19,8 @@ export function fillLedger(path: string, transfers: number, opts: { batch?: numb
       if (!o.ok || (o.value as { kind?: string }).kind !== 'applied') throw new Error(`fill refused: ${JSON.stringify(o)}`);
     }
   };
+  // Written as serve writes them, who and with what parameters included (the audit trail), so the rows weigh what real ones do.
+  const actor = { by: 'serve', host: hostname(), pid: process.pid, params: { timeoutMs: 3000, maxAttempts: 5, minAgeMs: 60_000 } };
   try {
     for (let done = 0; done < transfers; done += batch) {
       const guids = Array.from({ length: Math.min(batch, transfers - done) }, () => randomUUID());
@@ -25,10 +28,10 @@ export function fillLedger(path: string, transfers: number, opts: { batch?: numb
       run(guids.map((guid) => {
         const f = { guid, from: 'ACC-1001', to: 'ACC-2002', amount: 100, currency: 'CNY' };
         const request = `{"guid":"${guid}","from":"ACC-1001","to":"ACC-2002","amount":100,"currency":"CNY"${opts.extraField ?? ''}}`;
-        return { op: 'execute', guid, now, command: { type: 'Submit', request, fingerprint: fingerprintOf(f), timeoutMs: 3000, maxAttempts: 5 } };
+        return { op: 'execute', guid, now, actor, command: { type: 'Submit', request, fingerprint: fingerprintOf(f), timeoutMs: 3000, maxAttempts: 5 } };
       }));
       run(guids.map((guid) => ({
-        op: 'execute', guid, now,
+        op: 'execute', guid, now, actor,
         command: { type: 'RecordAnswer', attempt: 1, code: '0000', latencyMs: 1, response: `{"guid":"${guid}","code":"0000","message":"transfer done","txId":"tx-${randomUUID()}","fromBalance":999999998500}` },
       })));
       opts.onProgress?.(done + guids.length);

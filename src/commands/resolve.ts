@@ -1,3 +1,4 @@
+import * as E from 'fp-ts/lib/Either.js';
 import { decide, type Command } from '../events/decide.js';
 import type { EventLog, InquirySchedule, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
@@ -99,15 +100,18 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
   };
 
   const filter: RowFilter = { statuses: ['UNKNOWN'], sentAtOrBefore: now - opts.minAgeMs, ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}) };
-  let total: number;
-  try {
-    const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun });
-    summary.swept = { neverSent: swept.neverSent, orphaned: swept.orphaned };
-    total = await countRows(store, filter, opts.limit);
-  } catch {
+  const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun });
+  if (E.isLeft(swept)) {
     summary.ledgerErrors++;
     return summary;
   }
+  summary.swept = { neverSent: swept.right.neverSent, orphaned: swept.right.orphaned };
+  const counted = await countRows(store, filter, opts.limit);
+  if (E.isLeft(counted)) {
+    summary.ledgerErrors++;
+    return summary;
+  }
+  const total = counted.right;
 
   let done = 0;
   const progressed = (row: LedgerState, outcome: ResolveRowOutcome, detail?: string): void => {
@@ -127,12 +131,11 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     if (answer.kind === 'unknown') {
       summary.stillUnknown++;
       if (!answer.reached) summary.unreachable++;
-      try {
-        // Spaces out the next inquiry about this attempt, for every process settling this ledger.
-        await store.recordUnclearInquiry(row.guid, row.sentAt ?? row.updatedAt, askedAt, opts.minAgeMs);
-      } catch (err) {
+      // Spaces out the next inquiry about this attempt, for every process settling this ledger.
+      const recorded = await store.recordUnclearInquiry(row.guid, row.sentAt ?? row.updatedAt, askedAt, opts.minAgeMs);
+      if (E.isLeft(recorded)) {
         summary.ledgerErrors++;
-        return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
+        return progressed(row, 'ledger-error', recorded.left.message);
       }
       return progressed(row, answer.reached ? 'still-unknown' : 'unreachable', answer.detail);
     }
@@ -143,19 +146,18 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     // decide on the row as selected, appended only if the row is still exactly that (same lastSeq): the same
     // decision `store.execute` would take inside the transaction, pinned to the attempt we asked about.
     const decided = decide(row, command, clock());
-    if (decided._tag === 'Left') {
+    if (E.isLeft(decided)) {
       summary.skipped++;
       return progressed(row, 'skipped', decided.left.reason);
     }
-    try {
-      const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right);
-      if (!appended.won) {
-        summary.skipped++;
-        return progressed(row, 'skipped', `moved to ${appended.state?.status ?? 'nothing'} meanwhile`);
-      }
-    } catch (err) {
+    const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right);
+    if (E.isLeft(appended)) {
       summary.ledgerErrors++;
-      return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
+      return progressed(row, 'ledger-error', appended.left.message);
+    }
+    if (!appended.right.won) {
+      summary.skipped++;
+      return progressed(row, 'skipped', `moved to ${appended.right.state?.status ?? 'nothing'} meanwhile`);
     }
     deps.metrics?.settled(clock() - row.updatedAt);
     if (answer.kind === 'processed') summary.processed++;

@@ -1,4 +1,6 @@
-import type { LedgerQuery, LedgerReadModel } from '../events/store.js';
+import type { LedgerQuery, LedgerReadModel, StoreResult } from '../events/store.js';
+import { orThrow } from '../events/storeResult.js';
+import * as E from 'fp-ts/lib/Either.js';
 import type { LedgerState } from '../events/state.js';
 
 /**
@@ -13,6 +15,8 @@ export type RowFilter = Omit<LedgerQuery, 'afterGuid' | 'limit'>;
 /**
  * The ledger rows matching `filter`, in GUID order, read a page at a time (keyset paging on the GUID).
  * Rows that change while the caller works on a page simply stop matching: each row comes at most once.
+ * A page that cannot be read is thrown (its StoreError): an async iteration has no Left; `forEachBounded`
+ * hands it to its caller.
  */
 export async function* pagedRows(store: LedgerReadModel, filter: RowFilter, opts: { limit?: number | undefined; pageSize?: number } = {}): AsyncGenerator<LedgerState> {
   const pageSize = Math.max(1, opts.pageSize ?? PAGE_SIZE);
@@ -20,7 +24,7 @@ export async function* pagedRows(store: LedgerReadModel, filter: RowFilter, opts
   let afterGuid: string | undefined;
   while (remaining > 0) {
     const want = Math.min(pageSize, remaining);
-    const page = await store.queryLedger({ ...filter, ...(afterGuid === undefined ? {} : { afterGuid }), limit: want });
+    const page = await orThrow(store.queryLedger({ ...filter, ...(afterGuid === undefined ? {} : { afterGuid }), limit: want }));
     for (const row of page) yield row;
     remaining -= page.length;
     if (page.length < want) return;
@@ -29,9 +33,8 @@ export async function* pagedRows(store: LedgerReadModel, filter: RowFilter, opts
 }
 
 /** How many rows a run over `filter` will visit (for the progress bar). */
-export async function countRows(store: LedgerReadModel, filter: RowFilter, limit: number | undefined): Promise<number> {
-  const n = await store.countLedger(filter);
-  return limit === undefined ? n : Math.min(n, limit);
+export async function countRows(store: LedgerReadModel, filter: RowFilter, limit: number | undefined): StoreResult<number> {
+  return E.map((n: number) => (limit === undefined ? n : Math.min(n, limit)))(await store.countLedger(filter));
 }
 
 /**

@@ -1,12 +1,13 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { decide, type Command } from '../events/decide.js';
+import type { StoreError } from '../events/errors.js';
 import type { EventLog, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient, CallOutcome } from './accountClient.js';
 import type { Breaker, CallPermit } from './breaker.js';
 import type { Metrics } from './metrics.js';
 import { recordOutcome, type Recorded } from './recordOutcome.js';
-import { codeReply, definiteReply, replyForRefusal, replyForState, type Reply } from './replies.js';
+import { codeReply, definiteReply, ledgerUnavailableReply, replyForRefusal, replyForState, type Reply } from './replies.js';
 import { resendAfterInquiry } from './resendAfterInquiry.js';
 import { decodeTransferRequest, type TransferRequest } from './transferRequest.js';
 
@@ -31,13 +32,6 @@ export interface RelayResult {
   readonly request?: TransferRequest;
 }
 
-/** The ledger failed: E503, the account system not called, and the cause logged once. */
-function ledgerUnavailable(deps: Pick<RelayDeps, 'log'>, guid: string, err: unknown): Reply {
-  const code = typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : 'LEDGER_UNAVAILABLE';
-  deps.log?.({ guid, reply: 'E503', error: code, cause: err instanceof Error ? err.message : String(err) });
-  return codeReply('E503', guid);
-}
-
 /**
  * POST /v1/transfers, the contract's state table. The GUID is claimed and marked Sent durably before the
  * account system is called; a ledger that cannot be written means no call at all. `channel`: the name of the key
@@ -53,12 +47,9 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     ...(deps.minAgeMs === undefined ? {} : { minAgeMs: deps.minAgeMs }),
   };
 
-  let existing: LedgerState | null;
-  try {
-    existing = await store.getLedger(request.guid);
-  } catch (err) {
-    return { reply: ledgerUnavailable(deps, request.guid, err), request };
-  }
+  const read = await store.getLedger(request.guid);
+  if (E.isLeft(read)) return { reply: ledgerUnavailableReply(request.guid, read.left, deps.log), request };
+  const existing = read.right;
   // The common resend paths answer from one read and never touch the write path: `decide` on the row read
   // (pure; the time only stamps events that are not appended here) says whether a write would be refused.
   // A row that may have arrived is refused for want of an inquiry: that one goes on, to inquire first.
@@ -78,22 +69,20 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
       : { reply: codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), request };
   }
 
-  let claimed: LedgerState;
-  try {
-    const result = existing === null
-      ? await store.execute(request.guid, submit)
-      : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock ?? Date.now, metrics: deps.metrics }, existing, submit);
-    // Someone moved first (another request, another process), or the inquiry before a resend said no: answer
-    // from the state as it is now.
-    if (result.kind === 'refused') {
-      permit?.done(null);
-      return { reply: replyForRefusal(request.guid, result.refusal, maxAttempts), request };
-    }
-    claimed = result.state;
-  } catch (err) {
+  const result = existing === null
+    ? await store.execute(request.guid, submit)
+    : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock ?? Date.now, metrics: deps.metrics }, existing, submit);
+  if (E.isLeft(result)) {
     permit?.done(null);
-    return { reply: ledgerUnavailable(deps, request.guid, err), request };
+    return { reply: ledgerUnavailableReply(request.guid, result.left, deps.log), request };
   }
+  // Someone moved first (another request, another process), or the inquiry before a resend said no: answer
+  // from the state as it is now.
+  if (result.right.kind === 'refused') {
+    permit?.done(null);
+    return { reply: replyForRefusal(request.guid, result.right.refusal, maxAttempts), request };
+  }
+  const claimed = result.right.state;
   // The inquiry before the resend found it processed: DONE, and the stored answer is the reply.
   if (claimed.status !== 'SENT') {
     permit?.done(null);
@@ -105,7 +94,8 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
 /** What `sendClaimed` did: not sent (and why), or the call's outcome and what recording it gave. */
 export type SendResult =
   | { readonly sent: false; readonly guid: string; readonly why: 'no-stored-request' }
-  | { readonly sent: true; readonly guid: string; readonly call: CallOutcome; readonly recorded: Recorded };
+  /** `recorded` is a Left when the call was made but the ledger could not record its outcome. */
+  | { readonly sent: true; readonly guid: string; readonly call: CallOutcome; readonly recorded: E.Either<StoreError, Recorded> };
 
 /**
  * Sends a row this process has just moved to SENT (its stored bytes, never the resend's) and records the
@@ -127,9 +117,10 @@ export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'm
 export function replyForSend(r: SendResult): Reply {
   // A purged request cannot be sent; nothing left, and the ledger is what is missing.
   if (!r.sent) return codeReply('E503', r.guid);
-  const { guid, call, recorded } = r;
+  const { guid, call } = r;
   // The call was made but its outcome is not in the ledger: the request did leave.
-  if (recorded.recorded === 'error') return codeReply('E901', guid);
+  if (E.isLeft(r.recorded)) return codeReply('E901', guid);
+  const recorded = r.recorded.right;
   if (recorded.recorded === false) {
     // The row moved while we were calling (the sweep, an inquiry, a later attempt): the ledger is the truth,
     // not this call's answer. An answer to a superseded attempt (an E500 from attempt 1 while attempt 2 is

@@ -1,6 +1,6 @@
 import { DEFAULT_MIN_AGE_MS, oldEnoughToAsk, type Command, type ResendInquiry } from '../events/decide.js';
 import { mayHaveArrived, type LedgerState } from '../events/state.js';
-import type { EventLog, ExecuteResult } from '../events/store.js';
+import type { EventLog, ExecuteResult, StoreResult } from '../events/store.js';
 import type { AccountClient } from './accountClient.js';
 import type { Metrics } from './metrics.js';
 
@@ -33,7 +33,7 @@ export async function inquireBeforeResend(deps: Omit<ResendDeps, 'store'>, row: 
  * where `decide` takes it with the row as it is then. Applied, the row is SENT (send it) or DONE (the inquiry
  * found it: answer from the stored bytes).
  */
-export async function resendAfterInquiry(deps: ResendDeps, row: LedgerState, command: Extract<Command, { type: 'Submit' | 'Send' }>): Promise<ExecuteResult> {
+export async function resendAfterInquiry(deps: ResendDeps, row: LedgerState, command: Extract<Command, { type: 'Submit' | 'Send' }>): StoreResult<ExecuteResult> {
   const inquiry = mayHaveArrived(row) ? await inquireBeforeResend(deps, row, command.minAgeMs ?? DEFAULT_MIN_AGE_MS) : undefined;
   return deps.store.execute(row.guid, inquiry === undefined ? command : { ...command, inquiry });
 }

@@ -1,7 +1,7 @@
-import { isRight } from 'fp-ts/lib/Either.js';
+import * as E from 'fp-ts/lib/Either.js';
 import type { NewEvent } from '../events/codecs.js';
 import { decide, type Command } from '../events/decide.js';
-import type { EventLog, LedgerReadModel } from '../events/store.js';
+import type { EventLog, LedgerReadModel, StoreResult } from '../events/store.js';
 
 export interface SweepSummary {
   /** RECEIVED rows that never got their Sent: FAILED (never sent). */
@@ -17,15 +17,23 @@ export interface SweepSummary {
  * inside the write transaction, so a row its owner settles meanwhile is left alone. With `dryRun` the same
  * decision is taken on each row as read, and nothing is appended: what the sweep would do now.
  */
-export async function sweepOrphans(store: EventLog & LedgerReadModel, graceMs: number, now: number, opts: { readonly dryRun?: boolean } = {}): Promise<SweepSummary> {
-  const candidates = await store.queryLedger({ statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1 });
+export async function sweepOrphans(store: EventLog & LedgerReadModel, graceMs: number, now: number, opts: { readonly dryRun?: boolean } = {}): StoreResult<SweepSummary> {
+  const read = await store.queryLedger({ statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1 });
+  if (E.isLeft(read)) return read;
+  const candidates = read.right;
   const command: Command = { type: 'SweepOrphan', graceMs };
-  const appended: ReadonlyArray<readonly NewEvent[]> = opts.dryRun === true
-    ? candidates.map((row) => {
-        const decided = decide(row, command, now);
-        return isRight(decided) ? decided.right : [];
-      })
-    : (await Promise.all(candidates.map((row) => store.execute(row.guid, command)))).map((r) => (r.kind === 'applied' ? r.events : []));
+  let appended: ReadonlyArray<readonly NewEvent[]>;
+  if (opts.dryRun === true) {
+    appended = candidates.map((row) => {
+      const decided = decide(row, command, now);
+      return E.isRight(decided) ? decided.right : [];
+    });
+  } else {
+    // Every row's unit runs; the first failure is the answer (the units that went through stay appended).
+    const executed = E.sequenceArray(await Promise.all(candidates.map((row) => store.execute(row.guid, command))));
+    if (E.isLeft(executed)) return executed;
+    appended = executed.right.map((r) => (r.kind === 'applied' ? r.events : []));
+  }
   let neverSent = 0;
   let orphaned = 0;
   for (const events of appended) {
@@ -33,5 +41,5 @@ export async function sweepOrphans(store: EventLog & LedgerReadModel, graceMs: n
     if (last?.type === 'ConnectFailed') neverSent++;
     else if (last?.type === 'TimedOut') orphaned++;
   }
-  return { neverSent, orphaned };
+  return E.right({ neverSent, orphaned });
 }

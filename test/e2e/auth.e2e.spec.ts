@@ -8,6 +8,7 @@ import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { openKeyRing } from '../../src/relay/auth/keyRing.js';
 import type { Scope } from '../../src/relay/auth/keysFile.js';
 import { httpRequest, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 /** Keys on (CONTRACT.md §6), end to end: a real `serve` on a real ledger file, a real simulator, real sockets. */
 describe('keys and scopes over HTTP', () => {
@@ -48,7 +49,7 @@ describe('keys and scopes over HTTP', () => {
   const ledgerRow = async (guid: string) => {
     const store = openSqliteStore({ path: h.db, writer: 'inline' });
     try {
-      return { row: await store.getLedger(guid), events: await store.readStream(guid) };
+      return { row: await orThrow(store.getLedger(guid)), events: await orThrow(store.readStream(guid)) };
     } finally {
       await store.close();
     }

@@ -32,6 +32,7 @@ import {
   type Variant,
 } from './model.js';
 import { InvariantViolation, onChannel, releaseRound, SentBook, simulatorStep, sleep, type Releaser, type Round, type ScheduleBase } from './schedule.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 export const BIN = join(REPO_ROOT, 'bin', 'guidgate');
 
@@ -291,7 +292,7 @@ export class ProcessWorld {
       const sents = events.filter((e) => e.type === 'Sent').length;
       if ((stats.calls[g] ?? 0) > sents) problems.push(`${g}: ${stats.calls[g]} calls, ${sents} Sent`);
     }
-    const diffs = await this.ops.verifyProjection();
+    const diffs = await orThrow(this.ops.verifyProjection());
     if (diffs.length > 0) problems.push(`verifyProjection: ${JSON.stringify(diffs).slice(0, 400)}`);
     const integrity = this.raw.pragma('integrity_check', { simple: true });
     if (integrity !== 'ok') problems.push(`integrity_check: ${String(integrity)}`);
@@ -462,7 +463,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
       }
     }
     previous = next;
-    const diffs = (await w.ops.verifyProjection()).filter((d) => guids.includes(d.guid));
+    const diffs = (await orThrow(w.ops.verifyProjection())).filter((d) => guids.includes(d.guid));
     if (diffs.length > 0) violate(`${where}: verifyProjection: ${JSON.stringify(diffs).slice(0, 400)}`);
     if (violations.length > 0) {
       throw new InvariantViolation(`${violations.length} violation(s) ${where}:\n- ${violations.slice(0, 8).join('\n- ')}\n\ntrace:\n${trace.slice(-80).join('\n')}`);

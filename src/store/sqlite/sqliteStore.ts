@@ -9,6 +9,7 @@ import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
 import type { AppendResult, EventStore, ExecuteResult, LedgerQuery, ProjectionDifference, StatusSummary } from '../../events/store.js';
+import { storeResult, type StoreResult } from '../../events/storeResult.js';
 import { ledgerTable } from './ledgerTable.js';
 import { compareProjection } from '../../projections/rebuild.js';
 import { eventsTable } from './appendEvents.js';
@@ -247,29 +248,31 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   }
 
   /** Runs `fn` on this thread's connection: reads, and the few maintenance steps that cannot run in a batch. */
-  function onConnection<T>(what: string, fn: () => T): Promise<T> {
-    try {
+  function onConnection<T>(what: string, fn: () => T): StoreResult<T> {
+    return storeResult(what, () => {
       if (closed) throw new LedgerClosedError();
-      return Promise.resolve(fn());
-    } catch (err) {
-      return Promise.reject(err instanceof LedgerCorruptError ? err : unavailable(err, what));
-    }
+      try {
+        return fn();
+      } catch (err) {
+        throw err instanceof LedgerCorruptError ? err : unavailable(err, what);
+      }
+    });
   }
   const read = <T>(fn: () => T) => onConnection('read', fn);
 
   return {
     path,
     db,
-    appendEvents(guid: string, expectedSeq: number, newEvents: readonly NewEvent[]): Promise<AppendResult> {
-      return write({ op: 'append', guid, expectedSeq, events: newEvents });
+    appendEvents(guid: string, expectedSeq: number, newEvents: readonly NewEvent[]): StoreResult<AppendResult> {
+      return storeResult('write', () => write({ op: 'append', guid, expectedSeq, events: newEvents }));
     },
-    execute(guid: string, command: Command): Promise<ExecuteResult> {
-      return write({ op: 'execute', guid, command, now: clock() });
+    execute(guid: string, command: Command): StoreResult<ExecuteResult> {
+      return storeResult('write', () => write({ op: 'execute', guid, command, now: clock() }));
     },
-    readStream(guid: string): Promise<StoredEvent[]> {
+    readStream(guid: string): StoreResult<StoredEvent[]> {
       return read(() => events.stream(guid).map(rowToEvent));
     },
-    readAll(afterPosition: number, limit: number): Promise<StoredEvent[]> {
+    readAll(afterPosition: number, limit: number): StoreResult<StoredEvent[]> {
       return read(() => events.all(afterPosition, limit).map(rowToEvent));
     },
     getLedger(guid: string) {
@@ -282,10 +285,10 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
       return read(() => ledger.count(query));
     },
     removeTombstones(before: number) {
-      return write({ op: 'removeTombstones', before });
+      return storeResult('write', () => write({ op: 'removeTombstones', before }));
     },
     recordUnclearInquiry(guid: string, sentAt: number, at: number, minAgeMs: number) {
-      return write({ op: 'recordUnclearInquiry', guid, sentAt, at, minAgeMs });
+      return storeResult('write', () => write({ op: 'recordUnclearInquiry', guid, sentAt, at, minAgeMs }));
     },
     spaceOnDisk() {
       return onConnection('size', () => fileBytes(path));
@@ -312,26 +315,33 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
       });
     },
     rebuildProjection() {
-      return write({ op: 'rebuild' });
+      return storeResult('write', () => write({ op: 'rebuild' }));
     },
-    verifyProjection(): Promise<ProjectionDifference[]> {
+    verifyProjection(): StoreResult<ProjectionDifference[]> {
       // One read transaction: the log and the projection are compared as of the same instant.
       return onConnection('verify', () => db.transaction(() => compareProjection(events.foldAll(), ledger.query({})))());
     },
-    async ping() {
-      await onConnection('ping', () => {
+    ping() {
+      return storeResult('ping', async () => {
+        if (closed) throw new LedgerClosedError();
         if (!w.healthy()) throw new LedgerUnavailableError('ledger writer thread is not running');
-        db.prepare('SELECT 1').get();
+        try {
+          db.prepare('SELECT 1').get();
+        } catch (err) {
+          throw unavailable(err, 'ping');
+        }
+        // A write goes through now: the file is still the one opened, and no lock or stuck writer holds it past the deadline.
+        await write({ op: 'probe' });
       });
-      // A write goes through now: the file is still the one opened, and no lock or stuck writer holds it past the deadline.
-      await write({ op: 'probe' });
     },
-    async close() {
-      watch?.stop();
-      if (closed) return;
-      await w.close();
-      closed = true;
-      db.close();
+    close() {
+      return storeResult('close', async () => {
+        watch?.stop();
+        if (closed) return;
+        await w.close();
+        closed = true;
+        db.close();
+      });
     },
   };
 }

@@ -22,6 +22,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
+import { orThrow } from '../src/events/storeResult.js';
 import { openSqliteStore } from '../src/store/sqlite/sqliteStore.js';
 import { fillLedger } from './fillLedger.js';
 import { isPostgresUrl } from '../src/store/postgres/postgresStore.js';
@@ -327,7 +328,7 @@ try {
     Array.from({ length: 50 }, async () => {
       while (performance.now() < deadline) {
         const g = `raw-${n++}`;
-        await store.execute(g, { type: 'Submit', request: '{}', fingerprint: g, timeoutMs: 3000, maxAttempts: 5 });
+        await orThrow(store.execute(g, { type: 'Submit', request: '{}', fingerprint: g, timeoutMs: 3000, maxAttempts: 5 }));
       }
     }),
   );

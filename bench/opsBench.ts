@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { orThrow } from '../src/events/storeResult.js';
 import { openSqliteStore, type SqliteEventStore } from '../src/store/sqlite/sqliteStore.js';
 import { createAccountClient } from '../src/relay/accountClient.js';
 import { purgeDone } from '../src/commands/purge.js';
@@ -64,15 +65,15 @@ async function seed(store: SqliteEventStore): Promise<number> {
   for (let start = 0; start < rows; start += CHUNK) {
     const guids = Array.from({ length: Math.min(CHUNK, rows - start) }, (_, i) => `BENCH-${String(start + i).padStart(7, '0')}`);
     const claims = await Promise.all(guids.map((guid) =>
-      store.execute(guid, {
+      orThrow(store.execute(guid, {
         type: 'Submit',
         request: JSON.stringify({ guid, from: 'ACC-6222021001', to: 'ACC-6222021002', amount: 100, currency: 'CNY' }),
         fingerprint: guid,
         timeoutMs: 3000,
         maxAttempts: 5,
-      })));
+      }))));
     if (claims.some((c) => c.kind !== 'applied')) throw new Error('seed claim refused');
-    const timeouts = await Promise.all(guids.map((guid) => store.execute(guid, { type: 'RecordTimeout', attempt: 1, reason: 'timeout' })));
+    const timeouts = await Promise.all(guids.map((guid) => orThrow(store.execute(guid, { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }))));
     if (timeouts.some((c) => c.kind !== 'applied')) throw new Error('seed timeout refused');
   }
   return (performance.now() - t0) / 1000;

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { Actor } from '../events/codecs.js';
+import { orThrow } from '../events/storeResult.js';
 import type { TimelineEntry } from '../commands/history.js';
 import { indentJson } from '../json/indentJson.js';
 import { dbFlag, flag, jsonFlag } from './options.js';
@@ -42,12 +43,12 @@ export function runHistory(o: { db: string; guid: string; json?: boolean; reques
     const { readHistory, readTimeline } = await import('../commands/history.js');
     if (o.json === true && o.requests !== true) {
       // CONTRACT.md §5: an array of {seq, type, at, data}.
-      const events = await readHistory(store, o.guid);
+      const events = await orThrow(readHistory(store, o.guid));
       if (events.length === 0) return noSuchGuid(o.guid);
       printJson(events);
       return 0;
     }
-    const all = await readTimeline(store, o.guid);
+    const all = await orThrow(readTimeline(store, o.guid));
     const entries = o.requests === true ? all : all.filter((e) => e.kind === 'event');
     const events = all.filter((e) => e.kind === 'event').length;
     if (events === 0) return noSuchGuid(o.guid);
@@ -56,7 +57,7 @@ export function runHistory(o: { db: string; guid: string; json?: boolean; reques
       return 0;
     }
     for (const e of entries) printEntry(e);
-    const row = await store.getLedger(o.guid);
+    const row = await orThrow(store.getLedger(o.guid));
     const requests = o.requests === true ? `, ${all.length - events} channel requests` : '';
     out(`${o.guid}: ${events} events${requests}; now ${row?.status ?? '(no ledger row)'}${row?.code == null ? '' : ` ${row.code}`}`);
     return 0;

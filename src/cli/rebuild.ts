@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { orThrow } from '../events/storeResult.js';
 import { dbFlag, flag, jsonFlag } from './options.js';
 import { out, printJson, setExit, type Exit } from './output.js';
 import { withLedger } from './withLedger.js';
@@ -7,12 +8,12 @@ export function runRebuild(o: { db: string; verify?: boolean; json?: boolean }):
   return withLedger('rebuild', o.db, async (store) => {
     const { rebuildLedger, verifyLedger } = await import('../commands/rebuild.js');
     if (o.verify !== true) {
-      const { rows } = await rebuildLedger(store);
+      const { rows } = await orThrow(rebuildLedger(store));
       if (o.json) printJson({ rebuilt: true, rows });
       else out(`rebuild: the projection was rebuilt from the log: rows=${rows}`);
       return 0;
     }
-    const diffs = await verifyLedger(store);
+    const diffs = await orThrow(verifyLedger(store));
     if (o.json) printJson({ equal: diffs.length === 0, differences: diffs });
     else {
       for (const d of diffs) {

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { orThrow } from '../events/storeResult.js';
 import { dbFlag, flag, intArg, jsonFlag } from './options.js';
 import { age, iso, out, printJson, setExit, type Exit } from './output.js';
 import { withLedger } from './withLedger.js';
@@ -6,7 +7,7 @@ import { withLedger } from './withLedger.js';
 export function runStats(o: { db: string; maxAttempts: number; json?: boolean }): Promise<Exit> {
   return withLedger('stats', o.db, async (store) => {
     const { ledgerStats } = await import('../commands/stats.js');
-    const s = await ledgerStats(store, { maxAttempts: o.maxAttempts });
+    const s = await orThrow(ledgerStats(store, { maxAttempts: o.maxAttempts }));
     if (o.json) {
       printJson(s);
       return 0;

@@ -6,7 +6,8 @@ import { err, type Exit } from './output.js';
 /**
  * Opens an existing ledger, runs `work`, closes it. Only `serve` creates a ledger (CONTRACT.md §5): here a
  * `--db` naming no file exits 1 and creates nothing, so a typo cannot look like an empty ledger. A ledger that
- * cannot be opened, read or written exits 1 too.
+ * cannot be opened, read or written exits 1 too: `work` ends on a store's Left by `orThrow`, and the StoreError
+ * is reported here, the one place a command's ledger failure becomes a message and exit 1.
  */
 export async function withLedger(command: string, db: string, work: (store: EventStore) => Promise<Exit>): Promise<Exit> {
   // A database URL names no file: its store says whether the ledger is there.

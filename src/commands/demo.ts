@@ -9,6 +9,7 @@ import { startSimulator, type Faults, type Simulator } from '../simulator/index.
 import { serve } from './serve.js';
 import { resolveUnknown } from './resolve.js';
 import { reprocessFailed } from './reprocess.js';
+import { orThrow } from '../events/storeResult.js';
 
 export interface DemoOptions {
   readonly transfers: number;
@@ -170,7 +171,7 @@ export async function runDemo(opts: DemoOptions): Promise<{ naive: ChannelTally;
       // The same --min-age as resolve: a row resolve found absent is asked about again before it is sent (§7).
       const reprocessed = await reprocessFailed({ store, account }, { maxAttempts: 10, timeoutMs: 2000, minAgeMs: FAULTS.processingMs ?? 0 });
       out(`  reprocess: ${reprocessed.done} sent again and answered, ${reprocessed.failed} failed, ${reprocessed.unknown} unknown`);
-      const counts = await store.countByStatus();
+      const counts = await orThrow(store.countByStatus());
       const settled = Object.fromEntries(Object.entries(counts).filter(([, v]) => v.count > 0).map(([k, v]) => [k, v.count]));
       const final = simGg.stats();
       out(`  settled ledger: ${fmtCodes(settled)}; account calls ${final.totalCalls}, applied ${final.totalApplied} (of ${opts.transfers} transfers), double debits ${final.doubleApplied.length}`);

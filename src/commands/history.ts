@@ -1,5 +1,6 @@
+import * as E from 'fp-ts/lib/Either.js';
 import type { Actor, StoredEvent } from '../events/codecs.js';
-import type { EventLog, RequestLog, StoredRequestRecord } from '../events/store.js';
+import type { EventLog, RequestLog, StoredRequestRecord, StoreResult } from '../events/store.js';
 
 export interface HistoryEntry {
   readonly seq: number;
@@ -10,9 +11,8 @@ export interface HistoryEntry {
 }
 
 /** `guidgate history GUID`: the GUID's events in order, for auditors (an empty list: no such GUID). */
-export async function readHistory(store: EventLog, guid: string): Promise<HistoryEntry[]> {
-  const events = await store.readStream(guid);
-  return events.map((e) => ({ seq: e.seq, type: e.type, at: e.at, data: e.data }));
+export async function readHistory(store: EventLog, guid: string): StoreResult<HistoryEntry[]> {
+  return E.map((events: StoredEvent[]) => events.map((e): HistoryEntry => ({ seq: e.seq, type: e.type, at: e.at, data: e.data })))(await store.readStream(guid));
 }
 
 /** One line of a GUID's audit trail: an event of the log (with who wrote it) or a channel request. */
@@ -38,7 +38,9 @@ export function timeline(events: readonly StoredEvent[], requests: readonly Stor
 }
 
 /** A GUID's events and channel requests in time order (an empty list: no such GUID). `history --requests`, the API. */
-export async function readTimeline(store: EventLog & RequestLog, guid: string): Promise<TimelineEntry[]> {
+export async function readTimeline(store: EventLog & RequestLog, guid: string): StoreResult<TimelineEntry[]> {
   const [events, requests] = await Promise.all([store.readStream(guid), store.readRequests(guid)]);
-  return timeline(events, requests);
+  if (E.isLeft(events)) return events;
+  if (E.isLeft(requests)) return requests;
+  return E.right(timeline(events.right, requests.right));
 }

@@ -1,4 +1,7 @@
+import * as E from 'fp-ts/lib/Either.js';
+import type { StoreError } from '../events/errors.js';
 import type { EventLog, LedgerClock, LedgerMaintenance, LedgerReadModel } from '../events/store.js';
+import { orThrow } from '../events/storeResult.js';
 import type { LedgerState } from '../events/state.js';
 import { countRows, pagedRows, PAGE_SIZE, type RowFilter } from './rows.js';
 
@@ -40,18 +43,19 @@ export const SHORT_RETENTION_MS = 86_400_000;
  * FAILED, RECEIVED and SENT rows are never purged whatever their age); then tombstones older than the
  * tombstone retention are deleted with their events; then the freed pages go back to the file system.
  * Rows are read a page at a time by GUID; each page's purges share the write transactions (group commit).
- * A ledger failure rejects (the purges already committed stay; running again continues).
+ * A ledger failure rejects with its StoreError (the purges already committed stay; running again continues):
+ * the run ends there, and `withLedger` reports it.
  */
 export async function purgeDone(deps: PurgeDeps, opts: PurgeOptions): Promise<PurgeSummary> {
   const { store } = deps;
   const dryRun = opts.dryRun === true;
-  const now = deps.clock === undefined ? await store.now() : deps.clock();
+  const now = deps.clock === undefined ? await orThrow(store.now()) : deps.clock();
   const filter: RowFilter = { statuses: ['DONE'], updatedBefore: now - opts.retentionMs };
   const tombstonesBefore = now - opts.tombstoneRetentionMs;
   const summary: PurgeSummary = { purged: 0, tombstonesRemoved: 0, bytesBefore: 0, bytesAfter: 0, dryRun, candidates: 0 };
 
-  const sizeAtStart = await store.spaceOnDisk();
-  const total = await countRows(store, filter, undefined);
+  const sizeAtStart = await orThrow(store.spaceOnDisk());
+  const total = await orThrow(countRows(store, filter, undefined));
   opts.onProgress?.(0, total);
   let done = 0;
 
@@ -62,15 +66,18 @@ export async function purgeDone(deps: PurgeDeps, opts: PurgeOptions): Promise<Pu
     if (dryRun) {
       for (const row of rows) opts.onRow?.(row, 'candidate');
     } else {
-      const results = await Promise.allSettled(rows.map((row) => store.execute(row.guid, { type: 'Purge', retentionMs: opts.retentionMs }, { params: { retentionMs: opts.retentionMs } })));
+      const results = await Promise.all(rows.map((row) => store.execute(row.guid, { type: 'Purge', retentionMs: opts.retentionMs }, { params: { retentionMs: opts.retentionMs } })));
+      let failure: StoreError | undefined;
       results.forEach((r, i) => {
-        if (r.status === 'rejected') return;
-        const purged = r.value.kind === 'applied';
+        if (E.isLeft(r)) {
+          failure ??= r.left;
+          return;
+        }
+        const purged = r.right.kind === 'applied';
         if (purged) summary.purged++;
         opts.onRow?.(rows[i]!, purged ? 'purged' : 'skipped');
       });
-      const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-      if (failure !== undefined) throw failure.reason;
+      if (failure !== undefined) throw failure;
     }
     done += rows.length;
     opts.onProgress?.(done, Math.max(total, done));
@@ -92,12 +99,12 @@ export async function purgeDone(deps: PurgeDeps, opts: PurgeOptions): Promise<Pu
   }
 
   if (dryRun) {
-    summary.tombstonesRemoved = await store.countLedger({ statuses: ['PURGED'], updatedBefore: tombstonesBefore });
+    summary.tombstonesRemoved = await orThrow(store.countLedger({ statuses: ['PURGED'], updatedBefore: tombstonesBefore }));
     summary.bytesBefore = summary.bytesAfter = sizeAtStart;
     return summary;
   }
-  summary.tombstonesRemoved = await store.removeTombstones(tombstonesBefore);
-  const space = await store.reclaimSpace();
+  summary.tombstonesRemoved = await orThrow(store.removeTombstones(tombstonesBefore));
+  const space = await orThrow(store.reclaimSpace());
   summary.bytesBefore = sizeAtStart > 0 ? sizeAtStart : space.bytesBefore;
   summary.bytesAfter = space.bytesAfter;
   return summary;

@@ -1,4 +1,5 @@
-import type { LedgerMaintenance, ProjectionDifference } from '../events/store.js';
+import * as E from 'fp-ts/lib/Either.js';
+import type { LedgerMaintenance, ProjectionDifference, StoreResult } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import { stateToRow, type LedgerRow } from '../projections/ledgerRow.js';
 
@@ -26,11 +27,11 @@ export function differenceView(d: ProjectionDifference): DifferenceView {
 }
 
 /** `guidgate rebuild --verify`: the projection compared with a fold of the log; changes nothing. */
-export async function verifyLedger(store: LedgerMaintenance): Promise<DifferenceView[]> {
-  return (await store.verifyProjection()).map(differenceView);
+export async function verifyLedger(store: LedgerMaintenance): StoreResult<DifferenceView[]> {
+  return E.map((diffs: ProjectionDifference[]) => diffs.map(differenceView))(await store.verifyProjection());
 }
 
 /** `guidgate rebuild`: the projection replaced by a fold of the log. */
-export async function rebuildLedger(store: LedgerMaintenance): Promise<{ rows: number }> {
+export function rebuildLedger(store: LedgerMaintenance): StoreResult<{ rows: number }> {
   return store.rebuildProjection();
 }

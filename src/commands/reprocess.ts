@@ -1,3 +1,4 @@
+import * as E from 'fp-ts/lib/Either.js';
 import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
 import type { EventLog, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
@@ -72,9 +73,10 @@ export function reprocessExitCode(s: ReprocessSummary): 0 | 1 {
 /** How one send counts in the summary, read from what `sendClaimed` says happened. */
 export function countSend(r: SendResult): { outcome: Exclude<ReprocessRowOutcome, 'candidate' | 'skipped' | 'found' | 'held'>; detail: string } {
   if (!r.sent) return { outcome: 'ledger-error', detail: 'the stored request is missing: not sent' };
-  const { call, recorded } = r;
+  const { call } = r;
   // The call was made but its outcome is not in the ledger: the row stays SENT until the sweep makes it UNKNOWN.
-  if (recorded.recorded === 'error') return { outcome: 'ledger-error', detail: 'sent, but the outcome could not be recorded (the sweep will make the row UNKNOWN)' };
+  if (E.isLeft(r.recorded)) return { outcome: 'ledger-error', detail: 'sent, but the outcome could not be recorded (the sweep will make the row UNKNOWN)' };
+  const recorded = r.recorded.right;
   if (recorded.recorded === false) {
     // Someone moved first while we called: the row as it is now says how it ended.
     const now = recorded.state;
@@ -106,13 +108,12 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   const filter: RowFilter = { statuses: ['FAILED'], attemptsBelow: opts.maxAttempts, ...(opts.guid === undefined ? {} : { guid: opts.guid }) };
   const audit = { params: { timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, minAgeMs: opts.minAgeMs ?? DEFAULT_MIN_AGE_MS } };
 
-  let total: number;
-  try {
-    total = await countRows(store, filter, opts.limit);
-  } catch {
+  const counted = await countRows(store, filter, opts.limit);
+  if (E.isLeft(counted)) {
     summary.ledgerErrors++;
     return summary;
   }
+  const total = counted.right;
   let done = 0;
   const progressed = (row: LedgerState, outcome: ReprocessRowOutcome, detail?: string): void => {
     done++;
@@ -125,29 +126,28 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
     summary.candidates++;
     if (dryRun) return progressed(row, 'candidate');
 
-    let claimed: LedgerState;
-    try {
-      const send = { type: 'Send', timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, ...(opts.minAgeMs === undefined ? {} : { minAgeMs: opts.minAgeMs }) } as const;
-      const result = await resendAfterInquiry({ store, account, metrics, clock: deps.clock }, row, send, audit);
-      if (result.kind === 'refused') {
-        const { reason } = result.refusal;
-        if (reason === 'too-young' || reason === 'inquiry-unclear' || reason === 'needs-inquiry') {
-          summary.held++;
-          return progressed(row, 'held', reason);
-        }
-        summary.skipped++;
-        return progressed(row, 'skipped', `${result.refusal.reason}${result.refusal.state === null ? '' : ` (${result.refusal.state.status})`}`);
-      }
-      claimed = result.state;
-      if (claimed.status === 'DONE') {
-        summary.done++;
-        summary.found++;
-        return progressed(row, 'found', claimed.code ?? 'DONE');
-      }
-    } catch (err) {
+    const send = { type: 'Send', timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, ...(opts.minAgeMs === undefined ? {} : { minAgeMs: opts.minAgeMs }) } as const;
+    const executed = await resendAfterInquiry({ store, account, metrics, clock: deps.clock }, row, send, audit);
+    if (E.isLeft(executed)) {
       // Nothing was sent: the Sent is not durable, so the account system is not called.
       summary.ledgerErrors++;
-      return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
+      return progressed(row, 'ledger-error', executed.left.message);
+    }
+    const result = executed.right;
+    if (result.kind === 'refused') {
+      const { reason } = result.refusal;
+      if (reason === 'too-young' || reason === 'inquiry-unclear' || reason === 'needs-inquiry') {
+        summary.held++;
+        return progressed(row, 'held', reason);
+      }
+      summary.skipped++;
+      return progressed(row, 'skipped', `${result.refusal.reason}${result.refusal.state === null ? '' : ` (${result.refusal.state.status})`}`);
+    }
+    const claimed = result.state;
+    if (claimed.status === 'DONE') {
+      summary.done++;
+      summary.found++;
+      return progressed(row, 'found', claimed.code ?? 'DONE');
     }
 
     const counted = countSend(await sendClaimed({ store, account, metrics }, claimed, undefined, audit));

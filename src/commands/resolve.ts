@@ -1,6 +1,8 @@
+import * as E from 'fp-ts/lib/Either.js';
 import { decide, type Command } from '../events/decide.js';
 import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
+import { ledgerTime } from '../events/storeResult.js';
 import { inquiryHttpStatus, type AccountClient } from '../relay/accountClient.js';
 import type { Metrics } from '../relay/metrics.js';
 import { sweepOrphans } from '../relay/sweepOrphans.js';
@@ -86,7 +88,7 @@ export function resolveExitCode(s: ResolveSummary): 0 | 1 {
  */
 export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): Promise<ResolveSummary> {
   const { store, account } = deps;
-  const clock = deps.clock ?? (() => store.now());
+  const clock = () => ledgerTime(store, deps.clock);
   const dryRun = opts.dryRun === true;
   const summary: ResolveSummary = {
     swept: { neverSent: 0, orphaned: 0 },
@@ -100,23 +102,30 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     dryRun,
   };
 
-  let filter: RowFilter;
-  let total: number;
-  try {
-    const now = await clock();
-    filter = {
-      statuses: ['UNKNOWN'],
-      sentAtOrBefore: now - opts.minAgeMs,
-      ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}),
-      ...(opts.guid === undefined ? {} : { guid: opts.guid }),
-    };
-    const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun, guid: opts.guid });
-    summary.swept = { neverSent: swept.neverSent, orphaned: swept.orphaned };
-    total = await countRows(store, filter, opts.limit);
-  } catch {
+  const started = await clock();
+  if (E.isLeft(started)) {
     summary.ledgerErrors++;
     return summary;
   }
+  const now = started.right;
+  const filter: RowFilter = {
+    statuses: ['UNKNOWN'],
+    sentAtOrBefore: now - opts.minAgeMs,
+    ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}),
+    ...(opts.guid === undefined ? {} : { guid: opts.guid }),
+  };
+  const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun, guid: opts.guid });
+  if (E.isLeft(swept)) {
+    summary.ledgerErrors++;
+    return summary;
+  }
+  summary.swept = { neverSent: swept.right.neverSent, orphaned: swept.right.orphaned };
+  const counted = await countRows(store, filter, opts.limit);
+  if (E.isLeft(counted)) {
+    summary.ledgerErrors++;
+    return summary;
+  }
+  const total = counted.right;
 
   let done = 0;
   const progressed = (row: LedgerState, outcome: ResolveRowOutcome, detail?: string): void => {
@@ -133,22 +142,20 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     const answer = await account.inquire(row.guid);
     deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
     // One read of the ledger's clock per row, once the answer is in: the time the answer is recorded at.
-    let at: number;
-    try {
-      at = await clock();
-    } catch (err) {
+    const answeredAt = await clock();
+    if (E.isLeft(answeredAt)) {
       summary.ledgerErrors++;
-      return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
+      return progressed(row, 'ledger-error', answeredAt.left.message);
     }
+    const at = answeredAt.right;
     if (answer.kind === 'unknown') {
       summary.stillUnknown++;
       if (!answer.reached) summary.unreachable++;
-      try {
-        // Spaces out the next inquiry about this attempt, for every process settling this ledger.
-        await store.recordUnclearInquiry(row.guid, row.sentAt ?? row.updatedAt, at, opts.minAgeMs);
-      } catch (err) {
+      // Spaces out the next inquiry about this attempt, for every process settling this ledger.
+      const recorded = await store.recordUnclearInquiry(row.guid, row.sentAt ?? row.updatedAt, at, opts.minAgeMs);
+      if (E.isLeft(recorded)) {
         summary.ledgerErrors++;
-        return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
+        return progressed(row, 'ledger-error', recorded.left.message);
       }
       return progressed(row, answer.reached ? 'still-unknown' : 'unreachable', answer.detail);
     }
@@ -159,19 +166,18 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     // decide on the row as selected, appended only if the row is still exactly that (same lastSeq): the same
     // decision `store.execute` would take inside the transaction, pinned to the attempt we asked about.
     const decided = decide(row, command, at);
-    if (decided._tag === 'Left') {
+    if (E.isLeft(decided)) {
       summary.skipped++;
       return progressed(row, 'skipped', decided.left.reason);
     }
-    try {
-      const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right, { params: { minAgeMs: opts.minAgeMs, inquiryStatus: inquiryHttpStatus(answer) } });
-      if (!appended.won) {
-        summary.skipped++;
-        return progressed(row, 'skipped', `moved to ${appended.state?.status ?? 'nothing'} meanwhile`);
-      }
-    } catch (err) {
+    const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right, { params: { minAgeMs: opts.minAgeMs, inquiryStatus: inquiryHttpStatus(answer) } });
+    if (E.isLeft(appended)) {
       summary.ledgerErrors++;
-      return progressed(row, 'ledger-error', err instanceof Error ? err.message : String(err));
+      return progressed(row, 'ledger-error', appended.left.message);
+    }
+    if (!appended.right.won) {
+      summary.skipped++;
+      return progressed(row, 'skipped', `moved to ${appended.right.state?.status ?? 'nothing'} meanwhile`);
     }
     deps.metrics?.settled(at - row.updatedAt);
     if (answer.kind === 'processed') summary.processed++;

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { LedgerQuery, LedgerReadModel, RowLeases } from '../events/store.js';
+import * as E from 'fp-ts/lib/Either.js';
+import type { LedgerQuery, LedgerReadModel, RowLeases, StoreResult } from '../events/store.js';
+import { orThrow } from '../events/storeResult.js';
 import type { LedgerState } from '../events/state.js';
 
 /**
@@ -15,6 +17,8 @@ export type RowFilter = Omit<LedgerQuery, 'afterGuid' | 'limit'>;
 /**
  * The ledger rows matching `filter`, in GUID order, read a page at a time (keyset paging on the GUID).
  * Rows that change while the caller works on a page simply stop matching: each row comes at most once.
+ * A page that cannot be read is thrown (its StoreError): an async iteration has no Left; `forEachBounded`
+ * hands it to its caller.
  */
 export async function* pagedRows(
   store: LedgerReadModel,
@@ -26,7 +30,7 @@ export async function* pagedRows(
   let afterGuid = opts.afterGuid;
   while (remaining > 0) {
     const want = Math.min(pageSize, remaining);
-    const page = await store.queryLedger({ ...filter, ...(afterGuid === undefined ? {} : { afterGuid }), limit: want });
+    const page = await orThrow(store.queryLedger({ ...filter, ...(afterGuid === undefined ? {} : { afterGuid }), limit: want }));
     for (const row of page) yield row;
     remaining -= page.length;
     if (page.length < want) return;
@@ -35,9 +39,8 @@ export async function* pagedRows(
 }
 
 /** How many rows a run over `filter` will visit (for the progress bar). */
-export async function countRows(store: LedgerReadModel, filter: RowFilter, limit: number | undefined): Promise<number> {
-  const n = await store.countLedger(filter);
-  return limit === undefined ? n : Math.min(n, limit);
+export async function countRows(store: LedgerReadModel, filter: RowFilter, limit: number | undefined): StoreResult<number> {
+  return E.map((n: number) => (limit === undefined ? n : Math.min(n, limit)))(await store.countLedger(filter));
 }
 
 /**
@@ -91,7 +94,8 @@ export async function* leasedRows(store: RowLeases, source: AsyncIterable<Ledger
   const size = Math.max(1, Math.floor(lease.workers) * LEASE_BATCH_PER_WORKER);
   let batch: LedgerState[] = [];
   const take = async (rows: readonly LedgerState[]): Promise<LedgerState[]> => {
-    const leased = await store.leaseRows(lease.holder, rows, LEASE_MS);
+    // Like a page that cannot be read: thrown (an async iteration has no Left), and `forEachBounded` hands it on.
+    const leased = await orThrow(store.leaseRows(lease.holder, rows, LEASE_MS));
     return rows.filter((r) => leased.has(r.guid));
   };
   for await (const row of source) {
@@ -119,7 +123,7 @@ export async function forEachLeasedRow(
   try {
     await forEachBounded(leasedRows(store, source, { holder, workers: opts.concurrency }), opts.concurrency, work, opts.stop);
   } finally {
-    // Leases left behind run out by themselves; failing to end them early is no failure of the run.
-    await store.releaseLeases(holder).catch(() => undefined);
+    // Leases left behind run out by themselves; failing to end them early (a Left) is no failure of the run.
+    await store.releaseLeases(holder);
   }
 }

@@ -114,12 +114,10 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   ledgerLost = (reason) => app.log.error({ reason }, 'ledger file lost: every new transfer gets E503 until serve is restarted on the right file');
 
   const sweep = async (): Promise<void> => {
-    try {
-      const s = await sweepOrphans(store, opts.graceMs, await store.now());
-      if (s.neverSent + s.orphaned > 0) app.log.warn({ ...s }, 'swept orphaned rows');
-    } catch (err) {
-      app.log.error({ err }, 'orphan sweep failed');
-    }
+    const now = await store.now();
+    const swept = E.isLeft(now) ? now : await sweepOrphans(store, opts.graceMs, now.right);
+    if (E.isLeft(swept)) app.log.error({ error: swept.left.code, cause: swept.left.message }, 'orphan sweep failed');
+    else if (swept.right.neverSent + swept.right.orphaned > 0) app.log.warn({ ...swept.right }, 'swept orphaned rows');
   };
   // At start: rows a previous process left in RECEIVED or SENT. Then at least once per timeout.
   await sweep();

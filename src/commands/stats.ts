@@ -1,5 +1,6 @@
 import { STATUSES, type Status } from '../events/codecs.js';
-import type { LedgerReadModel } from '../events/store.js';
+import * as E from 'fp-ts/lib/Either.js';
+import type { LedgerReadModel, StoreResult } from '../events/store.js';
 
 export interface OldestRow {
   /** `updated_at` of the oldest row in that status (ms since the epoch). */
@@ -17,19 +18,23 @@ export interface LedgerStats {
 }
 
 /** `guidgate stats`. */
-export async function ledgerStats(store: LedgerReadModel, opts: { maxAttempts: number; clock?: () => number }): Promise<LedgerStats> {
+export async function ledgerStats(store: LedgerReadModel, opts: { maxAttempts: number; clock?: () => number }): StoreResult<LedgerStats> {
   const now = (opts.clock ?? Date.now)();
-  const byStatus = await store.countByStatus();
-  const deadLetters = await store.countLedger({ statuses: ['FAILED'], attemptsAtLeast: opts.maxAttempts });
+  const counted = await store.countByStatus();
+  if (E.isLeft(counted)) return counted;
+  const dead = await store.countLedger({ statuses: ['FAILED'], attemptsAtLeast: opts.maxAttempts });
+  if (E.isLeft(dead)) return dead;
+  const byStatus = counted.right;
+  const deadLetters = dead.right;
   const rows = Object.fromEntries(STATUSES.map((s) => [s, byStatus[s].count])) as Record<Status, number>;
   const oldest = (s: Status): OldestRow | null => {
     const at = byStatus[s].oldestUpdatedAt;
     return at === null ? null : { updatedAt: at, ageMs: Math.max(0, now - at) };
   };
-  return {
+  return E.right({
     rows,
     total: STATUSES.reduce((n, s) => n + rows[s], 0),
     oldest: { UNKNOWN: oldest('UNKNOWN'), FAILED: oldest('FAILED') },
     deadLetters: { maxAttempts: opts.maxAttempts, count: deadLetters },
-  };
+  });
 }

@@ -2,6 +2,9 @@ import type { EventAudit, Status, NewEvent, StoredEvent } from './codecs.js';
 import type { Command, Refusal } from './decide.js';
 import type { InquiryScheduled } from './inquirySchedule.js';
 import type { LedgerState } from './state.js';
+import type { StoreResult } from './storeResult.js';
+
+export type { StoreResult };
 
 /**
  * The store contract, split by who uses it: the relay and the row commands write through `EventLog` and read
@@ -10,9 +13,9 @@ import type { LedgerState } from './state.js';
  * asks for the narrowest one it needs.
  *
  * Every method is async so that an async driver (PostgreSQL) can stand behind it; writes may be grouped into
- * shared transactions. Failures to reach, read or write the ledger reject with a `StoreError` (errors.ts:
- * a stable `code` and the `cause`); everything the domain can say (lost a race, refused a transition) comes
- * back as a value.
+ * shared transactions. Every method returns a `StoreResult` (storeResult.ts) and never rejects: failures to
+ * reach, read or write the ledger are a Left holding a `StoreError` (errors.ts: a stable `code` and the
+ * `cause`); everything the domain can say (lost a race, refused a transition) is in the Right.
  */
 
 export type AppendResult =
@@ -63,41 +66,41 @@ export interface ProjectionDifference {
 /** The event log: every write goes through here, each append a compare-and-set on the stream's last seq. */
 export interface EventLog {
   /** Compare-and-set append: wins only if the stream's last seq is still `expectedSeq` (-1: no stream yet). */
-  appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): Promise<AppendResult>;
+  appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult>;
   /**
    * Read the state, `decide`, append: one unit of work, the state read inside the write transaction (a claim
    * is `execute(guid, Submit | Claim)`). When it appends `Purged`, the raw request and response also leave
    * the GUID's earlier events. `audit` (both here and in `appendEvents`): the key and the parameters that decided
    * the events, stored in their actor with the process part the store was opened with.
    */
-  execute(guid: string, command: Command, audit?: EventAudit): Promise<ExecuteResult>;
-  readStream(guid: string): Promise<StoredEvent[]>;
+  execute(guid: string, command: Command, audit?: EventAudit): StoreResult<ExecuteResult>;
+  readStream(guid: string): StoreResult<StoredEvent[]>;
   /** The whole log in global order, from after `afterPosition`. */
-  readAll(afterPosition: number, limit: number): Promise<StoredEvent[]>;
+  readAll(afterPosition: number, limit: number): StoreResult<StoredEvent[]>;
 }
 
 /** The ledger read model: the inline projection, one row per GUID, updated in the append's transaction. */
 export interface LedgerReadModel {
-  getLedger(guid: string): Promise<LedgerState | null>;
+  getLedger(guid: string): StoreResult<LedgerState | null>;
   /** Rows matching `query`, in GUID order. */
-  queryLedger(query: LedgerQuery): Promise<LedgerState[]>;
-  countLedger(query: LedgerQuery): Promise<number>;
+  queryLedger(query: LedgerQuery): StoreResult<LedgerState[]>;
+  countLedger(query: LedgerQuery): StoreResult<number>;
   /** Rows per status and the oldest `updated_at` among them (null when none). */
-  countByStatus(): Promise<Record<Status, StatusSummary>>;
+  countByStatus(): StoreResult<Record<Status, StatusSummary>>;
 }
 
 /** Maintenance: tombstones, space, and the projection checked against (or rebuilt from) the log. */
 export interface LedgerMaintenance {
   /** Deletes tombstones (PURGED rows) whose last change is before `before`, with their events and request records. */
-  removeTombstones(before: number): Promise<number>;
+  removeTombstones(before: number): StoreResult<number>;
   /** The ledger's size on disk in bytes (0 when the store cannot tell). */
-  spaceOnDisk(): Promise<number>;
+  spaceOnDisk(): StoreResult<number>;
   /** Gives the space freed by purges back to the file system; returns the ledger's size on disk before and after. */
-  reclaimSpace(): Promise<{ bytesBefore: number; bytesAfter: number }>;
+  reclaimSpace(): StoreResult<{ bytesBefore: number; bytesAfter: number }>;
   /** Replaces the projection with a fold of the log. */
-  rebuildProjection(): Promise<{ rows: number }>;
+  rebuildProjection(): StoreResult<{ rows: number }>;
   /** Compares the projection with a fold of the log; changes nothing. */
-  verifyProjection(): Promise<ProjectionDifference[]>;
+  verifyProjection(): StoreResult<ProjectionDifference[]>;
 }
 
 /**
@@ -110,7 +113,7 @@ export interface InquirySchedule {
    * starts again when the GUID's last Sent changed. Returns the count and when the GUID is due again
    * (`nextInquiryAt` in src/events/inquirySchedule.ts).
    */
-  recordUnclearInquiry(guid: string, sentAt: number, at: number, minAgeMs: number): Promise<InquiryScheduled>;
+  recordUnclearInquiry(guid: string, sentAt: number, at: number, minAgeMs: number): StoreResult<InquiryScheduled>;
 }
 
 /** A row a maintenance run wants to work on, as it read it. */
@@ -130,9 +133,9 @@ export interface RowLeases {
    * Leases, until `forMs` from now by the ledger's clock, those of `rows` whose ledger row is still at the given
    * `lastSeq` and that no other holder has a running lease on; returns the GUIDs leased (to `holder`).
    */
-  leaseRows(holder: string, rows: readonly LeaseRequest[], forMs: number): Promise<Set<string>>;
+  leaseRows(holder: string, rows: readonly LeaseRequest[], forMs: number): StoreResult<Set<string>>;
   /** Ends every lease `holder` holds, and forgets every lease that has run out. */
-  releaseLeases(holder: string): Promise<void>;
+  releaseLeases(holder: string): StoreResult<void>;
 }
 
 /**
@@ -142,7 +145,7 @@ export interface RowLeases {
  */
 export interface LedgerClock {
   /** The time now, in ms since the epoch, by the clock that stamps the ledger's events. */
-  now(): Promise<number>;
+  now(): StoreResult<number>;
 }
 
 /** One channel request for a GUID the ledger has, as the relay answered it (no payload: metadata only). */
@@ -168,15 +171,16 @@ export interface StoredRequestRecord extends RequestRecord {
  */
 export interface RequestLog {
   /** Stores the records in one transaction. */
-  recordRequests(records: readonly RequestRecord[]): Promise<void>;
+  recordRequests(records: readonly RequestRecord[]): StoreResult<void>;
   /** One GUID's records in the order they were stored. */
-  readRequests(guid: string): Promise<StoredRequestRecord[]>;
+  readRequests(guid: string): StoreResult<StoredRequestRecord[]>;
 }
 
 export interface StoreLifecycle {
-  /** Resolves when the ledger answers a read and can take writes. */
-  ping(): Promise<void>;
-  close(): Promise<void>;
+  /** Right when the ledger answers a read and can take writes; the Left's message says why not. */
+  ping(): StoreResult<void>;
+  /** Ends the store; every later call is a Left with LEDGER_CLOSED. */
+  close(): StoreResult<void>;
 }
 
 /** What opening a ledger gives: every part of the contract. */

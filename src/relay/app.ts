@@ -2,7 +2,9 @@ import { STATUS_CODES, type ServerOptions as HttpServerOptions } from 'node:http
 import type { ServerOptions as HttpsServerOptions } from 'node:https';
 import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
+import * as E from 'fp-ts/lib/Either.js';
 import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
+import { isStoreError } from '../events/errors.js';
 import type { LedgerState } from '../events/state.js';
 import type { EventStore } from '../events/store.js';
 import type { AccountClient } from './accountClient.js';
@@ -17,7 +19,7 @@ import { operatorRoutes } from './operator/routes.js';
 import * as S from './operator/schemas.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
 import { maskAccount } from '../shared/maskAccount.js';
-import { codeReply, type Reply } from './replies.js';
+import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
 import { GUID_PATTERN, isJsonMediaType } from './transferRequest.js';
 
@@ -59,9 +61,12 @@ export interface AppDeps {
 
 const reasonOf = (err: unknown): string => (err instanceof Error && err.message !== '' ? err.message : 'ledger unavailable');
 
-/** The store's ping as a readiness check: its rejection's message says why. */
+/** The store's ping as a readiness check: its Left's message says why. */
 export function storeReadiness(store: EventStore): () => Promise<string | null> {
-  return () => store.ping().then(() => null, reasonOf);
+  return async () => {
+    const pinged = await store.ping();
+    return E.isLeft(pinged) ? reasonOf(pinged.left) : null;
+  };
 }
 
 /** What GET /v1/transfers/{guid} shows of a row: never the request nor the fingerprint (account numbers). */
@@ -171,7 +176,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.addHook('onClose', () => requests.flush());
 
   // Every E503 of a transfer is logged once, with the store error's code and cause.
-  const relayDeps: RelayDeps = { ...deps, log: (line) => app.log.error(line, 'ledger unavailable') };
+  const relayDeps: RelayDeps = { ...deps, log: ledgerLog(app.log) };
 
   app.post('/v1/transfers', { config: { openapi: TRANSFER_DOC } }, async (req, reply) => {
     const started = performance.now();
@@ -200,15 +205,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.get<{ Params: { guid: string } }>('/v1/transfers/:guid', { config: { openapi: ROW_DOC } }, async (req, reply) => {
     const { guid } = req.params;
     if (!GUID_PATTERN.test(guid)) return send(reply, codeReply('E400', undefined, { message: 'guid does not match the GUID pattern', field: 'guid' }));
-    try {
-      const row = await deps.store.getLedger(guid);
-      if (row === null) return send(reply, codeReply('E404', guid));
-      reply.code(200).header('content-type', 'application/json; charset=utf-8');
-      return reply.send(JSON.stringify(transferView(row)));
-    } catch (err) {
-      req.log.error({ err }, 'ledger unavailable');
-      return send(reply, codeReply('E503', guid));
-    }
+    const read = await deps.store.getLedger(guid);
+    if (E.isLeft(read)) return send(reply, ledgerUnavailableReply(guid, read.left, ledgerLog(req.log)));
+    const row = read.right;
+    if (row === null) return send(reply, codeReply('E404', guid));
+    reply.code(200).header('content-type', 'application/json; charset=utf-8');
+    return reply.send(JSON.stringify(transferView(row)));
   });
 
   // Readiness: 200 only when a new transfer would not get E503 now, so a load balancer can route around us.
@@ -219,11 +221,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return reply.send(JSON.stringify({ status: 'ok' }));
   });
 
-  app.get('/metrics', { config: { openapi: METRICS_DOC } }, async (_req, reply) => {
+  app.get('/metrics', { config: { openapi: METRICS_DOC } }, async (req, reply) => {
     try {
       const text = await deps.metrics.registry.metrics();
       return reply.code(200).header('content-type', deps.metrics.registry.contentType).send(text);
-    } catch {
+    } catch (err) {
+      // The ledger gauges read the store at scrape time; its Left is thrown there (orThrow) and lands here.
+      if (isStoreError(err)) return send(reply, ledgerUnavailableReply(undefined, err, ledgerLog(req.log)));
+      req.log.error({ err }, 'metrics failed');
       return send(reply, codeReply('E503', undefined));
     }
   });

@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
 import type { LedgerReadModel } from '../events/store.js';
+import { orThrow } from '../events/storeResult.js';
 import { createReplyWindow, type RecentReplies } from './replyWindow.js';
 
 export type InquiryMetricOutcome = 'processed' | 'absent' | 'unknown' | 'unreachable';
@@ -30,7 +31,7 @@ export function createMetrics(store: LedgerReadModel, clock: () => number, opts:
     labelNames: ['status'],
     registers: [registry],
     async collect() {
-      const summary = await store.countByStatus();
+      const summary = await orThrow(store.countByStatus());
       for (const s of STATUSES) this.set({ status: s }, summary[s].count);
     },
   });
@@ -40,7 +41,7 @@ export function createMetrics(store: LedgerReadModel, clock: () => number, opts:
     labelNames: ['status'],
     registers: [registry],
     async collect() {
-      const summary = await store.countByStatus();
+      const summary = await orThrow(store.countByStatus());
       for (const s of ['UNKNOWN', 'FAILED'] as const) {
         const oldest = summary[s].oldestUpdatedAt;
         this.set({ status: s }, oldest === null ? 0 : Math.max(0, (clock() - oldest) / 1000));
@@ -75,7 +76,7 @@ export function createMetrics(store: LedgerReadModel, clock: () => number, opts:
       help: 'FAILED rows at the attempt cap: never sent again on their own, a person decides',
       registers: [registry],
       async collect() {
-        this.set(await store.countLedger({ statuses: ['FAILED'], attemptsAtLeast: maxAttempts }));
+        this.set(await orThrow(store.countLedger({ statuses: ['FAILED'], attemptsAtLeast: maxAttempts })));
       },
     });
   }

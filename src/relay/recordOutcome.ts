@@ -1,5 +1,6 @@
+import * as E from 'fp-ts/lib/Either.js';
 import type { EventAudit } from '../events/codecs.js';
-import type { EventLog } from '../events/store.js';
+import type { EventLog, ExecuteResult, StoreResult } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { CallOutcome } from './accountClient.js';
 
@@ -7,27 +8,22 @@ export type Recorded =
   /** The outcome is in the ledger; `state` is the row after it. */
   | { readonly recorded: true; readonly state: LedgerState }
   /** Someone moved first (the sweep, an inquiry); `state` is the row as it is now. */
-  | { readonly recorded: false; readonly state: LedgerState | null }
-  /** The ledger could not be written: the call was made, so the caller must treat the outcome as unknown. */
-  | { readonly recorded: 'error'; readonly error: unknown };
+  | { readonly recorded: false; readonly state: LedgerState | null };
 
 /**
  * Records the outcome of one call to the account system for `attempt`, by compare-and-set on the row
- * being SENT at that attempt. The relay and `reprocess` both use it: one code path for every send.
+ * being SENT at that attempt. The relay and `reprocess` both use it: one code path for every send. A Left: the
+ * ledger could not be written, the call was made, so the caller must treat the outcome as unknown.
  */
-export async function recordOutcome(store: EventLog, guid: string, attempt: number, outcome: CallOutcome, audit?: EventAudit): Promise<Recorded> {
-  try {
-    const result = await store.execute(
-      guid,
-      outcome.kind === 'definite'
-        ? { type: 'RecordAnswer', attempt, code: outcome.code, response: outcome.body, latencyMs: Math.round(outcome.latencyMs) }
-        : outcome.kind === 'unknown'
-          ? { type: 'RecordTimeout', attempt, reason: outcome.reason, detail: outcome.detail }
-          : { type: 'RecordConnectFailure', attempt, reason: outcome.reason, detail: outcome.detail },
-      audit,
-    );
-    return result.kind === 'applied' ? { recorded: true, state: result.state } : { recorded: false, state: result.refusal.state };
-  } catch (error) {
-    return { recorded: 'error', error };
-  }
+export async function recordOutcome(store: EventLog, guid: string, attempt: number, outcome: CallOutcome, audit?: EventAudit): StoreResult<Recorded> {
+  const result = await store.execute(
+    guid,
+    outcome.kind === 'definite'
+      ? { type: 'RecordAnswer', attempt, code: outcome.code, response: outcome.body, latencyMs: Math.round(outcome.latencyMs) }
+      : outcome.kind === 'unknown'
+        ? { type: 'RecordTimeout', attempt, reason: outcome.reason, detail: outcome.detail }
+        : { type: 'RecordConnectFailure', attempt, reason: outcome.reason, detail: outcome.detail },
+    audit,
+  );
+  return E.map((r: ExecuteResult): Recorded => (r.kind === 'applied' ? { recorded: true, state: r.state } : { recorded: false, state: r.refusal.state }))(result);
 }

@@ -1,13 +1,14 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventAudit } from '../events/codecs.js';
 import { decide, DEFAULT_MIN_AGE_MS, type Command } from '../events/decide.js';
+import type { StoreError } from '../events/errors.js';
 import type { EventLog, LedgerClock, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient, CallOutcome } from './accountClient.js';
 import type { Breaker, CallPermit } from './breaker.js';
 import type { Metrics } from './metrics.js';
 import { recordOutcome, type Recorded } from './recordOutcome.js';
-import { codeReply, definiteReply, replyForRefusal, replyForState, type Reply } from './replies.js';
+import { codeReply, definiteReply, ledgerUnavailableReply, replyForRefusal, replyForState, type Reply } from './replies.js';
 import { resendAfterInquiry } from './resendAfterInquiry.js';
 import { decodeTransferRequest, type TransferRequest } from './transferRequest.js';
 
@@ -50,13 +51,6 @@ function relayAudit(deps: Pick<RelayDeps, 'timeoutMs' | 'maxAttempts' | 'minAgeM
 const knownAs = (state: LedgerState | null, request: TransferRequest): Pick<RelayResult, 'known'> =>
   state === null ? {} : { known: { fingerprintMatch: state.fingerprint === request.fingerprint } };
 
-/** The ledger failed: E503, the account system not called, and the cause logged once. */
-function ledgerUnavailable(deps: Pick<RelayDeps, 'log'>, guid: string, err: unknown): Reply {
-  const code = typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : 'LEDGER_UNAVAILABLE';
-  deps.log?.({ guid, reply: 'E503', error: code, cause: err instanceof Error ? err.message : String(err) });
-  return codeReply('E503', guid);
-}
-
 /**
  * POST /v1/transfers, the contract's state table. The GUID is claimed and marked Sent durably before the
  * account system is called; a ledger that cannot be written means no call at all. `channel`: the name of the key
@@ -73,12 +67,9 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   };
 
   const audit = relayAudit(deps, channel);
-  let existing: LedgerState | null;
-  try {
-    existing = await store.getLedger(request.guid);
-  } catch (err) {
-    return { reply: ledgerUnavailable(deps, request.guid, err), request };
-  }
+  const read = await store.getLedger(request.guid);
+  if (E.isLeft(read)) return { reply: ledgerUnavailableReply(request.guid, read.left, deps.log), request };
+  const existing = read.right;
   const known = knownAs(existing, request);
   // The common resend paths answer from one read and never touch the write path: `decide` on the row read
   // (pure; the time only stamps events that are not appended here) says whether a write would be refused.
@@ -99,22 +90,20 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
       : { reply: codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), request, ...known };
   }
 
-  let claimed: LedgerState;
-  try {
-    const result = existing === null
-      ? await store.execute(request.guid, submit, audit)
-      : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics }, existing, submit, audit);
-    // Someone moved first (another request, another process), or the inquiry before a resend said no: answer
-    // from the state as it is now.
-    if (result.kind === 'refused') {
-      permit?.done(null);
-      return { reply: replyForRefusal(request.guid, result.refusal, maxAttempts), request, ...knownAs(result.refusal.state, request) };
-    }
-    claimed = result.state;
-  } catch (err) {
+  const result = existing === null
+    ? await store.execute(request.guid, submit, audit)
+    : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics }, existing, submit, audit);
+  if (E.isLeft(result)) {
     permit?.done(null);
-    return { reply: ledgerUnavailable(deps, request.guid, err), request, ...known };
+    return { reply: ledgerUnavailableReply(request.guid, result.left, deps.log), request, ...known };
   }
+  // Someone moved first (another request, another process), or the inquiry before a resend said no: answer
+  // from the state as it is now.
+  if (result.right.kind === 'refused') {
+    permit?.done(null);
+    return { reply: replyForRefusal(request.guid, result.right.refusal, maxAttempts), request, ...knownAs(result.right.refusal.state, request) };
+  }
+  const claimed = result.right.state;
   // The inquiry before the resend found it processed: DONE, and the stored answer is the reply.
   if (claimed.status !== 'SENT') {
     permit?.done(null);
@@ -126,7 +115,8 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
 /** What `sendClaimed` did: not sent (and why), or the call's outcome and what recording it gave. */
 export type SendResult =
   | { readonly sent: false; readonly guid: string; readonly why: 'no-stored-request' }
-  | { readonly sent: true; readonly guid: string; readonly call: CallOutcome; readonly recorded: Recorded };
+  /** `recorded` is a Left when the call was made but the ledger could not record its outcome. */
+  | { readonly sent: true; readonly guid: string; readonly call: CallOutcome; readonly recorded: E.Either<StoreError, Recorded> };
 
 /**
  * Sends a row this process has just moved to SENT (its stored bytes, never the resend's) and records the
@@ -148,9 +138,10 @@ export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'm
 export function replyForSend(r: SendResult): Reply {
   // A purged request cannot be sent; nothing left, and the ledger is what is missing.
   if (!r.sent) return codeReply('E503', r.guid);
-  const { guid, call, recorded } = r;
+  const { guid, call } = r;
   // The call was made but its outcome is not in the ledger: the request did leave.
-  if (recorded.recorded === 'error') return codeReply('E901', guid);
+  if (E.isLeft(r.recorded)) return codeReply('E901', guid);
+  const recorded = r.recorded.right;
   if (recorded.recorded === false) {
     // The row moved while we were calling (the sweep, an inquiry, a later attempt): the ledger is the truth,
     // not this call's answer. An answer to a superseded attempt (an E500 from attempt 1 while attempt 2 is

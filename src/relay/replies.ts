@@ -1,5 +1,6 @@
 import { REPLY_CODES, type ReplyCode } from './codes.js';
 import type { Refusal } from '../events/decide.js';
+import type { StoreError } from '../events/errors.js';
 import type { LedgerState } from '../events/state.js';
 
 export interface Reply {
@@ -8,6 +9,15 @@ export interface Reply {
   readonly body: string;
   readonly code: string;
   readonly replayed: boolean;
+}
+
+/** Where an E503 is logged: a request's own logger (its line then carries the request id), or the app's. */
+export const ledgerLog = (logger: { error(line: object, message: string): void }) => (line: Record<string, unknown>): void => logger.error(line, 'ledger unavailable');
+
+/** An E503 for a store failure and its log line: the error's stable code and its cause, logged once per reply. */
+export function ledgerUnavailableReply(guid: string | undefined, err: StoreError, log: ((line: Record<string, unknown>) => void) | undefined): Reply {
+  log?.({ ...(guid === undefined ? {} : { guid }), reply: 'E503', error: err.code, cause: err.message });
+  return codeReply('E503', guid);
 }
 
 export function codeReply(code: ReplyCode, guid: string | undefined, extra: { message?: string; [k: string]: unknown } = {}): Reply {

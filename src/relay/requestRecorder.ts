@@ -1,3 +1,4 @@
+import * as E from 'fp-ts/lib/Either.js';
 import type { RequestLog, RequestRecord } from '../events/store.js';
 
 /** A flush is due this long after the first record buffered since the last one. */
@@ -58,19 +59,18 @@ export function createRequestRecorder(options: RequestRecorderOptions): RequestR
     if (buffer.length === 0) return Promise.resolve();
     writing = buffer;
     buffer = [];
-    inFlight = store.recordRequests(writing).then(
-      () => {
+    inFlight = store.recordRequests(writing).then((written) => {
+      if (E.isRight(written)) {
         writing = [];
-      },
-      (err: unknown) => {
-        failedWrites++;
-        // Kept for the next write, oldest first, within the bound.
-        const kept = [...writing, ...buffer];
-        writing = [];
-        buffer = kept.slice(Math.max(0, kept.length - maxBuffered));
-        lose(kept.length - buffer.length, `request records not written: ${err instanceof Error ? err.message : String(err)}`);
-      },
-    ).finally(() => {
+        return;
+      }
+      failedWrites++;
+      // Kept for the next write, oldest first, within the bound.
+      const kept = [...writing, ...buffer];
+      writing = [];
+      buffer = kept.slice(Math.max(0, kept.length - maxBuffered));
+      lose(kept.length - buffer.length, `request records not written: ${written.left.message}`);
+    }).finally(() => {
       inFlight = null;
       if (buffer.length > 0) schedule();
     });

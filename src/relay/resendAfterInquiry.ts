@@ -1,7 +1,9 @@
 import { DEFAULT_MIN_AGE_MS, oldEnoughToAsk, type Command, type ResendInquiry } from '../events/decide.js';
 import { mayHaveArrived, type LedgerState } from '../events/state.js';
+import * as E from 'fp-ts/lib/Either.js';
 import type { EventAudit } from '../events/codecs.js';
-import type { EventLog, ExecuteResult, LedgerClock } from '../events/store.js';
+import type { EventLog, ExecuteResult, LedgerClock, StoreResult } from '../events/store.js';
+import { ledgerTime } from '../events/storeResult.js';
 import { inquiryHttpStatus, type AccountClient } from './accountClient.js';
 import type { Metrics } from './metrics.js';
 
@@ -17,9 +19,11 @@ export interface ResendDeps {
  * Asks the account system about a row that may have arrived (CONTRACT.md §7), unless its last Sent is too young
  * for a 404 to mean anything: then nothing is asked and `decide` refuses the resend as too young.
  */
-export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, minAgeMs: number): Promise<{ inquiry: ResendInquiry; httpStatus: number | null }> {
-  const at = await (deps.clock ?? (() => deps.store.now()))();
-  if (!oldEnoughToAsk(row, at, minAgeMs)) return { inquiry: { seq: row.lastSeq, at, answer: { kind: 'unknown' } }, httpStatus: null };
+export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, minAgeMs: number): StoreResult<{ inquiry: ResendInquiry; httpStatus: number | null }> {
+  const time = await ledgerTime(deps.store, deps.clock);
+  if (E.isLeft(time)) return time;
+  const at = time.right;
+  if (!oldEnoughToAsk(row, at, minAgeMs)) return E.right({ inquiry: { seq: row.lastSeq, at, answer: { kind: 'unknown' } }, httpStatus: null });
   const answer = await deps.account.inquire(row.guid);
   deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
   const inquiry: ResendInquiry = {
@@ -27,7 +31,7 @@ export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, mi
     at,
     answer: answer.kind === 'processed' ? { kind: 'processed', code: answer.code, response: answer.body } : { kind: answer.kind },
   };
-  return { inquiry, httpStatus: inquiryHttpStatus(answer) };
+  return E.right({ inquiry, httpStatus: inquiryHttpStatus(answer) });
 }
 
 /**
@@ -36,9 +40,10 @@ export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, mi
  * where `decide` takes it with the row as it is then. Applied, the row is SENT (send it) or DONE (the inquiry
  * found it: answer from the stored bytes).
  */
-export async function resendAfterInquiry(deps: ResendDeps, row: LedgerState, command: Extract<Command, { type: 'Submit' | 'Send' }>, audit?: EventAudit): Promise<ExecuteResult> {
-  const asked = mayHaveArrived(row) ? await inquireBeforeResend(deps, row, command.minAgeMs ?? DEFAULT_MIN_AGE_MS) : undefined;
-  if (asked === undefined) return deps.store.execute(row.guid, command, audit);
+export async function resendAfterInquiry(deps: ResendDeps, row: LedgerState, command: Extract<Command, { type: 'Submit' | 'Send' }>, audit?: EventAudit): StoreResult<ExecuteResult> {
+  if (!mayHaveArrived(row)) return deps.store.execute(row.guid, command, audit);
+  const asked = await inquireBeforeResend(deps, row, command.minAgeMs ?? DEFAULT_MIN_AGE_MS);
+  if (E.isLeft(asked)) return asked;
   // The actor of what the inquiry decided keeps its HTTP status (null: too young to ask, or no answer came).
-  return deps.store.execute(row.guid, { ...command, inquiry: asked.inquiry }, { ...audit, params: { ...audit?.params, inquiryStatus: asked.httpStatus } });
+  return deps.store.execute(row.guid, { ...command, inquiry: asked.right.inquiry }, { ...audit, params: { ...audit?.params, inquiryStatus: asked.right.httpStatus } });
 }

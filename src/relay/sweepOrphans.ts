@@ -1,7 +1,7 @@
-import { isRight } from 'fp-ts/lib/Either.js';
+import * as E from 'fp-ts/lib/Either.js';
 import type { NewEvent } from '../events/codecs.js';
 import { decide, type Command } from '../events/decide.js';
-import type { EventLog, LedgerReadModel } from '../events/store.js';
+import type { EventLog, LedgerReadModel, StoreResult } from '../events/store.js';
 
 export interface SweepSummary {
   /** RECEIVED rows that never got their Sent: FAILED (never sent). */
@@ -22,15 +22,23 @@ export async function sweepOrphans(
   graceMs: number,
   now: number,
   opts: { readonly dryRun?: boolean; /** Only this GUID's row (resolve of one GUID). */ readonly guid?: string | undefined } = {},
-): Promise<SweepSummary> {
-  const candidates = await store.queryLedger({ statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1, ...(opts.guid === undefined ? {} : { guid: opts.guid }) });
+): StoreResult<SweepSummary> {
+  const read = await store.queryLedger({ statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1, ...(opts.guid === undefined ? {} : { guid: opts.guid }) });
+  if (E.isLeft(read)) return read;
+  const candidates = read.right;
   const command: Command = { type: 'SweepOrphan', graceMs };
-  const appended: ReadonlyArray<readonly NewEvent[]> = opts.dryRun === true
-    ? candidates.map((row) => {
-        const decided = decide(row, command, now);
-        return isRight(decided) ? decided.right : [];
-      })
-    : (await Promise.all(candidates.map((row) => store.execute(row.guid, command, { params: { graceMs } })))).map((r) => (r.kind === 'applied' ? r.events : []));
+  let appended: ReadonlyArray<readonly NewEvent[]>;
+  if (opts.dryRun === true) {
+    appended = candidates.map((row) => {
+      const decided = decide(row, command, now);
+      return E.isRight(decided) ? decided.right : [];
+    });
+  } else {
+    // Every row's unit runs; the first failure is the answer (the units that went through stay appended).
+    const executed = E.sequenceArray(await Promise.all(candidates.map((row) => store.execute(row.guid, command, { params: { graceMs } }))));
+    if (E.isLeft(executed)) return executed;
+    appended = executed.right.map((r) => (r.kind === 'applied' ? r.events : []));
+  }
   let neverSent = 0;
   let orphaned = 0;
   for (const events of appended) {
@@ -38,5 +46,5 @@ export async function sweepOrphans(
     if (last?.type === 'ConnectFailed') neverSent++;
     else if (last?.type === 'TimedOut') orphaned++;
   }
-  return { neverSent, orphaned };
+  return E.right({ neverSent, orphaned });
 }

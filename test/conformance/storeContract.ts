@@ -5,9 +5,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ProcessActor } from '../../src/events/codecs.js';
 import type { Command } from '../../src/events/decide.js';
-import type { StoreErrorCode } from '../../src/events/errors.js';
+import * as E from 'fp-ts/lib/Either.js';
 import type { EventStore } from '../../src/events/store.js';
 import { childScript, claimRace, spawnNode, waitForLine } from '../support/children.js';
+import { orThrow } from '../../src/events/storeResult.js';
+import { expectLeft } from '../support/storeResult.js';
 
 /**
  * Changes made behind the store's back, the way a bug, an operator or another program could: the only
@@ -44,13 +46,6 @@ const submit = (fp = 'fp', request = '{"guid":"g"}'): Command => ({ type: 'Submi
 const sent = (at: number) => ({ type: 'Sent' as const, at, data: { attempt: 1, timeoutMs: 1 } });
 const claimed = (at: number, request = 'r', fingerprint = 'f') => ({ type: 'Claimed' as const, at, data: { request, fingerprint } });
 
-async function rejectsWith(p: Promise<unknown>, code: StoreErrorCode): Promise<void> {
-  const err: unknown = await p.then(
-    () => new Error('resolved, expected a rejection'),
-    (e: unknown) => e,
-  );
-  expect(err).toMatchObject({ code });
-}
 
 export function describeStoreContract(name: string, factory: StoreFactory): void {
   describe(`store contract: ${name}`, () => {
@@ -73,10 +68,10 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     describe('event log: claim and compare-and-set', () => {
       it('the claim is one append: of 50 concurrent Submits of one GUID exactly one wins, the others see it exists', async () => {
         const store = await open(await fresh());
-        const results = await Promise.all(Array.from({ length: 50 }, () => store.execute('g', submit())));
+        const results = await Promise.all(Array.from({ length: 50 }, () => orThrow(store.execute('g', submit()))));
         expect(results.filter((r) => r.kind === 'applied')).toHaveLength(1);
         expect(results.filter((r) => r.kind === 'refused' && r.refusal.reason === 'exists')).toHaveLength(49);
-        expect((await store.readStream('g')).map((e) => [e.seq, e.type])).toEqual([[0, 'Claimed'], [1, 'Sent']]);
+        expect((await orThrow(store.readStream('g'))).map((e) => [e.seq, e.type])).toEqual([[0, 'Claimed'], [1, 'Sent']]);
       });
 
       it('processes racing to claim the same GUIDs: each GUID is claimed by exactly one of them', async () => {
@@ -92,43 +87,43 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         // The race was real: more than one process won something.
         expect(won.filter((w) => w.length > 0).length).toBeGreaterThan(1);
         const store = await open(f);
-        const log = await store.readAll(-1, 10 * count);
+        const log = await orThrow(store.readAll(-1, 10 * count));
         expect(log.filter((e) => e.type === 'Claimed')).toHaveLength(count);
         expect(log.filter((e) => e.type === 'Sent')).toHaveLength(count);
-        expect(await store.verifyProjection()).toEqual([]);
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
       }, 120_000);
 
       it('an append at a stale or future seq loses, as a value carrying the state now, and writes nothing', async () => {
         const store = await open(await fresh());
-        expect((await store.appendEvents('g', -1, [claimed(1)])).won).toBe(true);
-        const again = await store.appendEvents('g', -1, [claimed(2, 'r2', 'f2')]);
+        expect((await orThrow(store.appendEvents('g', -1, [claimed(1)]))).won).toBe(true);
+        const again = await orThrow(store.appendEvents('g', -1, [claimed(2, 'r2', 'f2')]));
         expect(again).toEqual({ won: false, state: expect.objectContaining({ guid: 'g', lastSeq: 0, request: 'r', fingerprint: 'f' }) });
-        expect(await store.appendEvents('g', 5, [sent(3)])).toEqual({ won: false, state: expect.objectContaining({ lastSeq: 0 }) });
-        expect((await store.readStream('g')).map((e) => e.seq)).toEqual([0]);
-        const next = await store.appendEvents('g', 0, [sent(3)]);
+        expect(await orThrow(store.appendEvents('g', 5, [sent(3)]))).toEqual({ won: false, state: expect.objectContaining({ lastSeq: 0 }) });
+        expect((await orThrow(store.readStream('g'))).map((e) => e.seq)).toEqual([0]);
+        const next = await orThrow(store.appendEvents('g', 0, [sent(3)]));
         expect(next).toMatchObject({ won: true, state: { status: 'SENT', lastSeq: 1 }, events: [{ guid: 'g', seq: 1, type: 'Sent' }] });
-        expect((await store.readStream('g')).map((e) => e.seq)).toEqual([0, 1]);
+        expect((await orThrow(store.readStream('g'))).map((e) => e.seq)).toEqual([0, 1]);
       });
 
       it('a projection behind the log: the append loses and never overwrites the log', async () => {
         const f = await fresh();
         const store = await open(f);
-        await store.execute('g', submit());
+        await orThrow(store.execute('g', submit()));
         await f.backdoor.setProjectionSeq('g', 0);
-        const r = await store.appendEvents('g', 0, [sent(3)]);
+        const r = await orThrow(store.appendEvents('g', 0, [sent(3)]));
         expect(r.won).toBe(false);
         // The same through decide: the lost append comes back as a refusal with the state now.
-        const e = await store.execute('g', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
+        const e = await orThrow(store.execute('g', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
         expect(e.kind).toBe('refused');
-        expect((await store.readStream('g')).map((ev) => [ev.seq, ev.type])).toEqual([[0, 'Claimed'], [1, 'Sent']]);
+        expect((await orThrow(store.readStream('g'))).map((ev) => [ev.seq, ev.type])).toEqual([[0, 'Claimed'], [1, 'Sent']]);
       });
 
       it('readAll pages the whole log in global order', async () => {
         const store = await open(await fresh());
-        for (const g of ['b', 'a', 'c']) await store.execute(g, submit(g));
-        const all = await store.readAll(-1, 100);
+        for (const g of ['b', 'a', 'c']) await orThrow(store.execute(g, submit(g)));
+        const all = await orThrow(store.readAll(-1, 100));
         expect(all.map((e) => [e.guid, e.seq])).toEqual([['b', 0], ['b', 1], ['a', 0], ['a', 1], ['c', 0], ['c', 1]]);
-        const page = await store.readAll(all[1]!.position, 2);
+        const page = await orThrow(store.readAll(all[1]!.position, 2));
         expect(page.map((e) => [e.guid, e.seq])).toEqual([['a', 0], ['a', 1]]);
       });
     });
@@ -137,14 +132,14 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it('a unit the domain refuses to fold fails alone; the others in its batch commit', async () => {
         const store = await open(await fresh());
         const [a, bad, b] = await Promise.allSettled([
-          store.execute('a', submit()),
+          orThrow(store.execute('a', submit())),
           // Sent before Claimed: evolve throws; only this unit fails.
-          store.appendEvents('x', -1, [sent(1)]),
-          store.execute('b', submit()),
+          orThrow(store.appendEvents('x', -1, [sent(1)])),
+          orThrow(store.execute('b', submit())),
         ]);
         expect([a.status, bad.status, b.status]).toEqual(['fulfilled', 'rejected', 'fulfilled']);
-        expect(await store.readStream('x')).toEqual([]);
-        expect((await store.queryLedger({})).map((r) => r.guid)).toEqual(['a', 'b']);
+        expect(await orThrow(store.readStream('x'))).toEqual([]);
+        expect((await orThrow(store.queryLedger({}))).map((r) => r.guid)).toEqual(['a', 'b']);
       });
 
       it('an append of several events that meets a taken seq partway leaves none of its own events; the rest of the batch commits', async () => {
@@ -152,25 +147,25 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const store = await open(f);
         // A stray event at seq 1 with no seq 0 and no projection row: Claimed (seq 0) goes in, Sent (seq 1) cannot.
         await f.backdoor.insertEvent('x', 1, 'Sent', '{"attempt":1,"timeoutMs":1}');
-        const [a, x, b] = await Promise.all([store.execute('a', submit()), store.execute('x', submit()), store.execute('b', submit())]);
+        const [a, x, b] = await Promise.all([orThrow(store.execute('a', submit())), orThrow(store.execute('x', submit())), orThrow(store.execute('b', submit()))]);
         expect([a.kind, x.kind, b.kind]).toEqual(['applied', 'refused', 'applied']);
-        expect((await store.readStream('x')).map((e) => [e.seq, e.type])).toEqual([[1, 'Sent']]);
-        expect(await store.getLedger('x')).toBeNull();
-        expect((await store.readStream('a')).map((e) => e.seq)).toEqual([0, 1]);
+        expect((await orThrow(store.readStream('x'))).map((e) => [e.seq, e.type])).toEqual([[1, 'Sent']]);
+        expect(await orThrow(store.getLedger('x'))).toBeNull();
+        expect((await orThrow(store.readStream('a'))).map((e) => e.seq)).toEqual([0, 1]);
       });
 
       it('the store failing mid-unit fails the whole batch as LEDGER_UNAVAILABLE: nothing of any unit in it is durable', async () => {
         const f = await fresh();
         const store = await open(f);
         await f.backdoor.failProjectionWritesOf('boom');
-        const results = await Promise.allSettled([store.execute('a', submit()), store.execute('boom', submit()), store.execute('b', submit())]);
+        const results = await Promise.allSettled([orThrow(store.execute('a', submit())), orThrow(store.execute('boom', submit())), orThrow(store.execute('b', submit()))]);
         for (const r of results) {
           expect(r.status).toBe('rejected');
           if (r.status === 'rejected') expect(r.reason).toMatchObject({ code: 'LEDGER_UNAVAILABLE' });
         }
-        expect(await store.readAll(-1, 100)).toEqual([]);
-        expect(await store.queryLedger({})).toEqual([]);
-        expect((await store.execute('a', submit())).kind).toBe('applied');
+        expect(await orThrow(store.readAll(-1, 100))).toEqual([]);
+        expect(await orThrow(store.queryLedger({}))).toEqual([]);
+        expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');
       });
     });
 
@@ -193,11 +188,11 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const guids = acked.split('\n').filter((l) => l.startsWith('k-'));
         expect(guids.length).toBeGreaterThan(0);
         const store = await open(f);
-        for (const g of guids) expect((await store.readStream(g)).map((e) => e.type), g).toEqual(['Claimed', 'Sent']);
-        expect(await store.verifyProjection()).toEqual([]);
+        for (const g of guids) expect((await orThrow(store.readStream(g))).map((e) => e.type), g).toEqual(['Claimed', 'Sent']);
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
         // Nothing half-written either: every stream in the log is whole.
-        const log = await store.readAll(-1, 1_000_000);
-        for (const g of new Set(log.map((e) => e.guid))) expect((await store.readStream(g)).length, g).toBe(2);
+        const log = await orThrow(store.readAll(-1, 1_000_000));
+        for (const g of new Set(log.map((e) => e.guid))) expect((await orThrow(store.readStream(g))).length, g).toBe(2);
       }, 60_000);
     });
 
@@ -205,90 +200,90 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it('query by GUID, status, age and attempts; counts and the oldest row per status', async () => {
         let now = 1000;
         const store = await open(await fresh(), { clock: () => now });
-        await store.execute('a', submit());
+        await orThrow(store.execute('a', submit()));
         now = 2000;
-        await store.execute('b', submit());
-        await store.execute('b', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
-        expect((await store.queryLedger({ statuses: ['SENT'] })).map((r) => r.guid)).toEqual(['a']);
-        expect((await store.queryLedger({ statuses: ['SENT', 'UNKNOWN'], updatedBefore: 2000 })).map((r) => r.guid)).toEqual(['a']);
-        expect((await store.queryLedger({ sentAtOrBefore: 1999 })).map((r) => r.guid)).toEqual(['a']);
-        expect((await store.queryLedger({ attemptsBelow: 1 })).map((r) => r.guid)).toEqual([]);
-        expect((await store.queryLedger({ attemptsAtLeast: 1, afterGuid: 'a', limit: 5 })).map((r) => r.guid)).toEqual(['b']);
-        expect(await store.queryLedger({ attemptsAtLeast: 2 })).toEqual([]);
-        expect((await store.queryLedger({ afterGuid: 'a', limit: 1 })).map((r) => r.guid)).toEqual(['b']);
-        expect(await store.queryLedger({ statuses: [] })).toEqual([]);
-        expect((await store.queryLedger({ guid: 'b' })).map((r) => r.guid)).toEqual(['b']);
-        expect(await store.queryLedger({ guid: 'b', statuses: ['SENT'] })).toEqual([]);
-        expect(await store.countLedger({ guid: 'a', statuses: ['SENT'] })).toBe(1);
-        expect(await store.countLedger({ statuses: ['SENT', 'UNKNOWN'] })).toBe(2);
-        expect(await store.countByStatus()).toMatchObject({ SENT: { count: 1, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
+        await orThrow(store.execute('b', submit()));
+        await orThrow(store.execute('b', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
+        expect((await orThrow(store.queryLedger({ statuses: ['SENT'] }))).map((r) => r.guid)).toEqual(['a']);
+        expect((await orThrow(store.queryLedger({ statuses: ['SENT', 'UNKNOWN'], updatedBefore: 2000 }))).map((r) => r.guid)).toEqual(['a']);
+        expect((await orThrow(store.queryLedger({ sentAtOrBefore: 1999 }))).map((r) => r.guid)).toEqual(['a']);
+        expect((await orThrow(store.queryLedger({ attemptsBelow: 1 }))).map((r) => r.guid)).toEqual([]);
+        expect((await orThrow(store.queryLedger({ attemptsAtLeast: 1, afterGuid: 'a', limit: 5 }))).map((r) => r.guid)).toEqual(['b']);
+        expect(await orThrow(store.queryLedger({ attemptsAtLeast: 2 }))).toEqual([]);
+        expect((await orThrow(store.queryLedger({ afterGuid: 'a', limit: 1 }))).map((r) => r.guid)).toEqual(['b']);
+        expect(await orThrow(store.queryLedger({ statuses: [] }))).toEqual([]);
+        expect((await orThrow(store.queryLedger({ guid: 'b' }))).map((r) => r.guid)).toEqual(['b']);
+        expect(await orThrow(store.queryLedger({ guid: 'b', statuses: ['SENT'] }))).toEqual([]);
+        expect(await orThrow(store.countLedger({ guid: 'a', statuses: ['SENT'] }))).toBe(1);
+        expect(await orThrow(store.countLedger({ statuses: ['SENT', 'UNKNOWN'] }))).toBe(2);
+        expect(await orThrow(store.countByStatus())).toMatchObject({ SENT: { count: 1, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
       });
 
       it('now() is the clock events are stamped with, read afresh on every call', async () => {
         let now = 1000;
         const store = await open(await fresh(), { clock: () => now });
-        expect(await store.now()).toBe(1000);
+        expect(await orThrow(store.now())).toBe(1000);
         now = 2500;
-        const r = await store.execute('a', submit());
+        const r = await orThrow(store.execute('a', submit()));
         expect(r.kind === 'applied' && r.state.createdAt).toBe(2500);
-        expect(await store.now()).toBe(2500);
+        expect(await orThrow(store.now())).toBe(2500);
         // Without a clock given: the store's own (the host's, or the database server's), near this host's here.
         const own = await open(await fresh());
-        expect(Math.abs((await own.now()) - Date.now())).toBeLessThan(60_000);
+        expect(Math.abs((await orThrow(own.now())) - Date.now())).toBeLessThan(60_000);
       });
 
       it('leases: a row another holder leases is not leased again until that lease ends or runs out; a row that moved since it was read is not leased', async () => {
         let now = 1000;
         const store = await open(await fresh(), { clock: () => now });
-        for (const g of ['a', 'b', 'c']) await store.execute(g, submit(g));
-        const rows = (await store.queryLedger({})).map(({ guid, lastSeq }) => ({ guid, lastSeq }));
-        expect(await store.leaseRows('one', rows.slice(0, 2), 500)).toEqual(new Set(['a', 'b']));
-        expect(await store.leaseRows('two', rows, 500)).toEqual(new Set(['c']));
+        for (const g of ['a', 'b', 'c']) await orThrow(store.execute(g, submit(g)));
+        const rows = (await orThrow(store.queryLedger({}))).map(({ guid, lastSeq }) => ({ guid, lastSeq }));
+        expect(await orThrow(store.leaseRows('one', rows.slice(0, 2), 500))).toEqual(new Set(['a', 'b']));
+        expect(await orThrow(store.leaseRows('two', rows, 500))).toEqual(new Set(['c']));
         // Its own lease is renewed; a row read at an older seq is not leased whoever holds it.
-        expect(await store.leaseRows('one', [rows[0]!, { guid: 'b', lastSeq: 0 }, { guid: 'x', lastSeq: 1 }], 500)).toEqual(new Set(['a']));
-        await store.releaseLeases('one');
-        expect(await store.leaseRows('two', rows, 500)).toEqual(new Set(['a', 'b', 'c']));
+        expect(await orThrow(store.leaseRows('one', [rows[0]!, { guid: 'b', lastSeq: 0 }, { guid: 'x', lastSeq: 1 }], 500))).toEqual(new Set(['a']));
+        await orThrow(store.releaseLeases('one'));
+        expect(await orThrow(store.leaseRows('two', rows, 500))).toEqual(new Set(['a', 'b', 'c']));
         // 'two' dies holding them: they come back once its leases have run out, by the ledger's clock.
-        expect(await store.leaseRows('three', rows, 500)).toEqual(new Set());
+        expect(await orThrow(store.leaseRows('three', rows, 500))).toEqual(new Set());
         now = 1499;
-        expect(await store.leaseRows('three', rows, 500)).toEqual(new Set());
+        expect(await orThrow(store.leaseRows('three', rows, 500))).toEqual(new Set());
         now = 1500;
-        expect(await store.leaseRows('three', rows, 500)).toEqual(new Set(['a', 'b', 'c']));
-        expect(await store.leaseRows('three', [], 500)).toEqual(new Set());
+        expect(await orThrow(store.leaseRows('three', rows, 500))).toEqual(new Set(['a', 'b', 'c']));
+        expect(await orThrow(store.leaseRows('three', [], 500))).toEqual(new Set());
       });
 
       it('a row FAILED by an inquiry says so (failedByInquiry), in the projection and in a rebuild; a refused connection does not', async () => {
         const store = await open(await fresh());
-        for (const g of ['a', 'b']) await store.execute(g, submit(g));
-        await store.execute('a', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
-        await store.execute('a', { type: 'Resolve', outcome: 'absent' });
-        await store.execute('b', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' });
-        expect(await store.getLedger('a')).toMatchObject({ status: 'FAILED', failedByInquiry: true });
-        expect(await store.getLedger('b')).toMatchObject({ status: 'FAILED', failedByInquiry: false });
-        await store.rebuildProjection();
-        expect(await store.verifyProjection()).toEqual([]);
-        expect((await store.getLedger('a'))?.failedByInquiry).toBe(true);
+        for (const g of ['a', 'b']) await orThrow(store.execute(g, submit(g)));
+        await orThrow(store.execute('a', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
+        await orThrow(store.execute('a', { type: 'Resolve', outcome: 'absent' }));
+        await orThrow(store.execute('b', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' }));
+        expect(await orThrow(store.getLedger('a'))).toMatchObject({ status: 'FAILED', failedByInquiry: true });
+        expect(await orThrow(store.getLedger('b'))).toMatchObject({ status: 'FAILED', failedByInquiry: false });
+        await orThrow(store.rebuildProjection());
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
+        expect((await orThrow(store.getLedger('a')))?.failedByInquiry).toBe(true);
       });
 
       it('inquiry schedule: unclear inquiries about one attempt space out the next (min-age, 2×, 4×, …); a new Sent starts again; inquiryDueBy selects what is due', async () => {
         let now = 1000;
         const store = await open(await fresh(), { clock: () => now });
         for (const g of ['a', 'b']) {
-          await store.execute(g, submit(g));
-          await store.execute(g, { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
+          await orThrow(store.execute(g, submit(g)));
+          await orThrow(store.execute(g, { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
         }
-        expect(await store.recordUnclearInquiry('a', 1000, 5000, 100)).toEqual({ inquiries: 1, nextInquiryAt: 5100 });
-        expect(await store.recordUnclearInquiry('a', 1000, 5100, 100)).toEqual({ inquiries: 2, nextInquiryAt: 5300 });
-        const due = async (at: number) => (await store.queryLedger({ statuses: ['UNKNOWN'], inquiryDueBy: at })).map((r) => r.guid);
+        expect(await orThrow(store.recordUnclearInquiry('a', 1000, 5000, 100))).toEqual({ inquiries: 1, nextInquiryAt: 5100 });
+        expect(await orThrow(store.recordUnclearInquiry('a', 1000, 5100, 100))).toEqual({ inquiries: 2, nextInquiryAt: 5300 });
+        const due = async (at: number) => (await orThrow(store.queryLedger({ statuses: ['UNKNOWN'], inquiryDueBy: at }))).map((r) => r.guid);
         expect([await due(5299), await due(5300)]).toEqual([['b'], ['a', 'b']]);
-        expect(await store.countLedger({ inquiryDueBy: 5299 })).toBe(1);
+        expect(await orThrow(store.countLedger({ inquiryDueBy: 5299 }))).toBe(1);
         // An inquiry about an older attempt (another sent_at) does not hold back the current one, and starts the count again.
-        expect(await store.recordUnclearInquiry('a', 900, 5400, 100)).toEqual({ inquiries: 1, nextInquiryAt: 5500 });
+        expect(await orThrow(store.recordUnclearInquiry('a', 900, 5400, 100))).toEqual({ inquiries: 1, nextInquiryAt: 5500 });
         now = 6000;
-        expect(await store.recordUnclearInquiry('a', 1000, 6000, 100)).toEqual({ inquiries: 1, nextInquiryAt: 6100 });
+        expect(await orThrow(store.recordUnclearInquiry('a', 1000, 6000, 100))).toEqual({ inquiries: 1, nextInquiryAt: 6100 });
         // The wait grows up to an hour and stays there, however many inquiries could not tell.
         const waits: number[] = [];
-        for (let i = 2; i <= 40; i++) waits.push((await store.recordUnclearInquiry('a', 1000, 7000, 100)).nextInquiryAt - 7000);
+        for (let i = 2; i <= 40; i++) waits.push((await orThrow(store.recordUnclearInquiry('a', 1000, 7000, 100))).nextInquiryAt - 7000);
         expect(waits.slice(0, 3)).toEqual([200, 400, 800]);
         expect(waits.slice(-20)).toEqual(Array.from({ length: 20 }, () => 3_600_000));
       });
@@ -296,9 +291,9 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it('rows read back are decoded, not cast: a row changed behind the store is LEDGER_CORRUPT, not a state', async () => {
         const f = await fresh();
         const store = await open(f);
-        await store.execute('a', submit());
+        await orThrow(store.execute('a', submit()));
         await f.backdoor.setProjectionStatus('a', 'BOGUS', null);
-        await rejectsWith(store.getLedger('a'), 'LEDGER_CORRUPT');
+        await expectLeft(store.getLedger('a'), 'LEDGER_CORRUPT');
       });
     });
 
@@ -306,46 +301,46 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it('rebuild reproduces the projection from the log; verify names every row that differs, and changes nothing', async () => {
         const f = await fresh();
         const store = await open(f);
-        for (const g of ['a', 'b', 'c']) await store.execute(g, submit());
-        await store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"ok":1}', latencyMs: 3 });
-        await store.execute('b', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' });
-        expect(await store.verifyProjection()).toEqual([]);
+        for (const g of ['a', 'b', 'c']) await orThrow(store.execute(g, submit()));
+        await orThrow(store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"ok":1}', latencyMs: 3 }));
+        await orThrow(store.execute('b', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' }));
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
         await f.backdoor.setProjectionStatus('a', 'FAILED', 'E902');
         await f.backdoor.deleteProjectionRow('c');
-        const diffs = await store.verifyProjection();
+        const diffs = await orThrow(store.verifyProjection());
         expect(diffs.map((d) => [d.guid, d.kind, d.columns])).toEqual([
           ['a', 'differs', ['status', 'code']],
           ['c', 'missing', []],
         ]);
-        expect((await store.getLedger('a'))?.status).toBe('FAILED');
-        expect(await store.rebuildProjection()).toEqual({ rows: 3 });
-        expect(await store.verifyProjection()).toEqual([]);
-        expect(await store.getLedger('a')).toMatchObject({ status: 'DONE', code: '0000', response: '{"ok":1}' });
-        expect(await store.getLedger('c')).toMatchObject({ status: 'SENT', attempts: 1 });
+        expect((await orThrow(store.getLedger('a')))?.status).toBe('FAILED');
+        expect(await orThrow(store.rebuildProjection())).toEqual({ rows: 3 });
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
+        expect(await orThrow(store.getLedger('a'))).toMatchObject({ status: 'DONE', code: '0000', response: '{"ok":1}' });
+        expect(await orThrow(store.getLedger('c'))).toMatchObject({ status: 'SENT', attempts: 1 });
       });
 
       it('Purged takes the raw request and response out of the log too; tombstones go with their events after their retention', async () => {
         let now = 1000;
         const f = await fresh();
         const store = await open(f, { clock: () => now });
-        await store.execute('a', submit('fa', '{"guid":"a","from":"ACC-SECRET"}'));
-        await store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"code":"0000","bal":42}', latencyMs: 3 });
-        await store.execute('keep', submit('fk', '{"guid":"keep","from":"ACC-KEPT"}'));
+        await orThrow(store.execute('a', submit('fa', '{"guid":"a","from":"ACC-SECRET"}')));
+        await orThrow(store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"code":"0000","bal":42}', latencyMs: 3 }));
+        await orThrow(store.execute('keep', submit('fk', '{"guid":"keep","from":"ACC-KEPT"}')));
         expect(await f.backdoor.rawEventData('a')).toContain('ACC-SECRET');
         now = 5000;
-        expect((await store.execute('a', { type: 'Purge', retentionMs: 1000 })).kind).toBe('applied');
+        expect((await orThrow(store.execute('a', { type: 'Purge', retentionMs: 1000 }))).kind).toBe('applied');
         const raw = await f.backdoor.rawEventData('a');
         expect(raw).not.toContain('ACC-SECRET');
         expect(raw).not.toContain('bal');
         expect(await f.backdoor.rawEventData('keep')).toContain('ACC-KEPT');
-        expect(await store.getLedger('a')).toMatchObject({ status: 'PURGED', code: '0000', fingerprint: 'fa', request: null, response: null, createdAt: 1000, updatedAt: 5000 });
-        expect(await store.verifyProjection()).toEqual([]);
-        expect(await store.removeTombstones(5000)).toBe(0);
-        expect(await store.removeTombstones(5001)).toBe(1);
-        expect(await store.readStream('a')).toEqual([]);
-        expect(await store.getLedger('a')).toBeNull();
-        expect((await store.readStream('keep')).length).toBe(2);
-        expect(await store.spaceOnDisk()).toBeGreaterThanOrEqual(0);
+        expect(await orThrow(store.getLedger('a'))).toMatchObject({ status: 'PURGED', code: '0000', fingerprint: 'fa', request: null, response: null, createdAt: 1000, updatedAt: 5000 });
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
+        expect(await orThrow(store.removeTombstones(5000))).toBe(0);
+        expect(await orThrow(store.removeTombstones(5001))).toBe(1);
+        expect(await orThrow(store.readStream('a'))).toEqual([]);
+        expect(await orThrow(store.getLedger('a'))).toBeNull();
+        expect((await orThrow(store.readStream('keep'))).length).toBe(2);
+        expect(await orThrow(store.spaceOnDisk())).toBeGreaterThanOrEqual(0);
       });
     });
 
@@ -356,65 +351,65 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const f = await fresh();
         const store = await open(f, { actor: serveActor });
         const audit = { key: 'shop-a', params: { timeoutMs: 3000, minAgeMs: 60_000, inquiryStatus: null } };
-        const claimed = await store.execute('a', submit(), audit);
+        const claimed = await orThrow(store.execute('a', submit(), audit));
         expect(claimed.kind === 'applied' && claimed.events.map((e) => e.actor)).toEqual([{ ...serveActor, ...audit }, { ...serveActor, ...audit }]);
-        await store.execute('a', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
-        const resolved = await store.appendEvents('a', 2, [{ type: 'Resolved', at: 5, data: { source: 'inquiry', outcome: 'absent', code: null, response: null } }], { params: { inquiryStatus: 404 } });
+        await orThrow(store.execute('a', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
+        const resolved = await orThrow(store.appendEvents('a', 2, [{ type: 'Resolved', at: 5, data: { source: 'inquiry', outcome: 'absent', code: null, response: null } }], { params: { inquiryStatus: 404 } }));
         expect(resolved.won && resolved.events[0]!.actor).toEqual({ ...serveActor, params: { inquiryStatus: 404 } });
         // A store opened without a process part writes no actor; an event written before actors existed has none.
         const anonymous = await open(f);
-        await anonymous.execute('b', submit(), { key: 'ignored' });
+        await orThrow(anonymous.execute('b', submit(), { key: 'ignored' }));
         await f.backdoor.insertEvent('old', 0, 'Claimed', '{"request":null,"fingerprint":"f"}');
 
-        const stream = await store.readStream('a');
+        const stream = await orThrow(store.readStream('a'));
         expect(stream.map((e) => [e.type, e.actor])).toEqual([
           ['Claimed', { ...serveActor, ...audit }],
           ['Sent', { ...serveActor, ...audit }],
           ['TimedOut', serveActor],
           ['Resolved', { ...serveActor, params: { inquiryStatus: 404 } }],
         ]);
-        expect((await store.readStream('b')).map((e) => e.actor)).toEqual([null, null]);
-        expect((await store.readStream('old'))[0]!.actor).toBeNull();
-        expect((await store.readAll(-1, 100)).find((e) => e.guid === 'a' && e.seq === 3)?.actor).toEqual({ ...serveActor, params: { inquiryStatus: 404 } });
+        expect((await orThrow(store.readStream('b'))).map((e) => e.actor)).toEqual([null, null]);
+        expect((await orThrow(store.readStream('old')))[0]!.actor).toBeNull();
+        expect((await orThrow(store.readAll(-1, 100))).find((e) => e.guid === 'a' && e.seq === 3)?.actor).toEqual({ ...serveActor, params: { inquiryStatus: 404 } });
         // evolve ignores it: rebuild and verify stay clean.
         await f.backdoor.deleteProjectionRow('old');
-        expect(await store.verifyProjection()).toEqual([{ guid: 'old', kind: 'missing', columns: expect.any(Array) as unknown, ledger: null, rebuilt: expect.anything() as unknown }]);
-        await store.rebuildProjection();
-        expect(await store.verifyProjection()).toEqual([]);
+        expect(await orThrow(store.verifyProjection())).toEqual([{ guid: 'old', kind: 'missing', columns: expect.any(Array) as unknown, ledger: null, rebuilt: expect.anything() as unknown }]);
+        await orThrow(store.rebuildProjection());
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
       });
 
       it('the tombstone keeps the code, its times and a SHA-256 of the answer; an old Purged without it still decodes', async () => {
         let now = 1000;
         const f = await fresh();
         const store = await open(f, { clock: () => now, actor: { by: 'purge', host: 'h', pid: 1 } });
-        await store.execute('a', submit('fa'));
-        await store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"code":"0000","bal":42}', latencyMs: 3 });
+        await orThrow(store.execute('a', submit('fa')));
+        await orThrow(store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"code":"0000","bal":42}', latencyMs: 3 }));
         now = 5000;
-        await store.execute('a', { type: 'Purge', retentionMs: 1000 }, { params: { retentionMs: 1000 } });
-        const purged = (await store.readStream('a')).at(-1)!;
+        await orThrow(store.execute('a', { type: 'Purge', retentionMs: 1000 }, { params: { retentionMs: 1000 } }));
+        const purged = (await orThrow(store.readStream('a'))).at(-1)!;
         // printf '%s' '{"code":"0000","bal":42}' | sha256sum
         expect(purged).toMatchObject({ type: 'Purged', data: { code: '0000', retentionMs: 1000, responseSha256: 'c8271c30ee38f3422bfc306c965c25d4387947f8b31ce95edb2cf186282b9c30' } });
         expect(purged.actor).toEqual({ by: 'purge', host: 'h', pid: 1, params: { retentionMs: 1000 } });
-        expect(await store.getLedger('a')).toMatchObject({ status: 'PURGED', code: '0000', createdAt: 1000, updatedAt: 5000 });
+        expect(await orThrow(store.getLedger('a'))).toMatchObject({ status: 'PURGED', code: '0000', createdAt: 1000, updatedAt: 5000 });
         await f.backdoor.insertEvent('old', 0, 'Purged', '{"retentionMs":5,"code":"0000"}');
-        expect((await store.readStream('old'))[0]!.data).toEqual({ retentionMs: 5, code: '0000' });
+        expect((await orThrow(store.readStream('old')))[0]!.data).toEqual({ retentionMs: 5, code: '0000' });
       });
 
       it('request records: stored in one call, read back per GUID in order with their positions; tombstone removal deletes them', async () => {
         let now = 1000;
         const f = await fresh();
         const store = await open(f, { clock: () => now });
-        await store.execute('a', submit());
-        await store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 });
-        await store.execute('b', submit());
-        await store.recordRequests([
+        await orThrow(store.execute('a', submit()));
+        await orThrow(store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }));
+        await orThrow(store.execute('b', submit()));
+        await orThrow(store.recordRequests([
           { guid: 'a', at: 1000, key: 'shop-a', code: '0000', fingerprintMatch: true },
           { guid: 'b', at: 1001, key: null, code: 'E903', fingerprintMatch: true },
           { guid: 'a', at: 1002, key: 'shop-a', code: '0000', fingerprintMatch: true },
           { guid: 'a', at: 1003, key: 'shop-b', code: 'E904', fingerprintMatch: false },
-        ]);
-        await store.recordRequests([]);
-        const a = await store.readRequests('a');
+        ]));
+        await orThrow(store.recordRequests([]));
+        const a = await orThrow(store.readRequests('a'));
         expect(a.map(({ position: _p, ...r }) => r)).toEqual([
           { guid: 'a', at: 1000, key: 'shop-a', code: '0000', fingerprintMatch: true },
           { guid: 'a', at: 1002, key: 'shop-a', code: '0000', fingerprintMatch: true },
@@ -422,18 +417,18 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         ]);
         expect(a[0]!.position).toBeLessThan(a[1]!.position);
         expect(a[1]!.position).toBeLessThan(a[2]!.position);
-        expect(await store.readRequests('nobody')).toEqual([]);
+        expect(await orThrow(store.readRequests('nobody'))).toEqual([]);
         // A malformed record is refused before anything of the call is written.
-        await expect(store.recordRequests([{ guid: 'a', at: 1, key: null, code: '0000', fingerprintMatch: true }, { guid: 'a', at: Number.NaN, key: null, code: 'x', fingerprintMatch: true }])).rejects.toThrow();
-        expect(await store.readRequests('a')).toHaveLength(3);
+        expect(E.isLeft(await store.recordRequests([{ guid: 'a', at: 1, key: null, code: '0000', fingerprintMatch: true }, { guid: 'a', at: Number.NaN, key: null, code: 'x', fingerprintMatch: true }]))).toBe(true);
+        expect(await orThrow(store.readRequests('a'))).toHaveLength(3);
         // Requests change no state: the projection still equals the log.
-        expect(await store.verifyProjection()).toEqual([]);
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
         now = 5000;
-        await store.execute('a', { type: 'Purge', retentionMs: 1000 });
-        expect(await store.readRequests('a')).toHaveLength(3);
-        expect(await store.removeTombstones(5001)).toBe(1);
-        expect(await store.readRequests('a')).toEqual([]);
-        expect(await store.readRequests('b')).toHaveLength(1);
+        await orThrow(store.execute('a', { type: 'Purge', retentionMs: 1000 }));
+        expect(await orThrow(store.readRequests('a'))).toHaveLength(3);
+        expect(await orThrow(store.removeTombstones(5001))).toBe(1);
+        expect(await orThrow(store.readRequests('a'))).toEqual([]);
+        expect(await orThrow(store.readRequests('b'))).toHaveLength(1);
       });
     });
 
@@ -441,14 +436,45 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it('ping answers while open; after close (twice at once) every call is LEDGER_CLOSED', async () => {
         const f = await fresh();
         const store = await f.open();
-        await expect(store.ping()).resolves.toBeUndefined();
-        await store.execute('a', submit());
-        await expect(Promise.all([store.close(), store.close()])).resolves.toEqual([undefined, undefined]);
-        await rejectsWith(store.ping(), 'LEDGER_CLOSED');
-        await rejectsWith(store.getLedger('a'), 'LEDGER_CLOSED');
-        await rejectsWith(store.execute('b', submit()), 'LEDGER_CLOSED');
+        expect(await store.ping()).toEqual(E.right(undefined));
+        await orThrow(store.execute('a', submit()));
+        expect(await Promise.all([store.close(), store.close()])).toEqual([E.right(undefined), E.right(undefined)]);
+        await expectLeft(store.ping(), 'LEDGER_CLOSED');
+        await expectLeft(store.getLedger('a'), 'LEDGER_CLOSED');
+        await expectLeft(store.execute('b', submit()), 'LEDGER_CLOSED');
         // What was acknowledged before the close is there when it opens again.
-        expect((await (await open(f)).getLedger('a'))?.status).toBe('SENT');
+        expect((await orThrow((await open(f)).getLedger('a')))?.status).toBe('SENT');
+      });
+
+      it('a store never rejects: every method of a closed store resolves to a Left with LEDGER_CLOSED', async () => {
+        const f = await fresh();
+        const store = await f.open();
+        expect(await store.close()).toEqual(E.right(undefined));
+        const calls: Record<Exclude<keyof EventStore, 'close'>, () => Promise<unknown>> = {
+          appendEvents: () => store.appendEvents('a', -1, [claimed(1)]),
+          execute: () => store.execute('a', submit()),
+          readStream: () => store.readStream('a'),
+          readAll: () => store.readAll(0, 10),
+          getLedger: () => store.getLedger('a'),
+          queryLedger: () => store.queryLedger({}),
+          countLedger: () => store.countLedger({}),
+          countByStatus: () => store.countByStatus(),
+          removeTombstones: () => store.removeTombstones(1),
+          spaceOnDisk: () => store.spaceOnDisk(),
+          reclaimSpace: () => store.reclaimSpace(),
+          rebuildProjection: () => store.rebuildProjection(),
+          verifyProjection: () => store.verifyProjection(),
+          recordUnclearInquiry: () => store.recordUnclearInquiry('a', 1, 2, 100),
+          leaseRows: () => store.leaseRows('h', [{ guid: 'a', lastSeq: 1 }], 1000),
+          releaseLeases: () => store.releaseLeases('h'),
+          now: () => store.now(),
+          recordRequests: () => store.recordRequests([{ guid: 'a', at: 1, key: null, code: '0000', fingerprintMatch: true }]),
+          readRequests: () => store.readRequests('a'),
+          ping: () => store.ping(),
+        };
+        const settled = await Promise.allSettled(Object.values(calls).map((call) => call()));
+        expect(settled.map((s) => s.status)).toEqual(Object.keys(calls).map(() => 'fulfilled'));
+        for (const s of settled) if (s.status === 'fulfilled') expect(s.value).toMatchObject({ _tag: 'Left', left: { code: 'LEDGER_CLOSED' } });
       });
     });
   });

@@ -6,6 +6,7 @@ import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { createAccountClient } from '../../src/relay/accountClient.js';
 import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 /** A loopback account system that answers whatever the test sets, and counts the transfers it receives. */
 async function scriptedAccount(): Promise<{ url: string; posts: () => number; answers: { post: [number, string]; inquiry: [number, string] }; close(): Promise<void> }> {
@@ -55,20 +56,20 @@ describe('account answers, contract v2 §3 (real sockets: relay, ledger file, a 
     const store = openSqliteStore({ path: h.db });
     const client = createAccountClient({ baseUrl: account.url, timeoutMs: 1000 });
     try {
-      expect((await store.getLedger(guid))?.status).toBe('UNKNOWN');
+      expect((await orThrow(store.getLedger(guid)))?.status).toBe('UNKNOWN');
       const settle = () => resolveUnknown({ store, account: client }, { minAgeMs: 0, graceMs: 1000 });
       for (const body of ['<html>404 Not Found</html>', '{"code":"E404","message":"no such route"}', JSON.stringify({ guid: `${guid}-other`, code: 'E404' })]) {
         account.answers.inquiry = [404, body];
         expect((await settle()).absent).toBe(0);
-        expect((await store.getLedger(guid))?.status).toBe('UNKNOWN');
+        expect((await orThrow(store.getLedger(guid)))?.status).toBe('UNKNOWN');
       }
       account.answers.inquiry = [200, '{"code":"E500","code":"0000"}'];
       expect((await settle()).processed).toBe(0);
-      expect((await store.getLedger(guid))?.status).toBe('UNKNOWN');
+      expect((await orThrow(store.getLedger(guid)))?.status).toBe('UNKNOWN');
 
       account.answers.inquiry = [404, JSON.stringify({ guid, code: 'E404', message: 'no record of this transfer' })];
       expect((await settle()).absent).toBe(1);
-      expect((await store.getLedger(guid))?.status).toBe('FAILED');
+      expect((await orThrow(store.getLedger(guid)))?.status).toBe('FAILED');
     } finally {
       await client.close();
       await store.close();

@@ -5,6 +5,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addKey } from '../../src/commands/keys.js';
 import type { TimelineEntry } from '../../src/commands/history.js';
+import { orThrow } from '../../src/events/storeResult.js';
 import { openKeyRing } from '../../src/relay/auth/keyRing.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { cli } from '../support/commandsSeed.js';
@@ -60,7 +61,7 @@ describe('audit trail over HTTP', () => {
     const store = openSqliteStore({ path: h.db });
     try {
       const records = await waitFor(async () => {
-        const r = await store.readRequests(guid);
+        const r = await orThrow(store.readRequests(guid));
         return r.length >= 5 ? r : null;
       }, { what: 'five request records' });
       expect(records.map((r) => [r.key, r.code, r.fingerprintMatch])).toEqual([
@@ -70,9 +71,9 @@ describe('audit trail over HTTP', () => {
         ['shop-b', 'E904', true],
         ['shop-a', 'E905', true],
       ]);
-      expect(await store.readRequests('NEVER-1')).toEqual([]);
+      expect(await orThrow(store.readRequests('NEVER-1'))).toEqual([]);
 
-      const events = await store.readStream(guid);
+      const events = await orThrow(store.readStream(guid));
       expect(events.map((e) => e.type)).toEqual(['Claimed', 'Sent', 'Answered', 'Purged']);
       const served = { by: 'serve', host: hostname(), pid: process.pid, key: 'shop-a', params: { timeoutMs: 1000, maxAttempts: 3, minAgeMs: 1500 } };
       for (const e of events.slice(0, 3)) expect(e.actor).toEqual(served);

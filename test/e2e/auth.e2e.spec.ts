@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { httpRequest, makeKeys, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 /** Keys on (CONTRACT.md §6), end to end: a real `serve` on a real ledger file, a real simulator, real sockets. */
 describe('keys and scopes over HTTP', () => {
@@ -33,7 +34,7 @@ describe('keys and scopes over HTTP', () => {
   const ledgerRow = async (guid: string) => {
     const store = openSqliteStore({ path: h.db, writer: 'inline' });
     try {
-      return { row: await store.getLedger(guid), events: await store.readStream(guid) };
+      return { row: await orThrow(store.getLedger(guid)), events: await orThrow(store.readStream(guid)) };
     } finally {
       await store.close();
     }

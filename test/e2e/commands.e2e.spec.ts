@@ -14,6 +14,7 @@ import { cli, seedRow, sleep, snapshot, transferBody } from '../support/commands
 import { startHarness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
 
@@ -48,7 +49,7 @@ describe('guidgate operator commands as processes', () => {
   const row = async (db: string, guid: string) => {
     const s = openSqliteStore({ path: db });
     try {
-      return await s.getLedger(guid);
+      return await orThrow(s.getLedger(guid));
     } finally {
       await s.close();
     }

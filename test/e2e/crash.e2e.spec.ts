@@ -3,6 +3,7 @@ import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { childScript, spawnNode, waitForLine } from '../support/children.js';
 import { useTempDir } from '../support/tmp.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 describe('crash: SIGKILL while appending', () => {
   const tmp = useTempDir();
@@ -20,8 +21,8 @@ describe('crash: SIGKILL while appending', () => {
 
       const store = openSqliteStore({ path: dbPath });
       expect(store.db.pragma('integrity_check', { simple: true })).toBe('ok');
-      expect(await store.verifyProjection()).toEqual([]);
-      const events = (await store.readAll(-1, 10_000_000)).length;
+      expect(await orThrow(store.verifyProjection())).toEqual([]);
+      const events = (await orThrow(store.readAll(-1, 10_000_000))).length;
       // Every round made progress and nothing committed before was lost.
       expect(events).toBeGreaterThan(lastEvents);
       lastEvents = events;

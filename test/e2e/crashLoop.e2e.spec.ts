@@ -26,6 +26,7 @@ import { foldStream, isDefinite, replyCode, type LogEvent } from '../support/mod
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { guidgate, jsonSummary, killChildren, post, sigkill, spawnServe, type ServeProcess } from '../support/scheduleProcess.js';
 import { soakSeconds } from '../support/scheduleBudget.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const KILLS = 22;
@@ -61,7 +62,7 @@ interface CrashLedger {
 /** Every GUID's events, in seq order, read through the store. */
 async function allEvents(store: EventStore): Promise<Map<string, LogEvent[]>> {
   const m = new Map<string, LogEvent[]>();
-  for (const e of await store.readAll(-1, 10_000_000)) {
+  for (const e of await orThrow(store.readAll(-1, 10_000_000))) {
     const list = m.get(e.guid) ?? [];
     list.push({ seq: e.seq, type: e.type, at: e.at, data: e.data as Record<string, unknown> });
     m.set(e.guid, list);
@@ -197,7 +198,7 @@ function crashLoop(makeLedger: (dir: string) => Promise<CrashLedger>): void {
       const store = await openStore(db);
       let log: Map<string, LogEvent[]>;
       try {
-        const diffs = await store.verifyProjection();
+        const diffs = await orThrow(store.verifyProjection());
         if (diffs.length > 0) problems.push(`after kill ${k}: ledger != rebuild: ${JSON.stringify(diffs).slice(0, 300)}`);
         log = await allEvents(store);
       } finally {
@@ -256,7 +257,7 @@ function crashLoop(makeLedger: (dir: string) => Promise<CrashLedger>): void {
     expect(stats.doubleApplied).toEqual([]);
     const store = await openStore(db);
     cleanups.push(() => store.close());
-    const rows = new Map((await store.queryLedger({})).map((r) => [r.guid, r]));
+    const rows = new Map((await orThrow(store.queryLedger({}))).map((r) => [r.guid, r]));
     for (const guid of new Set([...sent, ...answered])) {
       const row = rows.get(guid);
       expect(row, `${guid} was sent but the ledger lost it`).toBeDefined();
@@ -268,8 +269,8 @@ function crashLoop(makeLedger: (dir: string) => Promise<CrashLedger>): void {
     }
     for (const guid of pool) if (!sent.has(guid)) expect(stats.applied[guid] ?? 0, guid).toBe(0);
     expect(await ledger.integrity()).toBe('ok');
-    expect(await store.verifyProjection()).toEqual([]);
-    const log = await store.readAll(-1, 10_000_000);
+    expect(await orThrow(store.verifyProjection())).toEqual([]);
+    const log = await orThrow(store.readAll(-1, 10_000_000));
     const orphaned = log.filter((e) => e.type === 'TimedOut' && e.data.reason === 'orphaned').length;
     const verify = await guidgate(['rebuild', '--verify', '--db', db]);
     expect(verify.code, verify.stdout + verify.stderr).toBe(0);

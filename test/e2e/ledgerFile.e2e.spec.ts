@@ -9,6 +9,7 @@ import { childScript, runToEnd, waitForLine } from '../support/children.js';
 import { httpRequest, transfer, type HttpReply } from '../support/relayHarness.js';
 import { BIN, exited, startServe } from '../support/serveProcess.js';
 import { useTempDir } from '../support/tmp.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 const LOST = /ledger file .* was deleted or replaced/;
 
@@ -191,7 +192,7 @@ describe('guidgate check', () => {
     const db = join(tmp(), 'ledger.db');
     const store = openSqliteStore({ path: db, synchronous: 'NORMAL' });
     await Promise.all(Array.from({ length: 2000 }, (_, i) =>
-      store.execute(`G-${i}`, { type: 'Submit', request: `{"guid":"G-${i}","from":"ACC-1","to":"ACC-2","amount":${i + 1}}`, fingerprint: `f${i}`, timeoutMs: 1000, maxAttempts: 3 })));
+      orThrow(store.execute(`G-${i}`, { type: 'Submit', request: `{"guid":"G-${i}","from":"ACC-1","to":"ACC-2","amount":${i + 1}}`, fingerprint: `f${i}`, timeoutMs: 1000, maxAttempts: 3 }))));
     await store.close();
 
     const good = await check(db);

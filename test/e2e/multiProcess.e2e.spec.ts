@@ -3,6 +3,7 @@ import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { claimRace } from '../support/children.js';
 import { useTempDir } from '../support/tmp.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 describe('many processes, one ledger file', () => {
   const tmp = useTempDir();
@@ -20,10 +21,10 @@ describe('many processes, one ledger file', () => {
     expect(won.filter((w) => w.length > 0).length).toBeGreaterThan(1);
 
     const store = openSqliteStore({ path: dbPath });
-    const log = await store.readAll(-1, 10_000);
+    const log = await orThrow(store.readAll(-1, 10_000));
     expect(log.filter((e) => e.type === 'Claimed')).toHaveLength(1000);
     expect(log.filter((e) => e.type === 'Sent')).toHaveLength(1000);
-    expect(await store.verifyProjection()).toEqual([]);
+    expect(await orThrow(store.verifyProjection())).toEqual([]);
     await store.close();
   }, 120_000);
 });

@@ -12,6 +12,7 @@ import { cli, sleep, transferBody } from '../support/commandsSeed.js';
 import { PG_ADMIN_URL, postgresForTests, useTestDatabases } from '../support/pg.js';
 import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
 import { startServe } from '../support/serveProcess.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 const { available } = await postgresForTests();
 
@@ -112,13 +113,13 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
       const stats = sim.stats();
       expect(stats.doubleApplied).toEqual([]);
       for (const g of guids) {
-        const row = await store.getLedger(g);
+        const row = await orThrow(store.getLedger(g));
         // Never claimed (every copy got E503 or never arrived): never called. Claimed: settled, applied once.
         if (row === null) expect(stats.calls[g] ?? 0, g).toBe(0);
         else expect([row.status, stats.applied[g] ?? 0], g).toEqual(['DONE', 1]);
       }
-      expect(await store.countLedger({ statuses: ['RECEIVED', 'SENT', 'UNKNOWN', 'FAILED'] })).toBe(0);
-      expect(await store.verifyProjection()).toEqual([]);
+      expect(await orThrow(store.countLedger({ statuses: ['RECEIVED', 'SENT', 'UNKNOWN', 'FAILED'] }))).toBe(0);
+      expect(await orThrow(store.verifyProjection())).toEqual([]);
     } finally {
       await store.close();
     }

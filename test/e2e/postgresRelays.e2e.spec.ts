@@ -10,6 +10,7 @@ import { cli, seedRow, sleep, transferBody } from '../support/commandsSeed.js';
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
 import { startServe } from '../support/serveProcess.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 const { available } = await postgresForTests();
 const LONG_AGO = Date.UTC(2020, 0, 1);
@@ -81,14 +82,14 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
 
     const store = await openPostgresStore({ url: db });
     try {
-      const rows = await store.queryLedger({});
+      const rows = await orThrow(store.queryLedger({}));
       expect(rows).toHaveLength(guids.length);
       expect(rows.filter((r) => r.status !== 'DONE').map((r) => `${r.guid} ${r.status}`)).toEqual([]);
       // At most once, and since every row is DONE with the account system's answer: exactly once.
       const stats = sim.stats();
       expect(stats.doubleApplied).toEqual([]);
       for (const g of guids) expect(stats.applied[g] ?? 0, g).toBe(1);
-      expect(await store.verifyProjection()).toEqual([]);
+      expect(await orThrow(store.verifyProjection())).toEqual([]);
     } finally {
       await store.close();
     }
@@ -129,14 +130,14 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
 
     const store = await openPostgresStore({ url: db });
     try {
-      const log = await store.readAll(-1, 100_000);
+      const log = await orThrow(store.readAll(-1, 100_000));
       const count = (g: string, type: string) => log.filter((e) => e.guid === g && e.type === type).length;
       for (const g of [...processed, ...absent]) expect(count(g, 'Resolved'), g).toBe(1);
       // The absent rows went FAILED and were sent again exactly once (one more Sent each), the processed never.
       for (const g of absent) expect([count(g, 'Sent'), sim.guidStats(g).calls], g).toEqual([2, 1]);
       for (const g of processed) expect([count(g, 'Sent'), sim.guidStats(g).calls], g).toEqual([1, 1]);
-      expect(await store.countLedger({ statuses: ['UNKNOWN', 'FAILED', 'SENT', 'RECEIVED'] })).toBe(0);
-      expect(await store.verifyProjection()).toEqual([]);
+      expect(await orThrow(store.countLedger({ statuses: ['UNKNOWN', 'FAILED', 'SENT', 'RECEIVED'] }))).toBe(0);
+      expect(await orThrow(store.verifyProjection())).toEqual([]);
     } finally {
       await store.close();
     }

@@ -8,6 +8,7 @@ import { httpRequest, transfer } from '../support/relayHarness.js';
 import { BIN, exited, startServe } from '../support/serveProcess.js';
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 describe('the relay as a process', () => {
   const tmp = useTempDir();
@@ -72,8 +73,8 @@ describe('the relay as a process', () => {
     expect(codes).toEqual(['0000', '0000', '0000', '0000', '0000']);
     expect(await exited(s.child)).toBe(0);
     const store = openSqliteStore({ path: db });
-    expect((await store.countByStatus()).DONE.count).toBe(5);
-    expect((await store.queryLedger({ statuses: ['RECEIVED', 'SENT'] })).length).toBe(0);
+    expect((await orThrow(store.countByStatus())).DONE.count).toBe(5);
+    expect((await orThrow(store.queryLedger({ statuses: ['RECEIVED', 'SENT'] }))).length).toBe(0);
     await store.close();
   }, 30_000);
 
@@ -103,8 +104,8 @@ describe('the relay as a process', () => {
     const db = join(tmp(), 'l.db');
     const longAgo = Date.now() - 60_000;
     const store = openSqliteStore({ path: db, clock: () => longAgo });
-    await store.execute('ORPHAN-R', { type: 'Claim', request: '{"guid":"ORPHAN-R"}', fingerprint: 'f' });
-    await store.execute('ORPHAN-S', { type: 'Submit', request: '{"guid":"ORPHAN-S"}', fingerprint: 'f', timeoutMs: 3000, maxAttempts: 5 });
+    await orThrow(store.execute('ORPHAN-R', { type: 'Claim', request: '{"guid":"ORPHAN-R"}', fingerprint: 'f' }));
+    await orThrow(store.execute('ORPHAN-S', { type: 'Submit', request: '{"guid":"ORPHAN-S"}', fingerprint: 'f', timeoutMs: 3000, maxAttempts: 5 }));
     await store.close();
     const s = spawnServe(['--db', db, '--account-url', sim.url]);
     const url = await s.ready;
@@ -112,8 +113,8 @@ describe('the relay as a process', () => {
     const sRow = (await httpRequest(`${url}/v1/transfers/ORPHAN-S`, { method: 'GET' })).json();
     expect([r['status'], sRow['status']]).toEqual(['FAILED', 'UNKNOWN']);
     const check = openSqliteStore({ path: db });
-    expect((await check.readStream('ORPHAN-S')).at(-1)).toMatchObject({ type: 'TimedOut', data: { reason: 'orphaned' } });
-    expect((await check.readStream('ORPHAN-R')).at(-1)).toMatchObject({ type: 'ConnectFailed', data: { reason: 'never-sent' } });
+    expect((await orThrow(check.readStream('ORPHAN-S'))).at(-1)).toMatchObject({ type: 'TimedOut', data: { reason: 'orphaned' } });
+    expect((await orThrow(check.readStream('ORPHAN-R'))).at(-1)).toMatchObject({ type: 'ConnectFailed', data: { reason: 'never-sent' } });
     await check.close();
     expect(sim.stats().totalCalls).toBe(0);
   }, 30_000);

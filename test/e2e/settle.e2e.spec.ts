@@ -11,6 +11,7 @@ import { startSimulator } from '../../src/simulator/index.js';
 import { sleep, transferBody } from '../support/commandsSeed.js';
 import { freePort, startHarness, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 /** Polls until `check` holds or `ms` pass; returns the time it took. */
 async function until(check: () => Promise<boolean>, ms: number, what: string): Promise<number> {
@@ -69,9 +70,9 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
     cleanup.pop();
     const store = openSqliteStore({ path: h.db });
     cleanup.push(() => store.close());
-    const sentAt = (await store.getLedger('STAYS-1'))!.sentAt!;
+    const sentAt = (await orThrow(store.getLedger('STAYS-1')))!.sentAt!;
     const recorded = [];
-    for (const after of [1000, 2000, 4000, 8000]) recorded.push(await store.recordUnclearInquiry('STAYS-1', sentAt, sentAt + after, 1000));
+    for (const after of [1000, 2000, 4000, 8000]) recorded.push(await orThrow(store.recordUnclearInquiry('STAYS-1', sentAt, sentAt + after, 1000)));
     // min-age, then twice, four times, … as long.
     expect(recorded).toEqual([
       { inquiries: 1, nextInquiryAt: sentAt + 2000 },
@@ -79,7 +80,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
       { inquiries: 3, nextInquiryAt: sentAt + 8000 },
       { inquiries: 4, nextInquiryAt: sentAt + 16_000 },
     ]);
-    const due = async (at: number) => (await store.queryLedger({ statuses: ['UNKNOWN'], inquiryDueBy: at })).map((r) => r.guid);
+    const due = async (at: number) => (await orThrow(store.queryLedger({ statuses: ['UNKNOWN'], inquiryDueBy: at }))).map((r) => r.guid);
     expect([await due(sentAt + 15_999), await due(sentAt + 16_000)]).toEqual([['FRESH-1'], ['FRESH-1', 'STAYS-1']]);
     await store.close();
     cleanup.pop();
@@ -107,7 +108,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
     expect((await Promise.all([h.post(a.body), h.post(b.body)])).map((r) => r.json()['code'])).toEqual(['E901', 'E901']);
     const early = await resolveUnknown({ store, account }, { minAgeMs: 100, graceMs: 1000 });
     expect(early).toMatchObject({ absent: 2 });
-    expect(await store.getLedger('TRAP-CHANNEL')).toMatchObject({ status: 'FAILED', failedByInquiry: true });
+    expect(await orThrow(store.getLedger('TRAP-CHANNEL'))).toMatchObject({ status: 'FAILED', failedByInquiry: true });
     h.sim.setFaults({ mode: 'answer' });
 
     // Too young (its last Sent is under the relay's min-age): E901, nothing sent, nothing asked.
@@ -119,7 +120,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
     expect(h.sim.stats().totalCalls).toBe(2);
 
     // Old enough: the fresh inquiry finds both processed.
-    const sentAt = (await store.getLedger('TRAP-CHANNEL'))!.sentAt!;
+    const sentAt = (await orThrow(store.getLedger('TRAP-CHANNEL')))!.sentAt!;
     await sleep(Math.max(0, sentAt + 2600 - Date.now()));
     const answer = await (await fetch(`${h.sim.url}/transfer/TRAP-CHANNEL`)).text();
     const resend = await h.post(a.body);
@@ -128,7 +129,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
     expect(r).toMatchObject({ candidates: 1, found: 1, done: 1, held: 0 });
     for (const guid of ['TRAP-CHANNEL', 'TRAP-REPROCESS']) {
       expect(h.sim.guidStats(guid)).toMatchObject({ calls: 1, applied: 1 });
-      expect((await store.readStream(guid)).at(-1)).toMatchObject({ type: 'Resolved', data: { source: 'inquiry', outcome: 'processed' } });
+      expect((await orThrow(store.readStream(guid))).at(-1)).toMatchObject({ type: 'Resolved', data: { source: 'inquiry', outcome: 'processed' } });
     }
     expect(h.sim.stats().doubleApplied).toEqual([]);
   });
@@ -148,7 +149,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
     const resend = await h.post(t.body);
     expect(resend.json()['code']).toBe('0000');
     expect(h.sim.guidStats('NEVER-1')).toMatchObject({ calls: 2, applied: 1 });
-    expect(await store.getLedger('NEVER-1')).toMatchObject({ status: 'DONE', attempts: 2 });
+    expect(await orThrow(store.getLedger('NEVER-1'))).toMatchObject({ status: 'DONE', attempts: 2 });
   });
 
   for (const kind of ['refuses', 'black-holes'] as const) {
@@ -187,7 +188,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
         const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
         cleanup.push(() => account.close());
         expect(await resolveUnknown({ store, account }, { minAgeMs: 0, graceMs: 1000, limit: 1 })).toMatchObject({ absent: 1 });
-        expect(await store.getLedger('BRK-0')).toMatchObject({ status: 'FAILED', failedByInquiry: true });
+        expect(await orThrow(store.getLedger('BRK-0'))).toMatchObject({ status: 'FAILED', failedByInquiry: true });
         const doubt = await h.post(transferBody('BRK-0').body);
         expect([doubt.status, doubt.json()['code']]).toEqual([504, 'E901']);
         expect(sim.stats().totalCalls).toBe(N);

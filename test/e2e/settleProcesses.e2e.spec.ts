@@ -6,6 +6,7 @@ import { startSimulator } from '../../src/simulator/index.js';
 import { seedRow, sleep, transferBody } from '../support/commandsSeed.js';
 import { sigkill, spawnServe } from '../support/scheduleProcess.js';
 import { useTempDir } from '../support/tmp.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 describe('two relays settling one ledger', () => {
   const tmp = useTempDir();
@@ -38,16 +39,16 @@ describe('two relays settling one ledger', () => {
     const store = openSqliteStore({ path: db });
     cleanup.push(() => store.close());
     const started = Date.now();
-    while ((await store.countLedger({ statuses: ['UNKNOWN'] })) > 0) {
+    while ((await orThrow(store.countLedger({ statuses: ['UNKNOWN'] }))) > 0) {
       if (Date.now() - started > 20_000) throw new Error('the relays did not settle every row within 20 s');
       await sleep(50);
     }
     // Let both settlers run a few more times over the settled rows: nothing more may be appended.
     await sleep(300);
     for (const guid of guids) {
-      const events = await store.readStream(guid);
+      const events = await orThrow(store.readStream(guid));
       expect(events.filter((e) => e.type === 'Resolved')).toHaveLength(1);
-      expect((await store.getLedger(guid))?.status).toBe(processed.includes(guid) ? 'DONE' : 'FAILED');
+      expect((await orThrow(store.getLedger(guid)))?.status).toBe(processed.includes(guid) ? 'DONE' : 'FAILED');
     }
     expect(sim.stats().totalCalls).toBe(processed.length); // only the direct POSTs above: settling never sends
     // Each relay's metrics: both asked (the race was real), and the settlements they recorded add up to one per GUID.

@@ -3,6 +3,7 @@ import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { useTempDir } from '../support/tmp.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 describe('the ledger channel column', () => {
   const tmp = useTempDir();
@@ -25,14 +26,14 @@ describe('the ledger channel column', () => {
 
     const store = openSqliteStore({ path, writer: 'inline' });
     try {
-      expect((await store.getLedger('OLD'))?.channel).toBeNull();
-      expect(await store.verifyProjection()).toEqual([]);
-      const r = await store.execute('NEW', { type: 'Submit', request: '{}', fingerprint: 'f', channel: 'bank-a', timeoutMs: 1000, maxAttempts: 3 });
+      expect((await orThrow(store.getLedger('OLD')))?.channel).toBeNull();
+      expect(await orThrow(store.verifyProjection())).toEqual([]);
+      const r = await orThrow(store.execute('NEW', { type: 'Submit', request: '{}', fingerprint: 'f', channel: 'bank-a', timeoutMs: 1000, maxAttempts: 3 }));
       expect(r.kind).toBe('applied');
-      expect((await store.getLedger('NEW'))?.channel).toBe('bank-a');
-      expect((await store.readStream('NEW'))[0]?.data).toEqual({ request: '{}', fingerprint: 'f', channel: 'bank-a' });
+      expect((await orThrow(store.getLedger('NEW')))?.channel).toBe('bank-a');
+      expect((await orThrow(store.readStream('NEW')))[0]?.data).toEqual({ request: '{}', fingerprint: 'f', channel: 'bank-a' });
       // The projection and a replay of the log agree on the channel.
-      expect(await store.verifyProjection()).toEqual([]);
+      expect(await orThrow(store.verifyProjection())).toEqual([]);
     } finally {
       await store.close();
     }

@@ -16,6 +16,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { countingAccount, seedRow, sleep, snapshot, transferBody } from '../support/commandsSeed.js';
 import { startHarness, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
 
@@ -60,7 +61,7 @@ describe('operator commands as library functions', () => {
     expect([h.sim.guidStats('TRAP-A').applied, h.sim.guidStats('TRAP-B').applied]).toEqual([1, 1]);
     const appliedBy = Date.now(); // both were applied before the relay gave up on them
     const ledger = store(h.db);
-    const sentB = (await ledger.getLedger('TRAP-B'))!.sentAt!;
+    const sentB = (await orThrow(ledger.getLedger('TRAP-B')))!.sentAt!;
     // The min-age an operator should choose: the processing time plus the time a request takes to arrive after
     // its Sent is durable (small here, more on a loaded machine), plus a margin.
     const minAgeMs = Math.max(1700, appliedBy - sentB + 1600);
@@ -71,7 +72,7 @@ describe('operator commands as library functions', () => {
     // own --min-age (default 60 s), so it is held, nothing sent.
     const early = await resolveUnknown({ store: ledger, account: account.client }, { minAgeMs: 100, graceMs: 1000, limit: 1 });
     expect(early).toMatchObject({ candidates: 1, absent: 1, processed: 0 });
-    expect((await ledger.getLedger('TRAP-A'))).toMatchObject({ status: 'FAILED', failedByInquiry: true });
+    expect((await orThrow(ledger.getLedger('TRAP-A')))).toMatchObject({ status: 'FAILED', failedByInquiry: true });
     h.sim.setFaults({ mode: 'answer' });
     const held = await reprocessFailed({ store: ledger, account: account.client }, { maxAttempts: 3, timeoutMs: 2000 });
     expect(held).toMatchObject({ candidates: 1, held: 1, done: 0 });
@@ -81,7 +82,7 @@ describe('operator commands as library functions', () => {
     const young = await resolveUnknown({ store: ledger, account: account.client }, { minAgeMs, graceMs: 1000 });
     expect(young).toMatchObject({ candidates: 0, processed: 0, absent: 0, stillUnknown: 0 });
     expect(account.inquiries.get('TRAP-B')).toBeUndefined();
-    expect((await ledger.getLedger('TRAP-B'))?.status).toBe('UNKNOWN');
+    expect((await orThrow(ledger.getLedger('TRAP-B')))?.status).toBe('UNKNOWN');
 
     // Once it is old enough: processed, DONE, with the account system's answer byte for byte.
     await sleep(Math.max(0, sentB + minAgeMs + 50 - Date.now()));
@@ -89,9 +90,9 @@ describe('operator commands as library functions', () => {
     expect(old).toMatchObject({ candidates: 1, processed: 1, absent: 0, stillUnknown: 0 });
     expect(account.inquiries.get('TRAP-B')).toBe(1);
     const answer = await (await fetch(`${h.sim.url}/transfer/TRAP-B`)).text();
-    const row = await ledger.getLedger('TRAP-B');
+    const row = await orThrow(ledger.getLedger('TRAP-B'));
     expect(row).toMatchObject({ status: 'DONE', code: '0000', response: answer });
-    expect((await ledger.readStream('TRAP-B')).at(-1)).toMatchObject({ type: 'Resolved', data: { source: 'inquiry', outcome: 'processed', response: answer } });
+    expect((await orThrow(ledger.readStream('TRAP-B'))).at(-1)).toMatchObject({ type: 'Resolved', data: { source: 'inquiry', outcome: 'processed', response: answer } });
     // The channel's next resend gets that answer replayed; the account system saw B once.
     const resend = await h.post(b.body);
     expect([resend.status, resend.body, resend.headers['idempotent-replayed']]).toEqual([200, answer, 'true']);
@@ -117,7 +118,7 @@ describe('operator commands as library functions', () => {
       expect((relaySent ? 1 : 0) + summary.done).toBe(1);
       expect(summary.done + summary.skipped).toBe(summary.candidates);
       expect(h.sim.guidStats(guid)).toMatchObject({ calls: 1, applied: 1 });
-      expect(await ledger.getLedger(guid)).toMatchObject({ status: 'DONE', attempts: 2 });
+      expect(await orThrow(ledger.getLedger(guid))).toMatchObject({ status: 'DONE', attempts: 2 });
       if (relaySent) wins.relay++;
       else wins.reprocess++;
     }
@@ -136,14 +137,14 @@ describe('operator commands as library functions', () => {
     // While the inquiry (which will say 404) is on the wire, someone else settles the row, sends it again, and that
     // attempt times out: the row is a young UNKNOWN at attempt 2, which a stale 404 must not make FAILED.
     const account = countingAccount(client(sim.url), async (guid) => {
-      const failed = await ledger.execute(guid, { type: 'Resolve', outcome: 'absent' });
+      const failed = await orThrow(ledger.execute(guid, { type: 'Resolve', outcome: 'absent' }));
       const seq = failed.kind === 'applied' ? failed.state.lastSeq : -1;
-      await ledger.execute(guid, { type: 'Send', timeoutMs: 1000, maxAttempts: 5, minAgeMs: 0, inquiry: { seq, at: Date.now(), answer: { kind: 'absent' } } });
-      await ledger.execute(guid, { type: 'RecordTimeout', attempt: 2, reason: 'timeout' });
+      await orThrow(ledger.execute(guid, { type: 'Send', timeoutMs: 1000, maxAttempts: 5, minAgeMs: 0, inquiry: { seq, at: Date.now(), answer: { kind: 'absent' } } }));
+      await orThrow(ledger.execute(guid, { type: 'RecordTimeout', attempt: 2, reason: 'timeout' }));
     });
     const s = await resolveUnknown({ store: ledger, account: account.client }, { minAgeMs: 60_000, graceMs: 1000 });
     expect(s).toMatchObject({ candidates: 1, absent: 0, processed: 0, skipped: 1 });
-    expect(await ledger.getLedger('MOVED-1')).toMatchObject({ status: 'UNKNOWN', attempts: 2 });
+    expect(await orThrow(ledger.getLedger('MOVED-1'))).toMatchObject({ status: 'UNKNOWN', attempts: 2 });
     expect(resolveExitCode(s)).toBe(0);
   });
 
@@ -159,11 +160,11 @@ describe('operator commands as library functions', () => {
     const s = await resolveUnknown({ store: ledger, account: client(sim.url) }, { minAgeMs: 60_000, graceMs: 5000 });
     // ORPH-S became UNKNOWN (orphaned) and, being old, was asked about too; the simulator never saw either.
     expect(s).toMatchObject({ swept: { neverSent: 1, orphaned: 1 }, candidates: 2, absent: 2, processed: 0, stillUnknown: 0, ledgerErrors: 0, dryRun: false });
-    expect((await ledger.getLedger('ORPH-R'))?.status).toBe('FAILED');
-    expect((await ledger.getLedger('ORPH-S'))?.status).toBe('FAILED');
-    expect((await ledger.getLedger('GONE-1'))?.status).toBe('FAILED');
+    expect((await orThrow(ledger.getLedger('ORPH-R')))?.status).toBe('FAILED');
+    expect((await orThrow(ledger.getLedger('ORPH-S')))?.status).toBe('FAILED');
+    expect((await orThrow(ledger.getLedger('GONE-1')))?.status).toBe('FAILED');
     // The audit trail: the sweep's events carry its grace, the inquiry's the min-age and the HTTP status that decided it.
-    expect((await ledger.readStream('ORPH-S')).slice(-2).map((e) => [e.type, e.actor])).toEqual([
+    expect((await orThrow(ledger.readStream('ORPH-S'))).slice(-2).map((e) => [e.type, e.actor])).toEqual([
       ['TimedOut', { ...actor, params: { graceMs: 5000 } }],
       ['Resolved', { ...actor, params: { minAgeMs: 60_000, inquiryStatus: 404 } }],
     ]);
@@ -190,8 +191,8 @@ describe('operator commands as library functions', () => {
     const mixed = await resolveUnknown({ store: ledger, account: client(flaky) }, { minAgeMs: 1000, graceMs: 1000, concurrency: 1 });
     expect(mixed).toMatchObject({ candidates: 3, absent: 1, stillUnknown: 2, unreachable: 2 });
     expect(resolveExitCode(mixed)).toBe(0);
-    expect(await ledger.getLedger('R-1')).toMatchObject({ status: 'UNKNOWN' });
-    expect(await ledger.getLedger('N-1')).toMatchObject({ status: 'FAILED' });
+    expect(await orThrow(ledger.getLedger('R-1'))).toMatchObject({ status: 'UNKNOWN' });
+    expect(await orThrow(ledger.getLedger('N-1'))).toMatchObject({ status: 'FAILED' });
 
     // reprocess against nothing: every send refused again → exit 1, attempts counted. N-1 became FAILED by an
     // inquiry, so it is asked about first; nothing answers: held, not sent (CONTRACT.md §7).
@@ -199,8 +200,8 @@ describe('operator commands as library functions', () => {
     const r = await reprocessFailed({ store: ledger, account: client(await refusedUrl()) }, { maxAttempts: 5, timeoutMs: 1000, minAgeMs: 0 });
     expect(r).toMatchObject({ candidates: 2, failed: 1, held: 1, done: 0, unknown: 0 });
     expect(reprocessExitCode(r)).toBe(1);
-    expect(await ledger.getLedger('C-1')).toMatchObject({ status: 'FAILED', attempts: 2 });
-    expect(await ledger.getLedger('N-1')).toMatchObject({ status: 'FAILED', attempts: 1 });
+    expect(await orThrow(ledger.getLedger('C-1'))).toMatchObject({ status: 'FAILED', attempts: 2 });
+    expect(await orThrow(ledger.getLedger('N-1'))).toMatchObject({ status: 'FAILED', attempts: 1 });
   });
 
   it('reprocess sends only FAILED rows under the cap, their stored bytes; every other state is left alone', async () => {
@@ -223,7 +224,7 @@ describe('operator commands as library functions', () => {
       events: snap.events.filter((r) => (r as { guid: string }).guid !== 'F-UNDER'),
     });
     expect(others(after)).toEqual(others(before));
-    expect(await store(db).getLedger('F-UNDER')).toMatchObject({ status: 'DONE', attempts: 3 });
+    expect(await orThrow(store(db).getLedger('F-UNDER'))).toMatchObject({ status: 'DONE', attempts: 3 });
   });
 
   it('purge never touches an unresolved row, however old; DONE rows become tombstones without their bytes', async () => {
@@ -243,17 +244,17 @@ describe('operator commands as library functions', () => {
       events: snap.events.filter((r) => (r as { guid: string }).guid !== 'P-DONE'),
     });
     expect(untouched(after)).toEqual(untouched(before));
-    expect(await ledger.getLedger('P-DONE')).toMatchObject({ status: 'PURGED', code: '0000', request: null, response: null });
-    for (const e of await ledger.readStream('P-DONE')) {
+    expect(await orThrow(ledger.getLedger('P-DONE'))).toMatchObject({ status: 'PURGED', code: '0000', request: null, response: null });
+    for (const e of await orThrow(ledger.readStream('P-DONE'))) {
       if ('request' in e.data) expect(e.data.request).toBeNull();
       if ('response' in e.data) expect(e.data.response).toBeNull();
     }
     // Later, past the tombstone retention, the tombstone and its events go too.
     const later = await purgeDone({ store: ledger, clock: () => Date.now() + 2000 }, { retentionMs: 86_400_000, tombstoneRetentionMs: 1000 });
     expect(later).toMatchObject({ purged: 0, tombstonesRemoved: 1 });
-    expect(await ledger.getLedger('P-DONE')).toBeNull();
-    expect(await ledger.readStream('P-DONE')).toEqual([]);
-    expect((await ledger.countByStatus()).DONE.count).toBe(1);
+    expect(await orThrow(ledger.getLedger('P-DONE'))).toBeNull();
+    expect(await orThrow(ledger.readStream('P-DONE'))).toEqual([]);
+    expect((await orThrow(ledger.countByStatus())).DONE.count).toBe(1);
   });
 
   it('dry runs change nothing, inquire nothing and send nothing, and report what they would do', async () => {
@@ -293,7 +294,7 @@ describe('operator commands as library functions', () => {
     const ledger = store(db);
     await seedRow(ledger, 'L-D', 'DONE');
     const now = Date.now();
-    const s = await ledgerStats(ledger, { maxAttempts: 5, clock: () => now });
+    const s = await orThrow(ledgerStats(ledger, { maxAttempts: 5, clock: () => now }));
     expect(s.rows).toEqual({ RECEIVED: 0, SENT: 0, DONE: 1, UNKNOWN: 1, FAILED: 2, PURGED: 0 });
     expect(s.total).toBe(4);
     expect(s.oldest.UNKNOWN).toEqual({ updatedAt: LONG_AGO, ageMs: now - LONG_AGO });

@@ -3,11 +3,12 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Command } from '../../src/events/decide.js';
-import { LedgerUnavailableError } from '../../src/events/errors.js';
 import { looseModeWarning } from '../../src/store/sqlite/ledgerFile.js';
 import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
 import { checkLedger } from '../../src/store/sqlite/checkLedger.js';
 import { useTempDir } from '../support/tmp.js';
+import { orThrow } from '../../src/events/storeResult.js';
+import { expectLeft } from '../support/storeResult.js';
 
 const submit = (guid: string, pad = ''): Command => ({ type: 'Submit', request: `{"guid":"${guid}"${pad}}`, fingerprint: guid, timeoutMs: 100, maxAttempts: 3 });
 const mode = (path: string) => statSync(path).mode & 0o777;
@@ -31,7 +32,7 @@ describe('the ledger file', () => {
       const dir = join(tmp(), 'var', 'lib');
       const path = join(dir, 'ledger.db');
       const store = open({ path });
-      await store.execute('g', submit('g'));
+      await orThrow(store.execute('g', submit('g')));
       expect([mode(path), mode(`${path}-wal`), mode(`${path}-shm`)]).toEqual([0o600, 0o600, 0o600]);
       expect([mode(dir), mode(join(dir, '..'))]).toEqual([0o700, 0o700]);
     } finally {
@@ -82,7 +83,7 @@ describe('the ledger file', () => {
     const path = join(tmp(), 'empty.db');
     writeFileSync(path, '');
     const store = open({ path });
-    expect((await store.execute('g', submit('g'))).kind).toBe('applied');
+    expect((await orThrow(store.execute('g', submit('g')))).kind).toBe('applied');
   });
 
   describe.each(['inline', 'thread'] as const)('watched (as serve opens it), writer %s', (writer) => {
@@ -99,14 +100,14 @@ describe('the ledger file', () => {
       const path = join(tmp(), 'l.db');
       const reasons: string[] = [];
       const store = open({ path, writer, watchFile: { intervalMs: 50, onLost: (r) => reasons.push(r) } });
-      expect((await store.execute('before', submit('before'))).kind).toBe('applied');
-      await store.ping();
+      expect((await orThrow(store.execute('before', submit('before')))).kind).toBe('applied');
+      await orThrow(store.ping());
       linkSync(path, `${path}.keep`);
       await lose(path);
       const reason = /ledger file .*l\.db was deleted or replaced/;
-      await expect(store.execute('after', submit('after'))).rejects.toThrow(reason);
-      await expect(store.execute('after', submit('after'))).rejects.toBeInstanceOf(LedgerUnavailableError);
-      await expect(store.ping()).rejects.toThrow(reason);
+      await expectLeft(store.execute('after', submit('after')), 'LEDGER_UNAVAILABLE', reason);
+      await expectLeft(store.execute('after', submit('after')), 'LEDGER_UNAVAILABLE', reason);
+      await expectLeft(store.ping(), 'LEDGER_UNAVAILABLE', reason);
       await new Promise((r) => setTimeout(r, 200)); // the timer runs too, and says nothing again
       expect(reasons).toHaveLength(1);
       expect(reasons[0]).toMatch(reason);
@@ -115,8 +116,8 @@ describe('the ledger file', () => {
       await store.close();
       renameSync(`${path}.keep`, path);
       const check = open({ path });
-      expect(await check.getLedger('after')).toBeNull();
-      expect(await check.getLedger('before')).not.toBeNull();
+      expect(await orThrow(check.getLedger('after'))).toBeNull();
+      expect(await orThrow(check.getLedger('before'))).not.toBeNull();
     });
 
     it('the timer notices without any traffic', async () => {
@@ -133,20 +134,20 @@ describe('the ledger file', () => {
     const path = join(tmp(), 'l.db');
     const store = open({ path });
     unlinkSync(path);
-    expect((await store.execute('g', submit('g'))).kind).toBe('applied');
+    expect((await orThrow(store.execute('g', submit('g')))).kind).toBe('applied');
   });
 });
 
 describe('the write deadline: a claim that does not commit within the busy timeout plus the margin', () => {
   const tmp = useTempDir();
 
-  it('rejects with LedgerUnavailableError at the deadline; the late commit is a claim nobody called for, which the sweep settles', async () => {
+  it('fails with LEDGER_UNAVAILABLE at the deadline; the late commit is a claim nobody called for, which the sweep settles', async () => {
     const path = join(tmp(), 'l.db');
     // A log big enough that rebuilding it (four times) keeps the writer thread busy well past the deadline.
     const seed = openSqliteStore({ path, synchronous: 'NORMAL' });
     const pad = 'x'.repeat(400);
     for (let b = 0; b < 20; b++) {
-      await Promise.all(Array.from({ length: 1000 }, (_, i) => seed.execute(`seed-${b}-${i}`, submit(`seed-${b}-${i}`, `,"pad":"${pad}"`))));
+      await Promise.all(Array.from({ length: 1000 }, (_, i) => orThrow(seed.execute(`seed-${b}-${i}`, submit(`seed-${b}-${i}`, `,"pad":"${pad}"`)))));
     }
     await seed.close();
 
@@ -156,21 +157,20 @@ describe('the write deadline: a claim that does not commit within the busy timeo
       const started = performance.now();
       // Four rebuilds queued ahead of the claim in the same turn: one batch on the writer, long past the deadline
       // whatever the machine's speed.
-      const rebuilds = Array.from({ length: 4 }, () => store.rebuildProjection());
+      const rebuilds = Array.from({ length: 4 }, () => orThrow(store.rebuildProjection()));
       const rebuild = Promise.all(rebuilds).then((r) => r[3]);
-      const claim = store.execute('late', submit('late'));
-      await expect(claim).rejects.toThrow(/ledger write did not complete within 1050 ms/);
+      await expectLeft(store.execute('late', submit('late')), 'LEDGER_UNAVAILABLE', /ledger write did not complete within 1050 ms/);
       const waited = performance.now() - started;
       expect(waited).toBeGreaterThanOrEqual(1000);
       // The rebuild (no deadline) and the claim shared the batch; if the rebuild is done, so is the claim.
       expect(await rebuild).toEqual({ rows: 20_000 });
-      const late = await store.getLedger('late');
+      const late = await orThrow(store.getLedger('late'));
       expect(late?.status).toBe('SENT');
       // Its owner gave up before calling: like a dead process's claim, the sweep settles it, never a send.
       await new Promise((r) => setTimeout(r, 150));
-      expect((await store.execute('late', { type: 'SweepOrphan', graceMs: 0 })).kind).toBe('applied');
-      expect((await store.getLedger('late'))?.status).toBe('UNKNOWN');
-      expect((await store.readStream('late')).map((e) => e.type)).toEqual(['Claimed', 'Sent', 'TimedOut']);
+      expect((await orThrow(store.execute('late', { type: 'SweepOrphan', graceMs: 0 }))).kind).toBe('applied');
+      expect((await orThrow(store.getLedger('late')))?.status).toBe('UNKNOWN');
+      expect((await orThrow(store.readStream('late'))).map((e) => e.type)).toEqual(['Claimed', 'Sent', 'TimedOut']);
     } finally {
       await store.close();
     }

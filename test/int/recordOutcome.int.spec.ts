@@ -9,6 +9,8 @@ import { createMetrics } from '../../src/relay/metrics.js';
 import { replyForSend, sendClaimed } from '../../src/relay/relayTransfer.js';
 import { countSend } from '../../src/commands/reprocess.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
+import { orThrow } from '../../src/events/storeResult.js';
+import { expectLeft } from '../support/storeResult.js';
 
 const submit = { type: 'Submit', request: '{"guid":"L"}', fingerprint: 'f', timeoutMs: 1000, maxAttempts: 3 } as const;
 const answer = { kind: 'definite', code: '0000', body: '{"code":"0000","late":true}', status: 200, latencyMs: 9000 } as const;
@@ -19,46 +21,45 @@ describe('recording an outcome against a row that moved', () => {
   it('an answer that arrives after the sweep made the row UNKNOWN is recorded as Resolved late-answer, not dropped', async () => {
     let now = 1000;
     const store = openSqliteStore({ path: join(tmp(), 'l.db'), clock: () => now });
-    await store.execute('L', submit);
+    await orThrow(store.execute('L', submit));
     now = 1000 + 1000 + 500;
-    expect(await sweepOrphans(store, 500, now)).toEqual({ neverSent: 0, orphaned: 1 });
-    const r = await recordOutcome(store, 'L', 1, answer);
+    expect(await orThrow(sweepOrphans(store, 500, now))).toEqual({ neverSent: 0, orphaned: 1 });
+    const r = await orThrow(recordOutcome(store, 'L', 1, answer));
     expect(r).toMatchObject({ recorded: true, state: { status: 'DONE', code: '0000', response: answer.body } });
-    expect((await store.readStream('L')).map((e) => e.type)).toEqual(['Claimed', 'Sent', 'TimedOut', 'Resolved']);
-    expect((await store.readStream('L')).at(-1)?.data).toMatchObject({ source: 'late-answer' });
+    expect((await orThrow(store.readStream('L'))).map((e) => e.type)).toEqual(['Claimed', 'Sent', 'TimedOut', 'Resolved']);
+    expect((await orThrow(store.readStream('L'))).at(-1)?.data).toMatchObject({ source: 'late-answer' });
     await store.close();
   });
 
   it('the sweep leaves a SENT row alone until its own timeout plus the grace has passed', async () => {
     let now = 1000;
     const store = openSqliteStore({ path: join(tmp(), 'l.db'), clock: () => now });
-    await store.execute('L', submit);
+    await orThrow(store.execute('L', submit));
     now = 2499;
-    expect(await sweepOrphans(store, 500, now)).toEqual({ neverSent: 0, orphaned: 0 });
-    const r = await recordOutcome(store, 'L', 1, answer);
+    expect(await orThrow(sweepOrphans(store, 500, now))).toEqual({ neverSent: 0, orphaned: 0 });
+    const r = await orThrow(recordOutcome(store, 'L', 1, answer));
     expect(r).toMatchObject({ recorded: true, state: { status: 'DONE' } });
-    expect((await store.readStream('L')).map((e) => e.type)).toEqual(['Claimed', 'Sent', 'Answered']);
+    expect((await orThrow(store.readStream('L'))).map((e) => e.type)).toEqual(['Claimed', 'Sent', 'Answered']);
     await store.close();
   });
 
   it('a timeout for a row the sweep already settled changes nothing', async () => {
     let now = 1000;
     const store = openSqliteStore({ path: join(tmp(), 'l.db'), clock: () => now });
-    await store.execute('L', submit);
+    await orThrow(store.execute('L', submit));
     now = 10_000;
-    await sweepOrphans(store, 500, now);
-    const r = await recordOutcome(store, 'L', 1, { kind: 'unknown', reason: 'timeout', detail: 'x', latencyMs: 1 });
+    await orThrow(sweepOrphans(store, 500, now));
+    const r = await orThrow(recordOutcome(store, 'L', 1, { kind: 'unknown', reason: 'timeout', detail: 'x', latencyMs: 1 }));
     expect(r).toMatchObject({ recorded: false, state: { status: 'UNKNOWN' } });
-    expect(await store.readStream('L')).toHaveLength(3);
+    expect(await orThrow(store.readStream('L'))).toHaveLength(3);
     await store.close();
   });
 
-  it('a ledger that cannot be written comes back as an error value (the caller answers E901)', async () => {
+  it('a ledger that cannot be written comes back as a Left (the caller answers E901)', async () => {
     const store = openSqliteStore({ path: join(tmp(), 'l.db') });
-    await store.execute('L', submit);
+    await orThrow(store.execute('L', submit));
     await store.close();
-    const r = await recordOutcome(store, 'L', 1, answer);
-    expect(r.recorded).toBe('error');
+    await expectLeft(recordOutcome(store, 'L', 1, answer), 'LEDGER_CLOSED');
   });
 });
 
@@ -79,11 +80,11 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
 
   it('sent and recorded: the definite answer is the reply and counts as done', async () => {
     const store = openSqliteStore({ path: join(tmp(), 'l.db') });
-    const claimed = await store.execute('L', submit);
+    const claimed = await orThrow(store.execute('L', submit));
     if (claimed.kind !== 'applied') throw new Error('not claimed');
     await withSimulator(async (account) => {
       const r = await sendClaimed({ store, account, metrics: createMetrics(store, Date.now) }, claimed.state);
-      expect(r).toMatchObject({ sent: true, call: { kind: 'definite', code: '0000' }, recorded: { recorded: true, state: { status: 'DONE' } } });
+      expect(r).toMatchObject({ sent: true, call: { kind: 'definite', code: '0000' }, recorded: { _tag: 'Right', right: { recorded: true, state: { status: 'DONE' } } } });
       const reply = replyForSend(r);
       expect([reply.status, reply.code, reply.replayed]).toEqual([200, '0000', false]);
       expect(countSend(r)).toEqual({ outcome: 'done', detail: '0000' });
@@ -93,13 +94,13 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
 
   it('sent, but the outcome could not be recorded: E901 (the request left) and a ledger error, never "done"', async () => {
     const store = openSqliteStore({ path: join(tmp(), 'l.db') });
-    const claimed = await store.execute('L', submit);
+    const claimed = await orThrow(store.execute('L', submit));
     if (claimed.kind !== 'applied') throw new Error('not claimed');
     const metrics = createMetrics(store, Date.now);
     await store.close();
     await withSimulator(async (account, sim) => {
       const r = await sendClaimed({ store, account, metrics }, claimed.state);
-      expect(r).toMatchObject({ sent: true, call: { kind: 'definite' }, recorded: { recorded: 'error', error: { code: 'LEDGER_CLOSED' } } });
+      expect(r).toMatchObject({ sent: true, call: { kind: 'definite' }, recorded: { _tag: 'Left', left: { code: 'LEDGER_CLOSED' } } });
       expect(replyForSend(r).code).toBe('E901');
       expect(countSend(r).outcome).toBe('ledger-error');
       expect(sim.guidStats('L')).toMatchObject({ calls: 1 });
@@ -108,7 +109,7 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
 
   it('a row without its stored request is not sent: E503 and a ledger error, and the account system is not called', async () => {
     const store = openSqliteStore({ path: join(tmp(), 'l.db') });
-    const claimed = await store.execute('L', submit);
+    const claimed = await orThrow(store.execute('L', submit));
     if (claimed.kind !== 'applied') throw new Error('not claimed');
     await withSimulator(async (account, sim) => {
       const r = await sendClaimed({ store, account, metrics: createMetrics(store, Date.now) }, { ...claimed.state, request: null });

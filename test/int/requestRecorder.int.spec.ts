@@ -1,6 +1,9 @@
 import { join } from 'node:path';
+import * as E from 'fp-ts/lib/Either.js';
 import { afterEach, describe, expect, it } from 'vitest';
+import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { EventStore, RequestRecord } from '../../src/events/store.js';
+import { orThrow } from '../../src/events/storeResult.js';
 import { createAccountClient } from '../../src/relay/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
 import { createMetrics } from '../../src/relay/metrics.js';
@@ -28,7 +31,7 @@ describe('request recorder', () => {
     const log = {
       recordRequests: (records: readonly RequestRecord[]) => {
         writes.push(records.length);
-        return failing ? Promise.reject(new Error('disk full')) : store.recordRequests(records);
+        return failing ? Promise.resolve(E.left(new LedgerUnavailableError('disk full'))) : store.recordRequests(records);
       },
       readRequests: (guid: string) => store.readRequests(guid),
     };
@@ -44,7 +47,7 @@ describe('request recorder', () => {
     await waitFor(() => writes.length > 0, { what: 'the timed write' });
     await recorder.flush();
     expect(writes).toEqual([100]);
-    expect((await store.readRequests('G')).map((r) => r.at)).toEqual(Array.from({ length: 100 }, (_, i) => 1000 + i));
+    expect((await orThrow(store.readRequests('G'))).map((r) => r.at)).toEqual(Array.from({ length: 100 }, (_, i) => 1000 + i));
   });
 
   it('writes at once when flushRecords are buffered; flush() writes the rest', async () => {
@@ -55,7 +58,7 @@ describe('request recorder', () => {
     await recorder.flush();
     expect(writes.reduce((a, b) => a + b, 0)).toBe(25);
     expect(writes[0]).toBe(10);
-    expect(await store.readRequests('G')).toHaveLength(25);
+    expect(await orThrow(store.readRequests('G'))).toHaveLength(25);
     expect(recorder.dropped()).toBe(0);
   });
 
@@ -71,7 +74,7 @@ describe('request recorder', () => {
     expect(recorder.dropped()).toBe(3);
     fail(false);
     await recorder.flush();
-    expect((await store.readRequests('G')).map((r) => r.at)).toEqual([1003, 1004, 1005, 1006, 1007]);
+    expect((await orThrow(store.readRequests('G'))).map((r) => r.at)).toEqual([1003, 1004, 1005, 1006, 1007]);
     expect(losses.reduce((a, b) => a + b, 0)).toBe(3);
   });
 
@@ -88,12 +91,12 @@ describe('request recorder', () => {
       const body = JSON.stringify({ guid: 'CLOSE-1', from: 'ACC-1', to: 'ACC-2', amount: 5 });
       expect((await httpRequest(url, { method: 'POST', body })).json()['code']).toBe('0000');
       expect((await httpRequest(url, { method: 'POST', body })).json()['code']).toBe('0000');
-      expect(await store.readRequests('CLOSE-1')).toEqual([]);
+      expect(await orThrow(store.readRequests('CLOSE-1'))).toEqual([]);
     } finally {
       await app.close();
       await account.close();
       await sim.close();
     }
-    expect((await store.readRequests('CLOSE-1')).map((r) => [r.code, r.key, r.fingerprintMatch])).toEqual([['0000', null, true], ['0000', null, true]]);
+    expect((await orThrow(store.readRequests('CLOSE-1'))).map((r) => [r.code, r.key, r.fingerprintMatch])).toEqual([['0000', null, true], ['0000', null, true]]);
   });
 });

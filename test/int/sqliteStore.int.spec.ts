@@ -3,9 +3,11 @@ import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
-import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { Command } from '../../src/events/decide.js';
 import { useTempDir } from '../support/tmp.js';
+import { orThrow } from '../../src/events/storeResult.js';
+import { expectLeft } from '../support/storeResult.js';
+import * as E from 'fp-ts/lib/Either.js';
 
 const submit = (fp = 'fp'): Command => ({ type: 'Submit', request: '{"guid":"g"}', fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
 
@@ -30,11 +32,11 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
     const store = open();
     const indexes = (store.db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger' AND sql IS NOT NULL ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);
     expect(indexes).toEqual(['ledger_status_updated', 'ledger_unsettled']);
-    await store.execute('u', submit());
-    await store.execute('u', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' });
-    await store.execute('d', submit());
-    await store.execute('d', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 });
-    await store.execute('s', submit());
+    await orThrow(store.execute('u', submit()));
+    await orThrow(store.execute('u', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
+    await orThrow(store.execute('d', submit()));
+    await orThrow(store.execute('d', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }));
+    await orThrow(store.execute('s', submit()));
     const plans: string[] = [];
     const prepare = store.db.prepare.bind(store.db);
     store.db.prepare = ((sql: string) => {
@@ -42,9 +44,9 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
       return prepare(sql);
     }) as typeof store.db.prepare;
     try {
-      expect((await store.queryLedger({ statuses: ['UNKNOWN'], sentAtOrBefore: Date.now() + 1 })).map((r) => r.guid)).toEqual(['u']);
+      expect((await orThrow(store.queryLedger({ statuses: ['UNKNOWN'], sentAtOrBefore: Date.now() + 1 }))).map((r) => r.guid)).toEqual(['u']);
       expect(plans.pop()).toContain('USING INDEX ledger_unsettled');
-      expect((await store.queryLedger({ statuses: ['DONE', 'SENT'] })).map((r) => r.guid)).toEqual(['d', 's']);
+      expect((await orThrow(store.queryLedger({ statuses: ['DONE', 'SENT'] }))).map((r) => r.guid)).toEqual(['d', 's']);
       expect(plans.pop()).not.toContain('ledger_unsettled'); // DONE is not in it
     } finally {
       store.db.prepare = prepare;
@@ -62,15 +64,14 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
 
   it('an event SQLite could not store is refused before anything of its unit is written; the rest of the batch commits', async () => {
     const store = open();
-    const [a, bad, b] = await Promise.allSettled([
+    const [a, , b] = await Promise.all([
       store.execute('a', submit()),
-      store.appendEvents('x', -1, [{ type: 'Claimed', at: { not: 'a time' } as unknown as number, data: { request: 'r', fingerprint: 'f' } }]),
+      expectLeft(store.appendEvents('x', -1, [{ type: 'Claimed', at: { not: 'a time' } as unknown as number, data: { request: 'r', fingerprint: 'f' } }]), 'LEDGER_UNAVAILABLE', /event Claimed has no valid time/),
       store.execute('b', submit()),
     ]);
-    expect([a.status, bad.status, b.status]).toEqual(['fulfilled', 'rejected', 'fulfilled']);
-    expect(bad.status === 'rejected' && bad.reason).toMatchObject({ message: expect.stringMatching(/event Claimed has no valid time/) });
-    expect(await store.readStream('x')).toEqual([]);
-    expect((await store.queryLedger({})).map((r) => r.guid)).toEqual(['a', 'b']);
+    expect([E.isRight(a), E.isRight(b)]).toEqual([true, true]);
+    expect(await orThrow(store.readStream('x'))).toEqual([]);
+    expect((await orThrow(store.queryLedger({}))).map((r) => r.guid)).toEqual(['a', 'b']);
     await store.close();
   });
 
@@ -78,28 +79,24 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
     const store = open({ busyTimeoutMs: 100 });
     const other = new Database(store.path);
     other.exec('BEGIN EXCLUSIVE');
-    const results = await Promise.allSettled([store.execute('a', submit()), store.execute('b', submit())]);
-    for (const r of results) {
-      expect(r.status).toBe('rejected');
-      if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(LedgerUnavailableError);
-    }
+    await Promise.all([expectLeft(store.execute('a', submit()), 'LEDGER_UNAVAILABLE'), expectLeft(store.execute('b', submit()), 'LEDGER_UNAVAILABLE')]);
     other.exec('ROLLBACK');
     other.close();
-    expect(await store.queryLedger({})).toEqual([]);
-    expect((await store.execute('a', submit())).kind).toBe('applied');
+    expect(await orThrow(store.queryLedger({}))).toEqual([]);
+    expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');
     await store.close();
   });
 
   it('reclaimSpace gives purged pages back to the file system', async () => {
     const store = open();
     const pad = 'p'.repeat(4000);
-    for (let i = 0; i < 300; i++) await store.execute(`g${i}`, { ...submit(`f${i}`), request: `{"pad":"${pad}"}` } as Command);
+    for (let i = 0; i < 300; i++) await orThrow(store.execute(`g${i}`, { ...submit(`f${i}`), request: `{"pad":"${pad}"}` } as Command));
     store.db.pragma('wal_checkpoint(TRUNCATE)');
-    for (let i = 0; i < 300; i++) await store.execute(`g${i}`, { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 });
-    for (let i = 0; i < 300; i++) await store.execute(`g${i}`, { type: 'Purge', retentionMs: 0 });
-    const { bytesBefore, bytesAfter } = await store.reclaimSpace();
+    for (let i = 0; i < 300; i++) await orThrow(store.execute(`g${i}`, { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }));
+    for (let i = 0; i < 300; i++) await orThrow(store.execute(`g${i}`, { type: 'Purge', retentionMs: 0 }));
+    const { bytesBefore, bytesAfter } = await orThrow(store.reclaimSpace());
     expect(bytesAfter).toBeLessThan(bytesBefore / 2);
-    expect(await store.countLedger({ statuses: ['PURGED'] })).toBe(300);
+    expect(await orThrow(store.countLedger({ statuses: ['PURGED'] }))).toBe(300);
     await store.close();
   });
 });
@@ -109,9 +106,9 @@ describe('SQLite event store, writer thread: units that cannot cross to the writ
   it('are rejected as unavailable, never left pending, and the writer keeps working', async () => {
     const store = openSqliteStore({ path: join(tmp(), 'l.db'), writer: 'thread' });
     const notPlainData = { request: 'r', fingerprint: 'f', callback: () => 1 } as unknown as { request: string; fingerprint: string };
-    await expect(store.appendEvents('x', -1, [{ type: 'Claimed', at: 1, data: notPlainData }])).rejects.toBeInstanceOf(LedgerUnavailableError);
-    expect((await store.execute('a', submit())).kind).toBe('applied');
-    expect(await store.readStream('x')).toEqual([]);
+    await expectLeft(store.appendEvents('x', -1, [{ type: 'Claimed', at: 1, data: notPlainData }]), 'LEDGER_UNAVAILABLE');
+    expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');
+    expect(await orThrow(store.readStream('x'))).toEqual([]);
     await store.close();
   });
 });

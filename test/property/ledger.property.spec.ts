@@ -6,6 +6,7 @@ import { decide, type Command } from '../../src/events/decide.js';
 import { evolve } from '../../src/events/evolve.js';
 import type { LedgerState } from '../../src/events/state.js';
 import { useTempDir } from '../support/tmp.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 const GUIDS = ['g0', 'g1', 'g2', 'g3'];
 const CODES = ['0000', 'B201', 'B202', 'E500', 'E400'];
@@ -51,15 +52,15 @@ describe('property: the ledger is always the fold of the log', () => {
                 model.set(guid, s!);
               }
             }
-            await Promise.all(step.commands.map(({ guid, command }) => store.execute(guid, command)));
+            await Promise.all(step.commands.map(({ guid, command }) => orThrow(store.execute(guid, command))));
             now += step.advanceMs;
 
-            expect(await store.verifyProjection()).toEqual([]);
-            const log = await store.readAll(-1, 1_000_000);
+            expect(await orThrow(store.verifyProjection())).toEqual([]);
+            const log = await orThrow(store.readAll(-1, 1_000_000));
             const seqs = new Map<string, number[]>();
             for (const e of log) seqs.set(e.guid, [...(seqs.get(e.guid) ?? []), e.seq]);
             for (const [, s] of seqs) expect(s).toEqual(s.map((_, i) => i));
-            const rows = await store.queryLedger({});
+            const rows = await orThrow(store.queryLedger({}));
             expect(rows.map((r) => r.guid)).toEqual([...seqs.keys()].sort());
             expect(rows).toEqual([...model.values()].sort((a, b) => a.guid.localeCompare(b.guid)));
           }

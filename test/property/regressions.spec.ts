@@ -23,6 +23,7 @@ import { startSimulator } from '../../src/simulator/index.js';
 import { REPO_ROOT } from '../support/children.js';
 import { inOrder, runSchedule, type Action, type Round, type Schedule } from '../support/schedule.js';
 import { waitFor } from '../support/waitFor.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'guidgate-regr-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -166,7 +167,7 @@ process.stdout.write('ready\\n');`;
       const first = post(); // attempt 1: the account system answers E500 (not applied) after 300 ms
       await waitFor(() => sim.guidStats('STALE-1').calls === 1, { what: 'attempt 1 in flight' });
       now += 10_000; // the owner looks dead to the sweep
-      expect(await sweepOrphans(ops, 100, now)).toEqual({ neverSent: 0, orphaned: 1 });
+      expect(await orThrow(sweepOrphans(ops, 100, now))).toEqual({ neverSent: 0, orphaned: 1 });
       expect(await resolveUnknown({ store: ops, account, clock }, { minAgeMs: 1, graceMs: 100 })).toMatchObject({ absent: 1 });
       sim.resetFaults();
       const reprocessed = reprocessFailed({ store: ops, account }, { maxAttempts: 5, timeoutMs: 1000, minAgeMs: 1 }); // attempt 2: 0000

@@ -7,6 +7,7 @@ import type { LedgerState } from '../../src/events/state.js';
 import type { AccountClient, CallOutcome, InquiryOutcome } from '../../src/relay/accountClient.js';
 import { fingerprintOf } from '../../src/relay/transferRequest.js';
 import { REPO_ROOT, runToEnd } from './children.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 /** A valid channel body for `guid` and its fingerprint, as the relay computes it. */
 export function transferBody(guid: string, over: Record<string, unknown> = {}): { body: string; fingerprint: string } {
@@ -15,7 +16,7 @@ export function transferBody(guid: string, over: Record<string, unknown> = {}): 
 }
 
 const ok = async (p: ReturnType<EventStore['execute']>): Promise<LedgerState> => {
-  const r = await p;
+  const r = await orThrow(p);
   if (r.kind !== 'applied') throw new Error(`seed step refused: ${r.refusal.reason}`);
   return r.state;
 };

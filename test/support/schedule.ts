@@ -1,3 +1,4 @@
+import * as E from 'fp-ts/lib/Either.js';
 /**
  * Concurrent duplicate schedules against the real relay, in one process: the relay is `buildApp` over a real
  * SQLite file (inline writer, the same code `serve` runs), channels reach it with `app.inject`, the relay
@@ -47,6 +48,7 @@ import {
   type LedgerReader,
   type Variant,
 } from './model.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 // ---------------------------------------------------------------------------------------------------------
 // Schedules
@@ -337,7 +339,7 @@ export class CallTracker {
 
 /** The store as a relay process sees it: from the crash on, every call fails as if the process were gone. */
 export function crashable(store: EventStore, dead: () => boolean): EventStore {
-  const gone = () => Promise.reject(new LedgerUnavailableError('the relay crashed'));
+  const gone = () => Promise.resolve(E.left(new LedgerUnavailableError('the relay crashed')));
   return {
     appendEvents: (...a) => (dead() ? gone() : store.appendEvents(...a)),
     execute: (...a) => (dead() ? gone() : store.execute(...a)),
@@ -456,7 +458,7 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
     const id = ++incarnations;
     const box = { dead: false };
     const guarded = crashable(store, () => box.dead);
-    const swept = await sweepOrphans(guarded, sc.graceMs, clock());
+    const swept = await orThrow(sweepOrphans(guarded, sc.graceMs, clock()));
     const client = createAccountClient({ baseUrl: sim.url, timeoutMs });
     const account = tracker.wrap(client, () => box.dead, `relay#${id}`);
     const metrics = createMetrics(guarded, clock);
@@ -468,7 +470,7 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
     await app.ready();
     // Like serve: a sweep at least once per timeout.
     const timer = setInterval(() => {
-      if (!box.dead) void sweepOrphans(guarded, sc.graceMs, clock()).catch(() => undefined);
+      if (!box.dead) void orThrow(sweepOrphans(guarded, sc.graceMs, clock())).catch(() => undefined);
     }, Math.max(20, Math.min(timeoutMs, sc.graceMs)));
     const inc: Incarnation = Object.assign(box, { id, timeoutMs, app, store, client, timer });
     log(`relay#${id} up (timeout ${timeoutMs}ms); start sweep: never-sent ${swept.neverSent}, orphaned ${swept.orphaned}`);
@@ -646,7 +648,7 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
       }
     }
     // 4. the ledger equals a rebuild from the log
-    const diffs = await ops.verifyProjection();
+    const diffs = await orThrow(ops.verifyProjection());
     if (diffs.length > 0) violate(`${where}: verifyProjection: ${JSON.stringify(diffs).slice(0, 500)}`);
     if (violations.length > 0) {
       throw new InvariantViolation(

@@ -34,6 +34,7 @@ import {
 } from './model.js';
 import { storeLedgerReader, type StoreLedgerReader } from './storeReader.js';
 import { InvariantViolation, onChannel, releaseRound, SentBook, simulatorStep, sleep, type Releaser, type Round, type ScheduleBase } from './schedule.js';
+import { orThrow } from '../../src/events/storeResult.js';
 
 export const BIN = join(REPO_ROOT, 'bin', 'guidgate');
 
@@ -303,7 +304,7 @@ export class ProcessWorld {
       const sents = events.filter((e) => e.type === 'Sent').length;
       if ((stats.calls[g] ?? 0) > sents) problems.push(`${g}: ${stats.calls[g]} calls, ${sents} Sent`);
     }
-    const diffs = await this.ops.verifyProjection();
+    const diffs = await orThrow(this.ops.verifyProjection());
     if (diffs.length > 0) problems.push(`verifyProjection: ${JSON.stringify(diffs).slice(0, 400)}`);
     const integrity = this.integrity();
     if (integrity !== null) problems.push(`integrity_check: ${integrity}`);
@@ -473,7 +474,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
       }
     }
     previous = next;
-    const diffs = (await w.ops.verifyProjection()).filter((d) => guids.includes(d.guid));
+    const diffs = (await orThrow(w.ops.verifyProjection())).filter((d) => guids.includes(d.guid));
     if (diffs.length > 0) violate(`${where}: verifyProjection: ${JSON.stringify(diffs).slice(0, 400)}`);
     if (violations.length > 0) {
       throw new InvariantViolation(`${violations.length} violation(s) ${where}:\n- ${violations.slice(0, 8).join('\n- ')}\n\ntrace:\n${trace.slice(-80).join('\n')}`);

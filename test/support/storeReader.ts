@@ -6,6 +6,7 @@
 import type { StoredEvent } from '../../src/events/codecs.js';
 import type { LedgerState } from '../../src/events/state.js';
 import type { EventLog, LedgerReadModel } from '../../src/events/store.js';
+import { orThrow } from '../../src/events/storeResult.js';
 import type { LogEvent, MState } from './model.js';
 
 export type ReaderRow = MState & { guid: string; sentAt: number | null; updatedAt: number };
@@ -42,7 +43,7 @@ export function storeLedgerReader(store: EventLog & LedgerReadModel): StoreLedge
   const allEvents = async (): Promise<Map<string, LogEvent[]>> => {
     const m = new Map<string, LogEvent[]>();
     for (let after = -1, page = 5000; ; ) {
-      const batch = await store.readAll(after, page);
+      const batch = await orThrow(store.readAll(after, page));
       for (const e of batch) {
         const list = m.get(e.guid) ?? [];
         list.push(toLogEvent(e));
@@ -54,16 +55,16 @@ export function storeLedgerReader(store: EventLog & LedgerReadModel): StoreLedge
     for (const list of m.values()) list.sort((a, b) => a.seq - b.seq);
     return m;
   };
-  const rows = async () => (await store.queryLedger({})).map(fromState);
+  const rows = async () => (await orThrow(store.queryLedger({}))).map(fromState);
   const seqs = (rs: readonly ReaderRow[]) => rs.map((r) => `${r.guid}#${r.lastSeq}`).join(',');
   return {
     async row(guid) {
-      const s = await store.getLedger(guid);
+      const s = await orThrow(store.getLedger(guid));
       return s === null ? null : fromState(s);
     },
     rows,
     async events(guid, afterSeq = -1) {
-      return (await store.readStream(guid)).filter((e) => e.seq > afterSeq).map(toLogEvent);
+      return (await orThrow(store.readStream(guid))).filter((e) => e.seq > afterSeq).map(toLogEvent);
     },
     allEvents,
     async snapshot() {

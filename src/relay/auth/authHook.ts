@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import * as E from 'fp-ts/lib/Either.js';
 import type { EventStore } from '../../events/store.js';
 import type { Metrics } from '../metrics.js';
-import { codeReply, type Reply } from '../replies.js';
+import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from '../replies.js';
 import { GUID_PATTERN } from '../transferRequest.js';
 import { findKey, type Key, type Scope } from './keysFile.js';
 
@@ -102,13 +103,10 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
     }
     const guid = (req.params as Record<string, string | undefined>)['guid'] ?? '';
     if (!GUID_PATTERN.test(guid)) return; // the route answers E400 naming the field
-    try {
-      const row = await deps.store.getLedger(guid);
-      // Another key's GUID looks exactly like one that does not exist.
-      if (row === null || row.channel !== key.name) return refuse(reply, codeReply('E404', guid));
-    } catch {
-      return refuse(reply, codeReply('E503', guid));
-    }
+    const read = await deps.store.getLedger(guid);
+    if (E.isLeft(read)) return refuse(reply, ledgerUnavailableReply(guid, read.left, ledgerLog(req.log)));
+    // Another key's GUID looks exactly like one that does not exist.
+    if (read.right === null || read.right.channel !== key.name) return refuse(reply, codeReply('E404', guid));
     return;
   });
 }

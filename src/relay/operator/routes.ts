@@ -1,7 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import * as E from 'fp-ts/lib/Either.js';
 import { parseStatuses, STATUSES } from '../../events/codecs.js';
 import type { LedgerState } from '../../events/state.js';
+import type { StoreError } from '../../events/errors.js';
 import type { EventStore } from '../../events/store.js';
+import { toStoreError } from '../../events/storeResult.js';
 import { listLedger } from '../../commands/ledger.js';
 import { reprocessFailed } from '../../commands/reprocess.js';
 import { resolveUnknown } from '../../commands/resolve.js';
@@ -9,7 +12,7 @@ import { parseDuration } from '../../shared/duration.js';
 import type { AccountClient } from '../accountClient.js';
 import type { Breaker } from '../breaker.js';
 import type { Metrics } from '../metrics.js';
-import { codeReply, type Reply } from '../replies.js';
+import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from '../replies.js';
 import { GUID_PATTERN } from '../transferRequest.js';
 import type { RouteDoc } from '../openapi.js';
 import * as S from './schemas.js';
@@ -68,10 +71,8 @@ type GuidRequest = FastifyRequest<{ Params: { guid: string } }>;
 export function operatorRoutes(deps: OperatorDeps) {
   const { store, send } = deps;
 
-  const unavailable = (req: FastifyRequest, reply: FastifyReply, err: unknown, guid?: string) => {
-    req.log.error({ err }, 'ledger unavailable');
-    return send(reply, codeReply('E503', guid));
-  };
+  /** A store's Left: E503, logged once with its code and cause on the request's logger. */
+  const unavailable = (req: FastifyRequest, reply: FastifyReply, err: StoreError, guid?: string) => send(reply, ledgerUnavailableReply(guid, err, ledgerLog(req.log)));
 
   return async function plugin(app: FastifyInstance): Promise<void> {
     // Inside this plugin only: bodies are JSON objects (an empty body is `{}`); any other media type is 415.
@@ -97,14 +98,12 @@ export function operatorRoutes(deps: OperatorDeps) {
     }, async (req: GuidRequest, reply) => {
       if (req.validationError) return send(reply, validationReply(req.validationError));
       const { guid } = req.params;
-      try {
-        const row = await store.getLedger(guid);
-        if (row === null) return send(reply, codeReply('E404', guid));
-        const timeline = await readTimeline(store, guid);
-        return json(reply, 200, { guid, row: operatorRow(row), timeline: timeline.map(timelineView) });
-      } catch (err) {
-        return unavailable(req, reply, err, guid);
-      }
+      const row = await store.getLedger(guid);
+      if (E.isLeft(row)) return unavailable(req, reply, row.left, guid);
+      if (row.right === null) return send(reply, codeReply('E404', guid));
+      const timeline = await readTimeline(store, guid);
+      if (E.isLeft(timeline)) return unavailable(req, reply, timeline.left, guid);
+      return json(reply, 200, { guid, row: operatorRow(row.right), timeline: timeline.right.map(timelineView) });
     });
 
     app.get<{ Querystring: { status?: string; olderThan?: string; limit?: string; cursor?: string } }>('/v1/ledger', {
@@ -135,7 +134,8 @@ export function operatorRoutes(deps: OperatorDeps) {
         const page = rows.slice(0, limit);
         return json(reply, 200, { rows: page.map(operatorRow), nextCursor: rows.length > limit ? page[page.length - 1]!.guid : null });
       } catch (err) {
-        return unavailable(req, reply, err);
+        // A page that could not be read: the paged iteration throws its StoreError.
+        return unavailable(req, reply, toStoreError(err, 'read'));
       }
     });
 
@@ -148,24 +148,29 @@ export function operatorRoutes(deps: OperatorDeps) {
         } satisfies RouteDoc,
       },
     }, async (req, reply) => {
-      try {
-        const byStatus = await store.countByStatus();
-        const oldest = async (status: 'UNKNOWN' | 'FAILED') => {
-          const at = byStatus[status].oldestUpdatedAt;
-          // The row whose last change is that oldest time (the first such GUID); null if it moved meanwhile.
-          const [row] = at === null ? [] : await store.queryLedger({ statuses: [status], updatedBefore: at + 1, limit: 1 });
-          return row === undefined ? null : operatorRow(row);
-        };
-        return json(reply, 200, {
-          statuses: byStatus,
-          oldest: { UNKNOWN: await oldest('UNKNOWN'), FAILED: await oldest('FAILED') },
-          deadLetters: { maxAttempts: deps.maxAttempts, count: await store.countLedger({ statuses: ['FAILED'], attemptsAtLeast: deps.maxAttempts }) },
-          breaker: deps.breaker?.view() ?? { state: 'off' },
-          replies: deps.metrics.recentReplies(),
-        });
-      } catch (err) {
-        return unavailable(req, reply, err);
-      }
+      const counted = await store.countByStatus();
+      if (E.isLeft(counted)) return unavailable(req, reply, counted.left);
+      const byStatus = counted.right;
+      const oldest = async (status: 'UNKNOWN' | 'FAILED'): Promise<E.Either<StoreError, ReturnType<typeof operatorRow> | null>> => {
+        const at = byStatus[status].oldestUpdatedAt;
+        if (at === null) return E.right(null);
+        // The row whose last change is that oldest time (the first such GUID); null if it moved meanwhile.
+        const rows = await store.queryLedger({ statuses: [status], updatedBefore: at + 1, limit: 1 });
+        return E.map((found: LedgerState[]) => (found[0] === undefined ? null : operatorRow(found[0])))(rows);
+      };
+      const oldestUnknown = await oldest('UNKNOWN');
+      if (E.isLeft(oldestUnknown)) return unavailable(req, reply, oldestUnknown.left);
+      const oldestFailed = await oldest('FAILED');
+      if (E.isLeft(oldestFailed)) return unavailable(req, reply, oldestFailed.left);
+      const deadLetters = await store.countLedger({ statuses: ['FAILED'], attemptsAtLeast: deps.maxAttempts });
+      if (E.isLeft(deadLetters)) return unavailable(req, reply, deadLetters.left);
+      return json(reply, 200, {
+        statuses: byStatus,
+        oldest: { UNKNOWN: oldestUnknown.right, FAILED: oldestFailed.right },
+        deadLetters: { maxAttempts: deps.maxAttempts, count: deadLetters.right },
+        breaker: deps.breaker?.view() ?? { state: 'off' },
+        replies: deps.metrics.recentReplies(),
+      });
     });
 
     const action = (name: 'resolve' | 'reprocess', doc: RouteDoc) =>
@@ -180,28 +185,28 @@ export function operatorRoutes(deps: OperatorDeps) {
         const dryRun = body.dryRun === true;
         const minAgeMs = body.minAge === undefined ? deps.minAgeMs : parseDuration(body.minAge);
         if (minAgeMs === null) return send(reply, e400('minAge', 'minAge must be a duration: 500ms, 30s, 5m, 2h, 7d'));
-        try {
-          const before = await store.getLedger(guid);
-          if (before === null) return send(reply, codeReply('E404', guid));
-          // The command reports the row through onRow, or not at all when its selection left the row out.
-          const ran: { outcome?: string; detail?: string | undefined } = {};
-          const onRow = (_row: LedgerState, outcome: string, detail?: string) => Object.assign(ran, { outcome, detail });
-          // The commands' own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry.
-          const ledgerErrors =
-            name === 'resolve'
-              ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors
-              : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics }, { guid, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
-          // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
-          if (ran.outcome === 'ledger-error') return send(reply, codeReply('E503', guid, { message: `ledger unavailable: ${ran.detail ?? 'a read or write failed'}` }));
-          if (ledgerErrors > 0) return send(reply, codeReply('E503', guid));
-          const after = (await store.getLedger(guid)) ?? before;
-          if (ran.outcome === undefined) {
-            return send(reply, codeReply('E409', guid, { message: whyNotEligible(name, after, minAgeMs, deps.maxAttempts), status: after.status, before: operatorRow(before), after: operatorRow(after) }));
-          }
-          return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
-        } catch (err) {
-          return unavailable(req, reply, err, guid);
+        const read = await store.getLedger(guid);
+        if (E.isLeft(read)) return unavailable(req, reply, read.left, guid);
+        const before = read.right;
+        if (before === null) return send(reply, codeReply('E404', guid));
+        // The command reports the row through onRow, or not at all when its selection left the row out.
+        const ran: { outcome?: string; detail?: string | undefined } = {};
+        const onRow = (_row: LedgerState, outcome: string, detail?: string) => Object.assign(ran, { outcome, detail });
+        // The commands' own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry.
+        const ledgerErrors =
+          name === 'resolve'
+            ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors
+            : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics }, { guid, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
+        // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
+        if (ran.outcome === 'ledger-error') return send(reply, codeReply('E503', guid, { message: `ledger unavailable: ${ran.detail ?? 'a read or write failed'}` }));
+        if (ledgerErrors > 0) return send(reply, codeReply('E503', guid));
+        const reread = await store.getLedger(guid);
+        if (E.isLeft(reread)) return unavailable(req, reply, reread.left, guid);
+        const after = reread.right ?? before;
+        if (ran.outcome === undefined) {
+          return send(reply, codeReply('E409', guid, { message: whyNotEligible(name, after, minAgeMs, deps.maxAttempts), status: after.status, before: operatorRow(before), after: operatorRow(after) }));
         }
+        return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
       });
 
     const actionResponses = (what: string): RouteDoc['responses'] => ({

@@ -3,6 +3,7 @@ import { actorOf, type EventAudit, type NewEvent, type ProcessActor, type Stored
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerQuery, RequestRecord } from '../../events/store.js';
+import { storeResult, type StoreResult } from '../../events/storeResult.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
 import { groupCommit } from './groupCommit.js';
 import { countByStatus, countLedger, getLedger, queryLedger, recordUnclearInquiry } from './ledgerQueries.js';
@@ -50,7 +51,7 @@ export interface PostgresStoreOptions {
 export interface PostgresEventStore extends EventStore {
   readonly url: string;
   /** The ledger's size on disk in bytes (the restructured contract's `LedgerMaintenance.spaceOnDisk`). */
-  spaceOnDisk(): Promise<number>;
+  spaceOnDisk(): StoreResult<number>;
   /** The pool, for tests and maintenance that need raw SQL. */
   readonly pool: pg.Pool;
 }
@@ -109,16 +110,18 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     if (closed !== null) throw new LedgerClosedError();
   };
   /** Maintenance: writes, never run twice by the store. */
-  const maintain = <T>(what: string, fn: () => Promise<T>): Promise<T> =>
-    atBoundary(what, async () => {
-      open();
-      return fn();
-    });
+  const maintain = <T>(what: string, fn: () => Promise<T>): StoreResult<T> =>
+    storeResult(what, () =>
+      atBoundary(what, async () => {
+        open();
+        return fn();
+      }),
+    );
   /**
    * A read runs once more on a new connection when its connection was found dead (the pool had not yet
    * noticed a restart): reading twice changes nothing.
    */
-  const read = <T>(what: string, fn: () => Promise<T>): Promise<T> =>
+  const read = <T>(what: string, fn: () => Promise<T>): StoreResult<T> =>
     maintain(what, async () => {
       try {
         return await fn();
@@ -131,19 +134,23 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   return {
     url,
     pool,
-    async appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): Promise<AppendResult> {
-      open();
-      return writes.submit({ op: 'append', guid, expectedSeq, events, actor: actorOf(options.actor, audit) }) as Promise<AppendResult>;
+    appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult> {
+      return storeResult('write', () => {
+        open();
+        return writes.submit({ op: 'append', guid, expectedSeq, events, actor: actorOf(options.actor, audit) }) as Promise<AppendResult>;
+      });
     },
-    async execute(guid: string, command: Command, audit?: EventAudit): Promise<ExecuteResult> {
-      open();
-      return writes.submit({ op: 'execute', guid, command, actor: actorOf(options.actor, audit), ...(clock === undefined ? {} : { now: clock() }) }) as Promise<ExecuteResult>;
+    execute(guid: string, command: Command, audit?: EventAudit): StoreResult<ExecuteResult> {
+      return storeResult('write', () => {
+        open();
+        return writes.submit({ op: 'execute', guid, command, actor: actorOf(options.actor, audit), ...(clock === undefined ? {} : { now: clock() }) }) as Promise<ExecuteResult>;
+      });
     },
-    now: () => (clock === undefined ? read('clock', () => serverNow(pool)) : Promise.resolve(clock())),
+    now: (): StoreResult<number> => read('clock', clock === undefined ? () => serverNow(pool) : async () => clock()),
     recordRequests: (records: readonly RequestRecord[]) => maintain('request records', () => recordRequests(pool, records)),
     readRequests: (guid: string) => read('read', () => readRequests(pool, guid)),
-    readStream: (guid: string): Promise<StoredEvent[]> => read('read', () => readStream(pool, guid)),
-    readAll: (afterPosition: number, limit: number): Promise<StoredEvent[]> => read('read', () => readAll(pool, afterPosition, limit)),
+    readStream: (guid: string): StoreResult<StoredEvent[]> => read('read', () => readStream(pool, guid)),
+    readAll: (afterPosition: number, limit: number): StoreResult<StoredEvent[]> => read('read', () => readAll(pool, afterPosition, limit)),
     getLedger: (guid: string) => read('read', () => getLedger(pool, guid)),
     queryLedger: (query: LedgerQuery) => read('read', () => queryLedger(pool, query)),
     countLedger: (query: LedgerQuery) => read('read', () => countLedger(pool, query)),
@@ -165,8 +172,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
         await pool.query({ name: 'guidgate_ping', text: 'UPDATE ledger SET last_seq = last_seq WHERE false' });
       }),
     close() {
-      closed ??= writes.drain().then(() => pool.end());
-      return closed;
+      const closing = (closed ??= writes.drain().then(() => pool.end()));
+      return storeResult('close', () => closing);
     },
   };
 }

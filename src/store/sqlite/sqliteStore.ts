@@ -9,6 +9,7 @@ import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
 import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerQuery, ProjectionDifference, RequestRecord, StatusSummary, StoredRequestRecord } from '../../events/store.js';
+import { storeResult, type StoreResult } from '../../events/storeResult.js';
 import { ledgerTable } from './ledgerTable.js';
 import { requestsTable } from './requestsTable.js';
 import { compareProjection } from '../../projections/rebuild.js';
@@ -251,38 +252,42 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   }
 
   /** Runs `fn` on this thread's connection: reads, and the few maintenance steps that cannot run in a batch. */
-  function onConnection<T>(what: string, fn: () => T): Promise<T> {
-    try {
+  function onConnection<T>(what: string, fn: () => T): StoreResult<T> {
+    return storeResult(what, () => {
       if (closed) throw new LedgerClosedError();
-      return Promise.resolve(fn());
-    } catch (err) {
-      return Promise.reject(err instanceof LedgerCorruptError ? err : unavailable(err, what));
-    }
+      try {
+        return fn();
+      } catch (err) {
+        throw err instanceof LedgerCorruptError ? err : unavailable(err, what);
+      }
+    });
   }
   const read = <T>(fn: () => T) => onConnection('read', fn);
 
   return {
     path,
     db,
-    appendEvents(guid: string, expectedSeq: number, newEvents: readonly NewEvent[], audit?: EventAudit): Promise<AppendResult> {
-      return write({ op: 'append', guid, expectedSeq, events: newEvents, actor: actorOf(options.actor, audit) });
+    appendEvents(guid: string, expectedSeq: number, newEvents: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult> {
+      return storeResult('write', () => write({ op: 'append', guid, expectedSeq, events: newEvents, actor: actorOf(options.actor, audit) }));
     },
-    execute(guid: string, command: Command, audit?: EventAudit): Promise<ExecuteResult> {
-      return write({ op: 'execute', guid, command, now: clock(), actor: actorOf(options.actor, audit) });
+    execute(guid: string, command: Command, audit?: EventAudit): StoreResult<ExecuteResult> {
+      return storeResult('write', () => write({ op: 'execute', guid, command, now: clock(), actor: actorOf(options.actor, audit) }));
     },
-    async recordRequests(records: readonly RequestRecord[]): Promise<void> {
-      if (records.length > 0) await write({ op: 'recordRequests', records });
+    recordRequests(records: readonly RequestRecord[]): StoreResult<void> {
+      return storeResult('write', async () => {
+        if (records.length > 0) await write({ op: 'recordRequests', records });
+      });
     },
-    readRequests(guid: string): Promise<StoredRequestRecord[]> {
+    readRequests(guid: string): StoreResult<StoredRequestRecord[]> {
       return read(() => requests.read(guid));
     },
-    now() {
-      return Promise.resolve(clock());
+    now(): StoreResult<number> {
+      return onConnection('clock', () => clock());
     },
-    readStream(guid: string): Promise<StoredEvent[]> {
+    readStream(guid: string): StoreResult<StoredEvent[]> {
       return read(() => events.stream(guid).map(rowToEvent));
     },
-    readAll(afterPosition: number, limit: number): Promise<StoredEvent[]> {
+    readAll(afterPosition: number, limit: number): StoreResult<StoredEvent[]> {
       return read(() => events.all(afterPosition, limit).map(rowToEvent));
     },
     getLedger(guid: string) {
@@ -295,18 +300,22 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
       return read(() => ledger.count(query));
     },
     removeTombstones(before: number) {
-      return write({ op: 'removeTombstones', before });
+      return storeResult('write', () => write({ op: 'removeTombstones', before }));
     },
     recordUnclearInquiry(guid: string, sentAt: number, at: number, minAgeMs: number) {
-      return write({ op: 'recordUnclearInquiry', guid, sentAt, at, minAgeMs });
+      return storeResult('write', () => write({ op: 'recordUnclearInquiry', guid, sentAt, at, minAgeMs }));
     },
-    async leaseRows(holder: string, rows: readonly LeaseRequest[], forMs: number) {
-      if (rows.length === 0) return new Set<string>();
-      const plain = rows.map(({ guid, lastSeq }) => ({ guid, lastSeq }));
-      return new Set(await write({ op: 'leaseRows', holder, rows: plain, now: clock(), forMs }));
+    leaseRows(holder: string, rows: readonly LeaseRequest[], forMs: number): StoreResult<Set<string>> {
+      return storeResult('write', async () => {
+        if (rows.length === 0) return new Set<string>();
+        const plain = rows.map(({ guid, lastSeq }) => ({ guid, lastSeq }));
+        return new Set(await write({ op: 'leaseRows', holder, rows: plain, now: clock(), forMs }));
+      });
     },
-    async releaseLeases(holder: string) {
-      await write({ op: 'releaseLeases', holder, now: clock() });
+    releaseLeases(holder: string): StoreResult<void> {
+      return storeResult('write', async () => {
+        await write({ op: 'releaseLeases', holder, now: clock() });
+      });
     },
     spaceOnDisk() {
       return onConnection('size', () => fileBytes(path));
@@ -333,26 +342,33 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
       });
     },
     rebuildProjection() {
-      return write({ op: 'rebuild' });
+      return storeResult('write', () => write({ op: 'rebuild' }));
     },
-    verifyProjection(): Promise<ProjectionDifference[]> {
+    verifyProjection(): StoreResult<ProjectionDifference[]> {
       // One read transaction: the log and the projection are compared as of the same instant.
       return onConnection('verify', () => db.transaction(() => compareProjection(events.foldAll(), ledger.query({})))());
     },
-    async ping() {
-      await onConnection('ping', () => {
+    ping() {
+      return storeResult('ping', async () => {
+        if (closed) throw new LedgerClosedError();
         if (!w.healthy()) throw new LedgerUnavailableError('ledger writer thread is not running');
-        db.prepare('SELECT 1').get();
+        try {
+          db.prepare('SELECT 1').get();
+        } catch (err) {
+          throw unavailable(err, 'ping');
+        }
+        // A write goes through now: the file is still the one opened, and no lock or stuck writer holds it past the deadline.
+        await write({ op: 'probe' });
       });
-      // A write goes through now: the file is still the one opened, and no lock or stuck writer holds it past the deadline.
-      await write({ op: 'probe' });
     },
-    async close() {
-      watch?.stop();
-      if (closed) return;
-      await w.close();
-      closed = true;
-      db.close();
+    close() {
+      return storeResult('close', async () => {
+        watch?.stop();
+        if (closed) return;
+        await w.close();
+        closed = true;
+        db.close();
+      });
     },
   };
 }

@@ -4,6 +4,7 @@
  * was acknowledged. Prints "ready" after the first wave. Args: db prefix (db: anything `openStore` takes)
  */
 import { openStore } from '../../../src/store/openStore.js';
+import { orThrow } from '../../../src/events/storeResult.js';
 
 const [db, prefix] = process.argv.slice(2);
 const store = await openStore(db!);
@@ -13,7 +14,7 @@ for (;;) {
   const wave = Array.from({ length: 25 }, (_, k) => `${prefix}-${i + k}`);
   await Promise.all(
     wave.map(async (g) => {
-      const r = await store.execute(g, { type: 'Submit', request: `{"guid":"${g}"}`, fingerprint: g, timeoutMs: 1000, maxAttempts: 3 });
+      const r = await orThrow(store.execute(g, { type: 'Submit', request: `{"guid":"${g}"}`, fingerprint: g, timeoutMs: 1000, maxAttempts: 3 }));
       if (r.kind === 'applied') process.stdout.write(`${g}\n`);
     }),
   );

@@ -5,6 +5,7 @@
  */
 import { openSqliteStore } from '../../../src/store/sqlite/sqliteStore.js';
 import type { Command } from '../../../src/events/decide.js';
+import { orThrow } from '../../../src/events/storeResult.js';
 
 const [dbPath, prefix] = process.argv.slice(2);
 const store = openSqliteStore({ path: dbPath! });
@@ -14,19 +15,19 @@ let i = 0;
 let announced = false;
 for (;;) {
   const batch = Array.from({ length: 20 }, (_, k) => `${prefix}-${i + k}`);
-  await Promise.all(batch.map((g) => store.execute(g, submit(g))));
+  await Promise.all(batch.map((g) => orThrow(store.execute(g, submit(g)))));
   await Promise.all(
     batch.map((g, k) =>
       k % 3 === 0
-        ? store.execute(g, { type: 'RecordAnswer', attempt: 1, code: '0000', response: `{"code":"0000","guid":"${g}"}`, latencyMs: 1 })
+        ? orThrow(store.execute(g, { type: 'RecordAnswer', attempt: 1, code: '0000', response: `{"code":"0000","guid":"${g}"}`, latencyMs: 1 }))
         : k % 3 === 1
-          ? store.execute(g, { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' })
-          : store.execute(g, { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }),
+          ? orThrow(store.execute(g, { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' }))
+          : orThrow(store.execute(g, { type: 'RecordTimeout', attempt: 1, reason: 'timeout' })),
     ),
   );
-  await Promise.all(batch.map((g) => store.execute(g, submit(g))));
-  await Promise.all(batch.map((g) => store.execute(g, { type: 'Resolve', outcome: 'absent' })));
-  await Promise.all(batch.map((g) => store.execute(g, { type: 'Purge', retentionMs: 0 })));
+  await Promise.all(batch.map((g) => orThrow(store.execute(g, submit(g)))));
+  await Promise.all(batch.map((g) => orThrow(store.execute(g, { type: 'Resolve', outcome: 'absent' }))));
+  await Promise.all(batch.map((g) => orThrow(store.execute(g, { type: 'Purge', retentionMs: 0 }))));
   if (!announced) {
     announced = true;
     process.stdout.write('ready\n');

@@ -5,6 +5,7 @@
  */
 import { openStore } from '../../../src/store/openStore.js';
 import { raceGuids } from './raceGuids.js';
+import { orThrow } from '../../../src/events/storeResult.js';
 
 const [dbPath, countArg, seedArg] = process.argv.slice(2);
 const count = Number(countArg);
@@ -16,7 +17,7 @@ await new Promise<void>((resolve) => process.stdin.once('data', () => resolve())
 process.stdin.pause();
 const won: string[] = [];
 for (const guid of guids) {
-  const r = await store.execute(guid, { type: 'Submit', request: `{"guid":"${guid}"}`, fingerprint: guid, timeoutMs: 1000, maxAttempts: 3 });
+  const r = await orThrow(store.execute(guid, { type: 'Submit', request: `{"guid":"${guid}"}`, fingerprint: guid, timeoutMs: 1000, maxAttempts: 3 }));
   if (r.kind === 'applied') won.push(guid);
   // Leave the lock free for a moment: SQLite's busy handler is not fair (a waiting process sleeps in
   // growing steps while the holder takes the lock again at once), and with fast commits one process

@@ -6,6 +6,7 @@
  */
 import { openPostgresStore } from '../../../src/store/postgres/postgresStore.js';
 import { raceGuids } from './raceGuids.js';
+import { orThrow } from '../../../src/events/storeResult.js';
 
 const [url, countArg, seedArg, inflightArg] = process.argv.slice(2);
 const count = Number(countArg);
@@ -21,7 +22,7 @@ let next = 0;
 async function worker(): Promise<void> {
   while (next < guids.length) {
     const guid = guids[next++]!;
-    const r = await store.execute(guid, { type: 'Submit', request: `{"guid":"${guid}"}`, fingerprint: guid, timeoutMs: 1000, maxAttempts: 3 });
+    const r = await orThrow(store.execute(guid, { type: 'Submit', request: `{"guid":"${guid}"}`, fingerprint: guid, timeoutMs: 1000, maxAttempts: 3 }));
     if (r.kind === 'applied') won.push(guid);
     else if (r.refusal.reason !== 'exists') throw new Error(`${guid}: refused ${r.refusal.reason}`);
   }

@@ -9,6 +9,7 @@ import { openKeyRing } from '../../src/relay/auth/keyRing.js';
 import type { Scope } from '../../src/relay/auth/keysFile.js';
 import { httpRequest, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 /** Keys on (CONTRACT.md §6), end to end: a real `serve` on a real ledger file, a real simulator, real sockets. */
 describe('keys and scopes over HTTP', () => {
@@ -47,7 +48,7 @@ describe('keys and scopes over HTTP', () => {
     return stats.calls[guid] ?? 0;
   };
   const ledgerRow = async (guid: string) => {
-    const store = openSqliteStore({ path: h.db, writer: 'inline' });
+    const store = openSqliteStore({ projection: ledgerProjection, path: h.db, writer: 'inline' });
     try {
       return { row: await orThrow(store.getLedger(guid)), events: await orThrow(store.readStream(guid)) };
     } finally {

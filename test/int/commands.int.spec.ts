@@ -17,6 +17,7 @@ import { countingAccount, seedRow, sleep, snapshot, transferBody } from '../supp
 import { startHarness, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
 
@@ -30,7 +31,7 @@ describe('operator commands as library functions', () => {
     cleanup.push(() => x.close());
     return x;
   };
-  const store = (path: string, clock?: () => number): SqliteEventStore => use(openSqliteStore({ path, ...(clock ? { clock } : {}) }));
+  const store = (path: string, clock?: () => number): SqliteEventStore => use(openSqliteStore({ projection: ledgerProjection, path, ...(clock ? { clock } : {}) }));
   const client = (url: string, timeoutMs = 2000): AccountClient => use(createAccountClient({ baseUrl: url, timeoutMs }));
   const harness = async (...args: Parameters<typeof startHarness>): Promise<Harness> => use(await startHarness(...args));
   const simulator = async (opts: Parameters<typeof startSimulator>[0] = {}): Promise<Simulator> => use(await startSimulator({ port: 0, ...opts }));

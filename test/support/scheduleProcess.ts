@@ -33,6 +33,7 @@ import {
 } from './model.js';
 import { InvariantViolation, onChannel, releaseRound, SentBook, simulatorStep, sleep, type Releaser, type Round, type ScheduleBase } from './schedule.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 export const BIN = join(REPO_ROOT, 'bin', 'guidgate');
 
@@ -239,7 +240,7 @@ export class ProcessWorld {
     const sim = await startSimulator({ port: 0, latencyMs: SIM.latencyMs, faults: { processingMs: SIM.processingMs, lateMs: SIM.lateMs } });
     const db = join(dir, 'ledger.db');
     // The schema first, so the relays race on claims, not on creating the file.
-    const ops = openSqliteStore({ path: db });
+    const ops = openSqliteStore({ projection: ledgerProjection, path: db });
     const raw = new Database(db);
     raw.pragma('busy_timeout = 5000');
     const w = new ProcessWorld(sim, db, raw, ledgerReader(raw), ops);

@@ -123,7 +123,9 @@ describe('regressions: found while building the schedules', () => {
    */
   it('several processes opening one new ledger file at the same moment all start', async () => {
     const store = join(REPO_ROOT, 'dist', 'src', 'store', 'sqlite', 'sqliteStore.js');
+    const projection = join(REPO_ROOT, 'dist', 'src', 'projections', 'ledgerProjection.js');
     const child = (path: string) => `import { openSqliteStore } from ${JSON.stringify(store)};
+import { ledgerProjection } from ${JSON.stringify(projection)};
 process.stdin.once('data', () => {
   try { const s = openSqliteStore({ projection: ledgerProjection, path: ${JSON.stringify(path)} }); void s.close().then(() => process.exit(0)); }
   catch (e) { process.stdout.write('fail ' + e.message + '\\n'); process.exit(1); }

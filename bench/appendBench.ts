@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { openSqliteStore, type Synchronous } from '../src/store/sqlite/sqliteStore.js';
 import { claimsPerSecond } from './claimRate.js';
+import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
 const { values } = parseArgs({
   options: { seconds: { type: 'string', default: '3' }, inflight: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } },
@@ -19,7 +20,7 @@ const inflight = Number(values.inflight);
 
 async function measure(synchronous: Synchronous, concurrency: number): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'guidgate-bench-'));
-  const store = openSqliteStore({ path: join(dir, 'b.db'), synchronous });
+  const store = openSqliteStore({ projection: ledgerProjection, path: join(dir, 'b.db'), synchronous });
   const rate = await claimsPerSecond(store, concurrency, seconds);
   await store.close();
   rmSync(dir, { recursive: true, force: true });

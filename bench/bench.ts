@@ -26,6 +26,7 @@ import { orThrow } from '../src/events/storeResult.js';
 import { openSqliteStore } from '../src/store/sqlite/sqliteStore.js';
 import { fillLedger } from './fillLedger.js';
 import { isPostgresUrl } from '../src/store/postgres/postgresStore.js';
+import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
 const { values } = parseArgs({
   options: {
@@ -320,7 +321,7 @@ try {
   const storm = await load(gg, () => stormBody, 409, Math.min(seconds, 2));
 
   // Raw appends: claims (Claimed+Sent) with 50 in flight, FULL, in this process.
-  const store = openSqliteStore({ path: join(dir, 'raw.db') });
+  const store = openSqliteStore({ projection: ledgerProjection, path: join(dir, 'raw.db') });
   let n = 0;
   const deadline = performance.now() + 2000;
   const t0 = performance.now();

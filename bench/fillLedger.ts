@@ -8,12 +8,13 @@ import { randomUUID } from 'node:crypto';
 import { createWriteEngine, type WriteOp } from '../src/store/sqlite/writeEngine.js';
 import { openDatabase } from '../src/store/sqlite/openDatabase.js';
 import { fingerprintOf } from '../src/relay/transferRequest.js';
+import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
 export function fillLedger(path: string, transfers: number, opts: { batch?: number; extraField?: string; onProgress?: (done: number) => void } = {}): void {
   const batch = opts.batch ?? 5000;
   const db = openDatabase({ path, synchronous: 'NORMAL', busyTimeoutMs: 5000 });
   db.pragma('synchronous = OFF'); // a throwaway file: a crash while filling loses only the bench's time
-  const engine = createWriteEngine(db);
+  const engine = createWriteEngine(db, ledgerProjection);
   const run = (ops: WriteOp[]) => {
     for (const o of engine.run(ops)) {
       if (!o.ok || (o.value as { kind?: string }).kind !== 'applied') throw new Error(`fill refused: ${JSON.stringify(o)}`);

@@ -21,6 +21,7 @@ import { createAccountClient } from '../src/relay/accountClient.js';
 import { purgeDone } from '../src/commands/purge.js';
 import { reprocessFailed } from '../src/commands/reprocess.js';
 import { resolveUnknown } from '../src/commands/resolve.js';
+import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
 const { values } = parseArgs({
   options: {
@@ -90,7 +91,7 @@ const row = (phase: string, n: number, seconds: number, result: string): void =>
 };
 try {
   // Everything the seed and the first two commands append is stamped 30 days ago.
-  const past = openSqliteStore({ path: db, clock: () => Date.now() - 30 * DAY, writer });
+  const past = openSqliteStore({ projection: ledgerProjection, path: db, clock: () => Date.now() - 30 * DAY, writer });
   const seedSeconds = await seed(past);
   row('seed (Claimed+Sent, TimedOut)', rows, seedSeconds, `${rows} UNKNOWN`);
 
@@ -107,7 +108,7 @@ try {
   await account.close();
   await past.close();
 
-  const store = openSqliteStore({ path: db, writer });
+  const store = openSqliteStore({ projection: ledgerProjection, path: db, writer });
   t0 = performance.now();
   const purged = await purgeDone({ store }, { retentionMs: 7 * DAY, tombstoneRetentionMs: 90 * DAY });
   row('purge (retention 7d, incl. vacuum)', purged.candidates, (performance.now() - t0) / 1000,

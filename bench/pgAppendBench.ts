@@ -13,6 +13,7 @@ import pg from 'pg';
 import { openSqliteStore } from '../src/store/sqlite/sqliteStore.js';
 import { openPostgresStore } from '../src/store/postgres/postgresStore.js';
 import { claimsPerSecond } from './claimRate.js';
+import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
 const { values } = parseArgs({
   options: {
@@ -41,7 +42,7 @@ async function postgres(concurrency: number): Promise<number> {
   try {
     const url = new URL(values.url);
     url.pathname = `/${name}`;
-    const store = await openPostgresStore({ url: url.toString() });
+    const store = await openPostgresStore({ projection: ledgerProjection, url: url.toString() });
     const rate = await claimsPerSecond(store, concurrency, seconds);
     await store.close();
     return rate;
@@ -53,7 +54,7 @@ async function postgres(concurrency: number): Promise<number> {
 async function sqlite(concurrency: number): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'guidgate-bench-'));
   try {
-    const store = openSqliteStore({ path: join(dir, 'b.db'), synchronous: 'FULL', writer: 'thread' });
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(dir, 'b.db'), synchronous: 'FULL', writer: 'thread' });
     const rate = await claimsPerSecond(store, concurrency, seconds);
     await store.close();
     return rate;

@@ -63,6 +63,29 @@ export interface ProjectionDifference {
   readonly rebuilt: LedgerState | null;
 }
 
+/** A `ledger` row as a store writes it: column name → value. */
+export type ProjectionRow = Readonly<Record<string, string | number | null>>;
+
+/**
+ * The inline projection a store is opened with (as emmett's inline projections): the `ledger` table's columns,
+ * how a state becomes a row and a row read back becomes a state, and what verify reports. The store writes it in
+ * the append's transaction and never imports it: `src/store/openStore.ts` hands it over (src/projections has it).
+ */
+export interface LedgerProjection {
+  /** The table's columns, in order. */
+  readonly columns: readonly string[];
+  stateToRow(state: LedgerState): ProjectionRow;
+  /** A row read back, decoded, never cast: one that does not decode throws `LedgerCorruptError`. */
+  rowToState(raw: unknown): LedgerState;
+  /** The projection's rows against a fold of the log: what `rebuild --verify` reports. */
+  compare(rebuilt: ReadonlyMap<string, LedgerState>, rows: readonly LedgerState[]): ProjectionDifference[];
+  /**
+   * The URL of the module exporting this value as `ledgerProjection`: a store that writes on another thread
+   * (SQLite's writer) imports it there, since functions cannot be posted to a thread.
+   */
+  readonly module: string;
+}
+
 /** The event log: every write goes through here, each append a compare-and-set on the stream's last seq. */
 export interface EventLog {
   /** Compare-and-set append: wins only if the stream's last seq is still `expectedSeq` (-1: no stream yet). */

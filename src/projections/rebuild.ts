@@ -3,7 +3,7 @@ import type { ProjectionDifference } from '../events/store.js';
 import { diffStates } from './ledgerRow.js';
 
 /** The projection's rows against a fold of the log (`foldLog`): what `rebuild --verify` reports. */
-export function compareProjection(rebuilt: Map<string, LedgerState>, rows: readonly LedgerState[]): ProjectionDifference[] {
+export function compareProjection(rebuilt: ReadonlyMap<string, LedgerState>, rows: readonly LedgerState[]): ProjectionDifference[] {
   const diffs: ProjectionDifference[] = [];
   const seen = new Set<string>();
   for (const row of rows) {

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import type { ProcessActor } from '../events/codecs.js';
 import type { EventStore } from '../events/store.js';
+import { ledgerProjection } from '../projections/ledgerProjection.js';
 import { checkLedger as checkSqliteLedger, type LedgerCheck } from './sqlite/checkLedger.js';
 import { isPostgresUrl, openPostgresStore } from './postgres/postgresStore.js';
 import { looseModeWarning } from './sqlite/ledgerFile.js';
@@ -11,7 +12,7 @@ export type { LedgerCheck };
 /** How a store is opened, whatever stands behind `--db`; a store ignores what does not apply to it. */
 export type { Synchronous } from './sqlite/sqliteStore.js';
 
-export type OpenStoreOptions = Omit<SqliteStoreOptions, 'path'> & {
+export type OpenStoreOptions = Omit<SqliteStoreOptions, 'path' | 'projection'> & {
   /**
    * False for every command but `serve` (CONTRACT.md §5): a database without a ledger is refused with
    * `LedgerMissingError`, nothing created. (A SQLite path is checked by the caller before opening.)
@@ -30,6 +31,7 @@ export async function openStore(db: string, options: OpenStoreOptions = {}): Pro
     const { clock, maxBatch, busyTimeoutMs, create, actor } = options;
     return openPostgresStore({
       url: db,
+      projection: ledgerProjection,
       ...(actor === undefined ? {} : { actor }),
       ...(create === undefined ? {} : { create }),
       ...(clock === undefined ? {} : { clock }),
@@ -38,7 +40,7 @@ export async function openStore(db: string, options: OpenStoreOptions = {}): Pro
     });
   }
   const { create: _create, ...sqlite } = options;
-  return openSqliteStore({ path: db, ...sqlite });
+  return openSqliteStore({ path: db, projection: ledgerProjection, ...sqlite });
 }
 
 /** The process part of every event this process writes: `by` is the command (`serve`, `resolve`, `purge`, …). */

@@ -7,6 +7,7 @@ import { createAccountClient } from '../../src/relay/accountClient.js';
 import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 /** A loopback account system that answers whatever the test sets, and counts the transfers it receives. */
 async function scriptedAccount(): Promise<{ url: string; posts: () => number; answers: { post: [number, string]; inquiry: [number, string] }; close(): Promise<void> }> {
@@ -53,7 +54,7 @@ describe('account answers, contract v2 §3 (real sockets: relay, ledger file, a 
     expect([first.status, first.json()['code']]).toEqual([504, 'E901']);
     expect([(await h.post(JSON.stringify(t))).json()['code'], account.posts()]).toEqual(['E901', 1]);
 
-    const store = openSqliteStore({ path: h.db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
     const client = createAccountClient({ baseUrl: account.url, timeoutMs: 1000 });
     try {
       expect((await orThrow(store.getLedger(guid)))?.status).toBe('UNKNOWN');

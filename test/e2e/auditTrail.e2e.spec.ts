@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { addKey } from '../../src/commands/keys.js';
 import type { TimelineEntry } from '../../src/commands/history.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { openKeyRing } from '../../src/relay/auth/keyRing.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { cli } from '../support/commandsSeed.js';
@@ -58,7 +59,7 @@ describe('audit trail over HTTP', () => {
     expect([gone.status, gone.json()['code']]).toEqual([410, 'E905']);
 
     // Written off the request path, in batches: they arrive within a flush interval or so.
-    const store = openSqliteStore({ path: h.db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
     try {
       const records = await waitFor(async () => {
         const r = await orThrow(store.readRequests(guid));

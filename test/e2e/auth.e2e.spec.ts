@@ -5,6 +5,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { httpRequest, makeKeys, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 /** Keys on (CONTRACT.md §6), end to end: a real `serve` on a real ledger file, a real simulator, real sockets. */
 describe('keys and scopes over HTTP', () => {
@@ -32,7 +33,7 @@ describe('keys and scopes over HTTP', () => {
     return stats.calls[guid] ?? 0;
   };
   const ledgerRow = async (guid: string) => {
-    const store = openSqliteStore({ path: h.db, writer: 'inline' });
+    const store = openSqliteStore({ projection: ledgerProjection, path: h.db, writer: 'inline' });
     try {
       return { row: await orThrow(store.getLedger(guid)), events: await orThrow(store.readStream(guid)) };
     } finally {

@@ -9,6 +9,7 @@ import { startSimulator } from '../../src/simulator/index.js';
 import { httpRequest, startHarness, transfer, ledgerRowCount, type Harness } from '../support/relayHarness.js';
 import { rawExchange } from '../support/rawHttp.js';
 import { useTempDir } from '../support/tmp.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 /** Contract v2 §2 at the HTTP edge: strict input, GET, /healthz and errors raised below the routes. */
 describe('channel API v2 (real sockets, real ledger file, real simulator)', () => {
@@ -112,7 +113,7 @@ describe('channel API v2 (real sockets, real ledger file, real simulator)', () =
 
   it('/healthz is 503/E503 with a reason when a transfer would get E503, and 200 {"status":"ok"} otherwise', async () => {
     const sim = await startSimulator({ port: 0 });
-    const store = openSqliteStore({ path: join(tmp(), 'l.db'), busyTimeoutMs: 200 });
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), busyTimeoutMs: 200 });
     const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
     const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3 });
     await app.listen({ port: 0, host: '127.0.0.1' });
@@ -137,7 +138,7 @@ describe('channel API v2 (real sockets, real ledger file, real simulator)', () =
   it('/healthz reports what the readiness hook says (the ledger-file check plugs in here)', async () => {
     let reason: string | null = null;
     h = await startHarness(tmp());
-    const store = openSqliteStore({ path: h.db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
     const account = createAccountClient({ baseUrl: h.sim.url, timeoutMs: 1000 });
     const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3, readiness: async () => reason });
     try {

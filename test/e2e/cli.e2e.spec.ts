@@ -11,6 +11,7 @@ import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { freePort, REPO_ROOT, runToEnd, waitForLine } from '../support/children.js';
 import { cli, seedRow, withoutGuidgateEnv } from '../support/commandsSeed.js';
 import { useTempDir } from '../support/tmp.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
 
@@ -18,7 +19,7 @@ describe('guidgate command line', () => {
   const tmp = useTempDir();
   const ledgerWith = async (guids: string[]): Promise<string> => {
     const db = join(tmp(), 'ledger.db');
-    const store = openSqliteStore({ path: db, clock: () => LONG_AGO });
+    const store = openSqliteStore({ projection: ledgerProjection, path: db, clock: () => LONG_AGO });
     for (const guid of guids) await seedRow(store, guid, 'DONE');
     await store.close();
     return db;
@@ -135,7 +136,7 @@ describe('guidgate command line', () => {
 
   it('output to a closed pipe (`| head -1`) ends the command quietly with exit 0', async () => {
     const db = join(tmp(), 'ledger.db');
-    const store = openSqliteStore({ path: db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: db });
     // Far more output than a pipe buffers (64 KiB), so the command is still writing when head has gone.
     for (let i = 0; i < 2000; i += 500) {
       await Promise.all(Array.from({ length: 500 }, (_, k) => seedRow(store, `PIPE-${String(i + k).padStart(4, '0')}`, 'RECEIVED')));
@@ -150,7 +151,7 @@ describe('guidgate command line', () => {
 
   it('history and ledger escape C0, DEL and C1 control characters from the ledger; --json stays JSON and escapes them too', async () => {
     const db = join(tmp(), 'ledger.db');
-    const store = openSqliteStore({ path: db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: db });
     // An account answer carrying a clear-screen sequence, an 8-bit CSI, DEL and a forged line.
     const response = '{"guid":"ESC-1","code":"0000","message":"\u001b[2J\u009b31mok\u007f\nESC-2  DONE"}';
     await seedRow(store, 'ESC-1', 'DONE', { response });

@@ -15,6 +15,7 @@ import { startHarness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
 
@@ -32,8 +33,8 @@ describe('guidgate operator commands as processes', () => {
   /** A ledger file with these rows, all last changed in 2020 unless `young`. */
   const ledgerWith = async (rows: Array<[guid: string, status: Parameters<typeof seedRow>[2], opts?: Parameters<typeof seedRow>[3]]>, young: string[] = []): Promise<string> => {
     const db = join(tmp(), 'ledger.db');
-    const old = openSqliteStore({ path: db, clock: () => LONG_AGO });
-    const now = openSqliteStore({ path: db });
+    const old = openSqliteStore({ projection: ledgerProjection, path: db, clock: () => LONG_AGO });
+    const now = openSqliteStore({ projection: ledgerProjection, path: db });
     for (const [guid, status, opts] of rows) await seedRow(young.includes(guid) ? now : old, guid, status, opts);
     await old.close();
     await now.close();
@@ -47,7 +48,7 @@ describe('guidgate operator commands as processes', () => {
     return `http://127.0.0.1:${port}`;
   };
   const row = async (db: string, guid: string) => {
-    const s = openSqliteStore({ path: db });
+    const s = openSqliteStore({ projection: ledgerProjection, path: db });
     try {
       return await orThrow(s.getLedger(guid));
     } finally {
@@ -237,7 +238,7 @@ describe('guidgate operator commands as processes', () => {
   it('SIGTERM mid-run: the rows in flight finish, the summary counts exactly what was done, exit 1', async () => {
     const sim = await simulator();
     const db = join(tmp(), 'ledger.db');
-    const old = openSqliteStore({ path: db, clock: () => LONG_AGO });
+    const old = openSqliteStore({ projection: ledgerProjection, path: db, clock: () => LONG_AGO });
     for (let i = 0; i < 2000; i += 500) {
       await Promise.all(Array.from({ length: 500 }, (_, k) => seedRow(old, `SIG-${String(i + k).padStart(4, '0')}`, 'UNKNOWN')));
     }

@@ -4,6 +4,7 @@ import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { childScript, spawnNode, waitForLine } from '../support/children.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 describe('crash: SIGKILL while appending', () => {
   const tmp = useTempDir();
@@ -19,7 +20,7 @@ describe('crash: SIGKILL while appending', () => {
       child.kill('SIGKILL');
       await exited;
 
-      const store = openSqliteStore({ path: dbPath });
+      const store = openSqliteStore({ projection: ledgerProjection, path: dbPath });
       expect(store.db.pragma('integrity_check', { simple: true })).toBe('ok');
       expect(await orThrow(store.verifyProjection())).toEqual([]);
       const events = (await orThrow(store.readAll(-1, 10_000_000))).length;

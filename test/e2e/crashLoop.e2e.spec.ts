@@ -27,6 +27,7 @@ import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { guidgate, jsonSummary, killChildren, post, sigkill, spawnServe, type ServeProcess } from '../support/scheduleProcess.js';
 import { soakSeconds } from '../support/scheduleBudget.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const KILLS = 22;
@@ -76,11 +77,11 @@ const { available: postgresAvailable } = await postgresForTests();
 describe('crash loop: SIGKILL the relay process at random moments under a resending load (SQLite file)', () => {
   crashLoop(async (dir) => {
     const db = join(dir, 'ledger.db');
-    await openSqliteStore({ path: db }).close();
+    await openSqliteStore({ projection: ledgerProjection, path: db }).close();
     return {
       db,
       async integrity() {
-        const store = openSqliteStore({ path: db });
+        const store = openSqliteStore({ projection: ledgerProjection, path: db });
         try {
           return String(store.db.pragma('integrity_check', { simple: true }));
         } finally {

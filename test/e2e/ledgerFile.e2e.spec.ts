@@ -10,6 +10,7 @@ import { httpRequest, transfer, type HttpReply } from '../support/relayHarness.j
 import { BIN, exited, startServe } from '../support/serveProcess.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const LOST = /ledger file .* was deleted or replaced/;
 
@@ -190,7 +191,7 @@ describe('guidgate check', () => {
 
   it('a sound ledger: exit 0; a copy with bytes flipped in its pages: exit 1 naming what SQLite found; no ledger: exit 1', async () => {
     const db = join(tmp(), 'ledger.db');
-    const store = openSqliteStore({ path: db, synchronous: 'NORMAL' });
+    const store = openSqliteStore({ projection: ledgerProjection, path: db, synchronous: 'NORMAL' });
     await Promise.all(Array.from({ length: 2000 }, (_, i) =>
       orThrow(store.execute(`G-${i}`, { type: 'Submit', request: `{"guid":"G-${i}","from":"ACC-1","to":"ACC-2","amount":${i + 1}}`, fingerprint: `f${i}`, timeoutMs: 1000, maxAttempts: 3 }))));
     await store.close();
@@ -225,7 +226,7 @@ describe('guidgate check', () => {
 
   it('serve --check refuses to start on a corrupted ledger and starts on a sound one', async () => {
     const db = join(tmp(), 'ledger.db');
-    await openSqliteStore({ path: db }).close();
+    await openSqliteStore({ projection: ledgerProjection, path: db }).close();
     const sound = startServe(['--db', db, '--check']);
     const url = await sound.ready;
     expect(sound.output()).toMatch(/ledger check: .* is sound/);

@@ -9,6 +9,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { cli, seedRow, transferBody } from '../support/commandsSeed.js';
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { exited, startServe } from '../support/serveProcess.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const { available } = await postgresForTests();
 const LONG_AGO = Date.UTC(2020, 0, 1);
@@ -52,7 +53,7 @@ describe.skipIf(!available)('the commands on a PostgreSQL ledger (--db postgres:
     // saw (UNKNOWN, for resolve), one refused connection (FAILED, for reprocess).
     const applied = transferBody('PG-E2E-P');
     await (await fetch(`${sim.url}/transfer`, { method: 'POST', body: applied.body })).text();
-    const old = await openPostgresStore({ url: db, clock: () => LONG_AGO });
+    const old = await openPostgresStore({ projection: ledgerProjection, url: db, clock: () => LONG_AGO });
     await seedRow(old, 'PG-E2E-P', 'UNKNOWN', applied);
     await seedRow(old, 'PG-E2E-A', 'UNKNOWN');
     await seedRow(old, 'PG-E2E-F', 'FAILED');

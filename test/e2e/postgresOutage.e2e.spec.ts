@@ -13,6 +13,7 @@ import { PG_ADMIN_URL, postgresForTests, useTestDatabases } from '../support/pg.
 import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
 import { startServe } from '../support/serveProcess.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const { available } = await postgresForTests();
 
@@ -108,7 +109,7 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
     await sleep(1200);
     await settleWithCommands(db, sim.url, '300ms');
 
-    const store = await openPostgresStore({ url: db });
+    const store = await openPostgresStore({ projection: ledgerProjection, url: db });
     try {
       const stats = sim.stats();
       expect(stats.doubleApplied).toEqual([]);

@@ -11,6 +11,7 @@ import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
 import { startServe } from '../support/serveProcess.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const { available } = await postgresForTests();
 const LONG_AGO = Date.UTC(2020, 0, 1);
@@ -80,7 +81,7 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
     await sleep(1500);
     await settleWithCommands(db, sim.url, '300ms');
 
-    const store = await openPostgresStore({ url: db });
+    const store = await openPostgresStore({ projection: ledgerProjection, url: db });
     try {
       const rows = await orThrow(store.queryLedger({}));
       expect(rows).toHaveLength(guids.length);
@@ -106,7 +107,7 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
     const processed = Array.from({ length: 60 }, (_, i) => `RP-P${i}`);
     const absent = Array.from({ length: 60 }, (_, i) => `RP-A${i}`);
     for (const g of processed) await (await fetch(`${sim.url}/transfer`, { method: 'POST', body: transferBody(g).body })).text();
-    const old = await openPostgresStore({ url: db, clock: () => LONG_AGO });
+    const old = await openPostgresStore({ projection: ledgerProjection, url: db, clock: () => LONG_AGO });
     await Promise.all([...processed, ...absent].map((g) => seedRow(old, g, 'UNKNOWN', transferBody(g))));
     await old.close();
 
@@ -128,7 +129,7 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
     for (const g of absent) expect(sim.inquiries(g), g).toBe(2);
     for (const g of processed) expect(sim.inquiries(g), g).toBe(1);
 
-    const store = await openPostgresStore({ url: db });
+    const store = await openPostgresStore({ projection: ledgerProjection, url: db });
     try {
       const log = await orThrow(store.readAll(-1, 100_000));
       const count = (g: string, type: string) => log.filter((e) => e.guid === g && e.type === type).length;

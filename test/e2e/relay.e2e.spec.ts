@@ -6,6 +6,7 @@ import { freePort, startHarness, transfer, ledgerRowCount, type Harness } from '
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 describe('relay end to end (real sockets, real ledger file, real simulator)', () => {
   const tmp = useTempDir();
@@ -40,7 +41,7 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
     expect((await h.post(raw)).status).toBe(200);
     const reordered = await h.post('{"guid":"FP-1","from":"ACC-1001","to":"ACC-2002","amount":100,"x":2,"y":"z"}');
     expect(reordered.headers['idempotent-replayed']).toBe('true');
-    const store = openSqliteStore({ path: h.db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
     expect((await orThrow(store.getLedger('FP-1')))?.request).toBe(raw);
     await store.close();
   });
@@ -156,7 +157,7 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
     h = await startHarness(tmp());
     const t = transfer();
     await h.post(JSON.stringify(t));
-    const store = openSqliteStore({ path: h.db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
     expect((await orThrow(store.execute(String(t['guid']), { type: 'Purge', retentionMs: 0 }))).kind).toBe('applied');
     await store.close();
     const r = await h.post(JSON.stringify(t));
@@ -169,7 +170,7 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
     const raw = ' {"from":"ACC-1001","to":"ACC-2002","amount":5}';
     const r = await h.post(raw, { 'idempotency-key': 'HDR-1' });
     expect(r.json()).toMatchObject({ code: '0000', guid: 'HDR-1' });
-    const store = openSqliteStore({ path: h.db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
     expect((await orThrow(store.getLedger('HDR-1')))?.request).toBe(' {"guid":"HDR-1","from":"ACC-1001","to":"ACC-2002","amount":5}');
     await store.close();
     // The same transfer with the GUID in the body is the same request.

@@ -9,6 +9,7 @@ import { BIN, exited, startServe } from '../support/serveProcess.js';
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 describe('the relay as a process', () => {
   const tmp = useTempDir();
@@ -72,7 +73,7 @@ describe('the relay as a process', () => {
     const codes = (await Promise.all(replies)).map((r) => r.json()['code']);
     expect(codes).toEqual(['0000', '0000', '0000', '0000', '0000']);
     expect(await exited(s.child)).toBe(0);
-    const store = openSqliteStore({ path: db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: db });
     expect((await orThrow(store.countByStatus())).DONE.count).toBe(5);
     expect((await orThrow(store.queryLedger({ statuses: ['RECEIVED', 'SENT'] }))).length).toBe(0);
     await store.close();
@@ -103,7 +104,7 @@ describe('the relay as a process', () => {
     await useSim();
     const db = join(tmp(), 'l.db');
     const longAgo = Date.now() - 60_000;
-    const store = openSqliteStore({ path: db, clock: () => longAgo });
+    const store = openSqliteStore({ projection: ledgerProjection, path: db, clock: () => longAgo });
     await orThrow(store.execute('ORPHAN-R', { type: 'Claim', request: '{"guid":"ORPHAN-R"}', fingerprint: 'f' }));
     await orThrow(store.execute('ORPHAN-S', { type: 'Submit', request: '{"guid":"ORPHAN-S"}', fingerprint: 'f', timeoutMs: 3000, maxAttempts: 5 }));
     await store.close();
@@ -112,7 +113,7 @@ describe('the relay as a process', () => {
     const r = (await httpRequest(`${url}/v1/transfers/ORPHAN-R`, { method: 'GET' })).json();
     const sRow = (await httpRequest(`${url}/v1/transfers/ORPHAN-S`, { method: 'GET' })).json();
     expect([r['status'], sRow['status']]).toEqual(['FAILED', 'UNKNOWN']);
-    const check = openSqliteStore({ path: db });
+    const check = openSqliteStore({ projection: ledgerProjection, path: db });
     expect((await orThrow(check.readStream('ORPHAN-S'))).at(-1)).toMatchObject({ type: 'TimedOut', data: { reason: 'orphaned' } });
     expect((await orThrow(check.readStream('ORPHAN-R'))).at(-1)).toMatchObject({ type: 'ConnectFailed', data: { reason: 'never-sent' } });
     await check.close();

@@ -12,6 +12,7 @@ import { sleep, transferBody } from '../support/commandsSeed.js';
 import { freePort, startHarness, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 /** Polls until `check` holds or `ms` pass; returns the time it took. */
 async function until(check: () => Promise<boolean>, ms: number, what: string): Promise<number> {
@@ -68,7 +69,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
     for (const guid of ['STAYS-1', 'FRESH-1']) expect((await h.post(transferBody(guid).body)).json()['code']).toBe('E901');
     await h.close();
     cleanup.pop();
-    const store = openSqliteStore({ path: h.db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
     cleanup.push(() => store.close());
     const sentAt = (await orThrow(store.getLedger('STAYS-1')))!.sentAt!;
     const recorded = [];
@@ -99,7 +100,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
       sim: { faults: { mode: 'late-answer', lateMs: 30_000, processingMs: 1500 } },
       relay: { timeoutMs: 300, settleEveryMs: 0, minAgeMs: 2500 },
     });
-    const store = openSqliteStore({ path: h.db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
     cleanup.push(() => store.close());
     const account = createAccountClient({ baseUrl: h.sim.url, timeoutMs: 1000 });
     cleanup.push(() => account.close());
@@ -137,7 +138,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
   it('inquiry before a resend, when it truly never arrived: the resend goes out once', async () => {
     // The black hole takes the request and never applies it: UNKNOWN, then absent.
     const h = await harness(tmp(), { sim: { faults: { mode: 'hold' } }, relay: { timeoutMs: 300, settleEveryMs: 0, minAgeMs: 800 } });
-    const store = openSqliteStore({ path: h.db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
     cleanup.push(() => store.close());
     const account = createAccountClient({ baseUrl: h.sim.url, timeoutMs: 1000 });
     cleanup.push(() => account.close());
@@ -183,7 +184,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
       if (sim !== null) {
         // Found in review: a resend of a row an inquiry made FAILED, while the breaker is open, was told E902 ("not
         // sent") about an attempt that may have been applied. It is E901: unknown until an inquiry, nothing sent.
-        const store = openSqliteStore({ path: h.db });
+        const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
         cleanup.push(() => store.close());
         const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
         cleanup.push(() => account.close());

@@ -7,6 +7,7 @@ import { seedRow, sleep, transferBody } from '../support/commandsSeed.js';
 import { sigkill, spawnServe } from '../support/scheduleProcess.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 describe('two relays settling one ledger', () => {
   const tmp = useTempDir();
@@ -32,11 +33,11 @@ describe('two relays settling one ledger', () => {
     for (const r of relays) cleanup.push(() => sigkill(r));
     // The rows appear once both settlers run (a process starts in seconds on a loaded machine: rows due before
     // the second one is up would all go to the first), and become due together a moment later.
-    const seeder = openSqliteStore({ path: db, clock: () => Date.now() - 700 });
+    const seeder = openSqliteStore({ projection: ledgerProjection, path: db, clock: () => Date.now() - 700 });
     for (const guid of guids) await seedRow(seeder, guid, 'UNKNOWN');
     await seeder.close();
 
-    const store = openSqliteStore({ path: db });
+    const store = openSqliteStore({ projection: ledgerProjection, path: db });
     cleanup.push(() => store.close());
     const started = Date.now();
     while ((await orThrow(store.countLedger({ statuses: ['UNKNOWN'] }))) > 0) {

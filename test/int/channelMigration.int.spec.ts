@@ -4,6 +4,7 @@ import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 describe('the ledger channel column', () => {
   const tmp = useTempDir();
@@ -24,7 +25,7 @@ describe('the ledger channel column', () => {
     raw.pragma('user_version = 1');
     raw.close();
 
-    const store = openSqliteStore({ path, writer: 'inline' });
+    const store = openSqliteStore({ projection: ledgerProjection, path, writer: 'inline' });
     try {
       expect((await orThrow(store.getLedger('OLD')))?.channel).toBeNull();
       expect(await orThrow(store.verifyProjection())).toEqual([]);

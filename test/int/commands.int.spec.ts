@@ -17,6 +17,7 @@ import { countingAccount, seedRow, sleep, snapshot, transferBody } from '../supp
 import { startHarness, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
 
@@ -30,7 +31,7 @@ describe('operator commands as library functions', () => {
     cleanup.push(() => x.close());
     return x;
   };
-  const store = (path: string, clock?: () => number): SqliteEventStore => use(openSqliteStore({ path, ...(clock ? { clock } : {}) }));
+  const store = (path: string, clock?: () => number): SqliteEventStore => use(openSqliteStore({ projection: ledgerProjection, path, ...(clock ? { clock } : {}) }));
   const client = (url: string, timeoutMs = 2000): AccountClient => use(createAccountClient({ baseUrl: url, timeoutMs }));
   const harness = async (...args: Parameters<typeof startHarness>): Promise<Harness> => use(await startHarness(...args));
   const simulator = async (opts: Parameters<typeof startSimulator>[0] = {}): Promise<Simulator> => use(await startSimulator({ port: 0, ...opts }));
@@ -156,7 +157,7 @@ describe('operator commands as library functions', () => {
     await seedRow(old, 'ORPH-S', 'SENT');
     await seedRow(old, 'GONE-1', 'UNKNOWN');
     const actor = { by: 'resolve', host: 'host-r', pid: 7 };
-    const ledger = use(openSqliteStore({ path: db, actor }));
+    const ledger = use(openSqliteStore({ projection: ledgerProjection, path: db, actor }));
     const s = await resolveUnknown({ store: ledger, account: client(sim.url) }, { minAgeMs: 60_000, graceMs: 5000 });
     // ORPH-S became UNKNOWN (orphaned) and, being old, was asked about too; the simulator never saw either.
     expect(s).toMatchObject({ swept: { neverSent: 1, orphaned: 1 }, candidates: 2, absent: 2, processed: 0, stillUnknown: 0, ledgerErrors: 0, dryRun: false });

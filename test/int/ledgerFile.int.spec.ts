@@ -4,11 +4,12 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Command } from '../../src/events/decide.js';
 import { looseModeWarning } from '../../src/store/sqlite/ledgerFile.js';
-import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openSqliteStore, type SqliteEventStore, type SqliteStoreOptions } from '../../src/store/sqlite/sqliteStore.js';
 import { checkLedger } from '../../src/store/sqlite/checkLedger.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const submit = (guid: string, pad = ''): Command => ({ type: 'Submit', request: `{"guid":"${guid}"${pad}}`, fingerprint: guid, timeoutMs: 100, maxAttempts: 3 });
 const mode = (path: string) => statSync(path).mode & 0o777;
@@ -16,8 +17,8 @@ const mode = (path: string) => statSync(path).mode & 0o777;
 describe('the ledger file', () => {
   const tmp = useTempDir();
   const stores: SqliteEventStore[] = [];
-  const open = (...args: Parameters<typeof openSqliteStore>) => {
-    const s = openSqliteStore(...args);
+  const open = (options: Omit<SqliteStoreOptions, 'projection'>) => {
+    const s = openSqliteStore({ projection: ledgerProjection, ...options });
     stores.push(s);
     return s;
   };
@@ -55,7 +56,7 @@ describe('the ledger file', () => {
       const path = join(tmp(), 'x.db');
       make(path);
       const before = readFileSync(path);
-      expect(() => openSqliteStore({ path })).toThrow(reason);
+      expect(() => openSqliteStore({ projection: ledgerProjection, path })).toThrow(reason);
       expect(readFileSync(path).equals(before)).toBe(true);
       expect(existsSync(`${path}-wal`)).toBe(false);
       expect(checkLedger(path)).toMatchObject({ ok: false, problems: [expect.stringMatching(reason)] });
@@ -92,7 +93,7 @@ describe('the ledger file', () => {
       ['moved away', (path: string) => renameSync(path, `${path}.moved`)],
       ['replaced by another ledger', async (path: string) => {
         const other = `${path}.other`;
-        await openSqliteStore({ path: other }).close();
+        await openSqliteStore({ projection: ledgerProjection, path: other }).close();
         renameSync(other, path);
       }],
     ] as const;
@@ -144,7 +145,7 @@ describe('the write deadline: a claim that does not commit within the busy timeo
   it('fails with LEDGER_UNAVAILABLE at the deadline; the late commit is a claim nobody called for, which the sweep settles', async () => {
     const path = join(tmp(), 'l.db');
     // A log big enough that rebuilding it (four times) keeps the writer thread busy well past the deadline.
-    const seed = openSqliteStore({ path, synchronous: 'NORMAL' });
+    const seed = openSqliteStore({ projection: ledgerProjection, path, synchronous: 'NORMAL' });
     const pad = 'x'.repeat(400);
     for (let b = 0; b < 20; b++) {
       await Promise.all(Array.from({ length: 1000 }, (_, i) => orThrow(seed.execute(`seed-${b}-${i}`, submit(`seed-${b}-${i}`, `,"pad":"${pad}"`)))));
@@ -152,7 +153,7 @@ describe('the write deadline: a claim that does not commit within the busy timeo
     await seed.close();
 
     const busyTimeoutMs = 50; // deadline 1050 ms
-    const store = openSqliteStore({ path, writer: 'thread', busyTimeoutMs });
+    const store = openSqliteStore({ projection: ledgerProjection, path, writer: 'thread', busyTimeoutMs });
     try {
       const started = performance.now();
       // Four rebuilds queued ahead of the claim in the same turn: one batch on the writer, long past the deadline

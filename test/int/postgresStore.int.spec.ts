@@ -11,6 +11,7 @@ import { PG_ADMIN_URL, postgresForTests, useTestDatabases } from '../support/pg.
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
 import * as E from 'fp-ts/lib/Either.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const submit = (fp = 'fp'): Command => ({ type: 'Submit', request: '{"guid":"g"}', fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
 const answer = (attempt = 1, response = '{"code":"0000"}'): Command => ({ type: 'RecordAnswer', attempt, code: '0000', response, latencyMs: 3 });
@@ -44,7 +45,7 @@ it('isPostgresUrl tells a PostgreSQL URL from a file path', () => {
 describe.skipIf(!available)('PostgreSQL event store', () => {
   const dbs = useTestDatabases();
   beforeEach(() => dbs.reset());
-  const open = (extra: Partial<PostgresStoreOptions> = {}) => openPostgresStore({ url: dbs.url(), ...extra });
+  const open = (extra: Partial<PostgresStoreOptions> = {}) => openPostgresStore({ projection: ledgerProjection, url: dbs.url(), ...extra });
 
   it('migrates a fresh database to the current version: logged tables, synchronous_commit on', async () => {
     const store = await open();
@@ -57,7 +58,7 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
 
   it('migrations started by several stores at once on a fresh database run once', async () => {
     const url = await dbs.fresh();
-    const stores = await Promise.all(Array.from({ length: 6 }, () => openPostgresStore({ url })));
+    const stores = await Promise.all(Array.from({ length: 6 }, () => openPostgresStore({ projection: ledgerProjection, url })));
     expect(await sql(url, 'SELECT version FROM schema_version ORDER BY version')).toEqual(Array.from({ length: SCHEMA_VERSION }, (_, i) => ({ version: i + 1 })));
     const results = await Promise.all(stores.map((s) => orThrow(s.execute('g', submit()))));
     expect(results.filter((r) => r.kind === 'applied')).toHaveLength(1);
@@ -86,7 +87,7 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     const url = await dbs.fresh();
     const name = new URL(url).pathname.slice(1);
     await sql(url, `ALTER DATABASE ${name} SET default_transaction_isolation TO 'serializable'`);
-    const [a, b] = await Promise.all([openPostgresStore({ url, maxBatch: 8, maxInFlight: 1 }), openPostgresStore({ url, maxBatch: 8, maxInFlight: 1 })]);
+    const [a, b] = await Promise.all([openPostgresStore({ projection: ledgerProjection, url, maxBatch: 8, maxInFlight: 1 }), openPostgresStore({ projection: ledgerProjection, url, maxBatch: 8, maxInFlight: 1 })]);
     expect((await a.pool.query('SHOW transaction_isolation')).rows).toEqual([{ transaction_isolation: 'serializable' }]);
     const guids = Array.from({ length: 80 }, (_, i) => `g${i}`);
     const results = await Promise.all(guids.flatMap((g) => [orThrow(a.execute(g, submit(g))), orThrow(b.execute(g, submit(g)))]));
@@ -329,7 +330,7 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
 
   it('a server that cannot be reached: opening fails as unavailable, quickly', async () => {
     const started = Date.now();
-    await expect(openPostgresStore({ url: 'postgres://postgres@127.0.0.1:1/nothing', connectTimeoutMs: 1000 })).rejects.toBeInstanceOf(LedgerUnavailableError);
+    await expect(openPostgresStore({ projection: ledgerProjection, url: 'postgres://postgres@127.0.0.1:1/nothing', connectTimeoutMs: 1000 })).rejects.toBeInstanceOf(LedgerUnavailableError);
     expect(Date.now() - started).toBeLessThan(5000);
   });
 

@@ -11,6 +11,7 @@ import { countSend } from '../../src/commands/reprocess.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const submit = { type: 'Submit', request: '{"guid":"L"}', fingerprint: 'f', timeoutMs: 1000, maxAttempts: 3 } as const;
 const answer = { kind: 'definite', code: '0000', body: '{"code":"0000","late":true}', status: 200, latencyMs: 9000 } as const;
@@ -20,7 +21,7 @@ describe('recording an outcome against a row that moved', () => {
 
   it('an answer that arrives after the sweep made the row UNKNOWN is recorded as Resolved late-answer, not dropped', async () => {
     let now = 1000;
-    const store = openSqliteStore({ path: join(tmp(), 'l.db'), clock: () => now });
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
     await orThrow(store.execute('L', submit));
     now = 1000 + 1000 + 500;
     expect(await orThrow(sweepOrphans(store, 500, now))).toEqual({ neverSent: 0, orphaned: 1 });
@@ -33,7 +34,7 @@ describe('recording an outcome against a row that moved', () => {
 
   it('the sweep leaves a SENT row alone until its own timeout plus the grace has passed', async () => {
     let now = 1000;
-    const store = openSqliteStore({ path: join(tmp(), 'l.db'), clock: () => now });
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
     await orThrow(store.execute('L', submit));
     now = 2499;
     expect(await orThrow(sweepOrphans(store, 500, now))).toEqual({ neverSent: 0, orphaned: 0 });
@@ -45,7 +46,7 @@ describe('recording an outcome against a row that moved', () => {
 
   it('a timeout for a row the sweep already settled changes nothing', async () => {
     let now = 1000;
-    const store = openSqliteStore({ path: join(tmp(), 'l.db'), clock: () => now });
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
     await orThrow(store.execute('L', submit));
     now = 10_000;
     await orThrow(sweepOrphans(store, 500, now));
@@ -56,7 +57,7 @@ describe('recording an outcome against a row that moved', () => {
   });
 
   it('a ledger that cannot be written comes back as a Left (the caller answers E901)', async () => {
-    const store = openSqliteStore({ path: join(tmp(), 'l.db') });
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
     await orThrow(store.execute('L', submit));
     await store.close();
     await expectLeft(recordOutcome(store, 'L', 1, answer), 'LEDGER_CLOSED');
@@ -79,7 +80,7 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
   };
 
   it('sent and recorded: the definite answer is the reply and counts as done', async () => {
-    const store = openSqliteStore({ path: join(tmp(), 'l.db') });
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
     const claimed = await orThrow(store.execute('L', submit));
     if (claimed.kind !== 'applied') throw new Error('not claimed');
     await withSimulator(async (account) => {
@@ -93,7 +94,7 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
   });
 
   it('sent, but the outcome could not be recorded: E901 (the request left) and a ledger error, never "done"', async () => {
-    const store = openSqliteStore({ path: join(tmp(), 'l.db') });
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
     const claimed = await orThrow(store.execute('L', submit));
     if (claimed.kind !== 'applied') throw new Error('not claimed');
     const metrics = createMetrics(store, Date.now);
@@ -108,7 +109,7 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
   });
 
   it('a row without its stored request is not sent: E503 and a ledger error, and the account system is not called', async () => {
-    const store = openSqliteStore({ path: join(tmp(), 'l.db') });
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
     const claimed = await orThrow(store.execute('L', submit));
     if (claimed.kind !== 'applied') throw new Error('not claimed');
     await withSimulator(async (account, sim) => {

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { EventStore, RequestRecord } from '../../src/events/store.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { createAccountClient } from '../../src/relay/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
 import { createMetrics } from '../../src/relay/metrics.js';
@@ -24,7 +25,7 @@ describe('request recorder', () => {
 
   /** A real store whose writes of request records are counted (and can be made to fail). */
   const ledger = () => {
-    const store = openSqliteStore({ path: join(tmp(), 'ledger.db') });
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'ledger.db') });
     stores.push(store);
     const writes: number[] = [];
     let failing = false;

@@ -8,13 +8,14 @@ import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
 import * as E from 'fp-ts/lib/Either.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const submit = (fp = 'fp'): Command => ({ type: 'Submit', request: '{"guid":"g"}', fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
 
 /** What only a SQLite ledger does; everything the store contract promises is in test/conformance. */
 describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (writer) => {
   const tmp = useTempDir();
-  const open = (extra: Partial<Parameters<typeof openSqliteStore>[0]> = {}) => openSqliteStore({ path: join(tmp(), 'l.db'), writer, ...extra });
+  const open = (extra: Partial<Parameters<typeof openSqliteStore>[0]> = {}) => openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), writer, ...extra });
 
   it('opens a new file with WAL, synchronous=FULL and the current schema version', async () => {
     const store = open();
@@ -59,7 +60,7 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
     const raw = new Database(path);
     raw.pragma('user_version = 999');
     raw.close();
-    expect(() => openSqliteStore({ path })).toThrow(/newer than this guidgate/);
+    expect(() => openSqliteStore({ projection: ledgerProjection, path })).toThrow(/newer than this guidgate/);
   });
 
   it('an event SQLite could not store is refused before anything of its unit is written; the rest of the batch commits', async () => {
@@ -104,7 +105,7 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
 describe('SQLite event store, writer thread: units that cannot cross to the writer', () => {
   const tmp = useTempDir();
   it('are rejected as unavailable, never left pending, and the writer keeps working', async () => {
-    const store = openSqliteStore({ path: join(tmp(), 'l.db'), writer: 'thread' });
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), writer: 'thread' });
     const notPlainData = { request: 'r', fingerprint: 'f', callback: () => 1 } as unknown as { request: string; fingerprint: string };
     await expectLeft(store.appendEvents('x', -1, [{ type: 'Claimed', at: 1, data: notPlainData }]), 'LEDGER_UNAVAILABLE');
     expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');

@@ -7,6 +7,7 @@ import { evolve } from '../../src/events/evolve.js';
 import type { LedgerState } from '../../src/events/state.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const GUIDS = ['g0', 'g1', 'g2', 'g3'];
 const CODES = ['0000', 'B201', 'B202', 'E500', 'E400'];
@@ -39,7 +40,7 @@ describe('property: the ledger is always the fold of the log', () => {
     await fc.assert(
       fc.asyncProperty(fc.array(stepArb, { minLength: 1, maxLength: 25 }), async (steps) => {
         let now = 1_000;
-        const store = openSqliteStore({ path: join(tmp(), 'p.db'), clock: () => now, synchronous: 'NORMAL' });
+        const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'p.db'), clock: () => now, synchronous: 'NORMAL' });
         const model = new Map<string, LedgerState>();
         try {
           for (const step of steps) {

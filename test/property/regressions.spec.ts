@@ -24,6 +24,7 @@ import { REPO_ROOT } from '../support/children.js';
 import { inOrder, runSchedule, type Action, type Round, type Schedule } from '../support/schedule.js';
 import { waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'guidgate-regr-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -122,9 +123,11 @@ describe('regressions: found while building the schedules', () => {
    */
   it('several processes opening one new ledger file at the same moment all start', async () => {
     const store = join(REPO_ROOT, 'dist', 'src', 'store', 'sqlite', 'sqliteStore.js');
+    const projection = join(REPO_ROOT, 'dist', 'src', 'projections', 'ledgerProjection.js');
     const child = (path: string) => `import { openSqliteStore } from ${JSON.stringify(store)};
+import { ledgerProjection } from ${JSON.stringify(projection)};
 process.stdin.once('data', () => {
-  try { const s = openSqliteStore({ path: ${JSON.stringify(path)} }); void s.close().then(() => process.exit(0)); }
+  try { const s = openSqliteStore({ projection: ledgerProjection, path: ${JSON.stringify(path)} }); void s.close().then(() => process.exit(0)); }
   catch (e) { process.stdout.write('fail ' + e.message + '\\n'); process.exit(1); }
 });
 process.stdout.write('ready\\n');`;
@@ -139,7 +142,7 @@ process.stdout.write('ready\\n');`;
       (await Promise.all(exits)).forEach((code, i) => {
         if (code !== 0) failures.push(`round ${r}: exit ${code}: ${outs[i]!.text.trim()}`);
       });
-      const check = openSqliteStore({ path });
+      const check = openSqliteStore({ projection: ledgerProjection, path });
       expect(check.db.pragma('integrity_check', { simple: true })).toBe('ok');
       await check.close();
     }
@@ -157,8 +160,8 @@ process.stdout.write('ready\\n');`;
     const clock = () => now;
     const sim = await startSimulator({ port: 0, latencyMs: 300, faults: { byGuid: { 'STALE-1': 'e500' } } });
     const path = join(dir, 'stale.db');
-    const store = openSqliteStore({ path, clock });
-    const ops = openSqliteStore({ path, clock });
+    const store = openSqliteStore({ projection: ledgerProjection, path, clock });
+    const ops = openSqliteStore({ projection: ledgerProjection, path, clock });
     const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
     const app = buildApp({ store, account, metrics: createMetrics(store, clock), timeoutMs: 1000, maxAttempts: 3 });
     try {

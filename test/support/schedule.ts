@@ -49,6 +49,7 @@ import {
   type Variant,
 } from './model.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 // ---------------------------------------------------------------------------------------------------------
 // Schedules
@@ -428,7 +429,7 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
     port: 0,
     faults: { byGuid: { ...faultMap }, e500Rate: sc.e500Rate, seed: 7, processingMs: sc.processingMs, lateMs: sc.timeoutMs + 40 },
   });
-  const ops = openSqliteStore({ path: db, clock, synchronous: 'NORMAL' });
+  const ops = openSqliteStore({ projection: ledgerProjection, path: db, clock, synchronous: 'NORMAL' });
   const reader = ledgerReader(ops.db);
   const tracker = new CallTracker(reader);
   const inquiry = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
@@ -454,7 +455,7 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
   const graveyard: Incarnation[] = [];
 
   const startRelay = async (timeoutMs: number): Promise<Incarnation> => {
-    const store = openSqliteStore({ path: db, clock, synchronous: 'NORMAL' });
+    const store = openSqliteStore({ projection: ledgerProjection, path: db, clock, synchronous: 'NORMAL' });
     const id = ++incarnations;
     const box = { dead: false };
     const guarded = crashable(store, () => box.dead);

@@ -4,8 +4,10 @@ import type { LedgerState } from '../../events/state.js';
 import type { AppendResult, ExecuteResult } from '../../events/store.js';
 import { isRetryable, isUniqueViolation } from './errors.js';
 import { planBatch, type Unit, type UnitPlan } from './planBatch.js';
+import type { LedgerProjection } from '../../events/store.js';
+import { ledgerColumns } from './ledgerColumns.js';
 import { serverNow } from './serverClock.js';
-import { eventKey, lockRows, redactionsFor, takenSeqs, writeBatch } from './writeBatch.js';
+import { eventKey, lockRows, redactionsFor, takenSeqs, writeBatch, writeStatement, type BatchSql } from './writeBatch.js';
 
 /** BEGIN itself failed (typically a pooled connection the server had closed): nothing was sent yet. */
 class NotBegunError extends Error {
@@ -62,7 +64,7 @@ function finish(unit: Pick<SubmittedUnit, 'op'>, plan: UnitPlan, positions: Read
  * Under SERIALIZABLE that INSERT fails with 40001 instead, and `runBatch` runs the batch again.
  * Any database error rejects: the caller fails every unit of the batch.
  */
-async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[], guarded: boolean): Promise<UnitOutcome[]> {
+async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[], guarded: boolean, projection: LedgerProjection, sql: BatchSql): Promise<UnitOutcome[]> {
   const outcomes: Array<UnitOutcome | undefined> = new Array(submitted.length);
   let pending = submitted.map((_, i) => i);
   let lastRead = new Map<string, LedgerState>();
@@ -72,14 +74,14 @@ async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[
     throw new NotBegunError(err);
   }
   for (let round = 0; round < MAX_ROUNDS && pending.length > 0; round++) {
-    lastRead = await lockRows(client, [...new Set(pending.map((i) => submitted[i]!.guid))]);
+    lastRead = await lockRows(client, [...new Set(pending.map((i) => submitted[i]!.guid))], projection.rowToState);
     const roundUnits = await atServerTime(client, pending.map((i) => submitted[i]!));
-    let plan = planBatch(roundUnits, lastRead);
+    let plan = planBatch(roundUnits, lastRead, projection.stateToRow);
     if (guarded && plan.events.length > 0) {
       const blocked = await takenSeqs(client, plan);
-      if (blocked.size > 0) plan = planBatch(roundUnits, lastRead, blocked);
+      if (blocked.size > 0) plan = planBatch(roundUnits, lastRead, projection.stateToRow, blocked);
     }
-    const written = plan.rows.length === 0 ? { won: new Set<string>(), positions: new Map<string, number>() } : await writeBatch(client, plan, await redactionsFor(client, plan.purged));
+    const written = plan.rows.length === 0 ? { won: new Set<string>(), positions: new Map<string, number>() } : await writeBatch(client, sql, plan, await redactionsFor(client, plan.purged));
     const writtenGuids = new Set(plan.rows.map((r) => r.row.guid));
     const next: number[] = [];
     roundUnits.forEach((u, k) => {
@@ -96,11 +98,11 @@ async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[
   return outcomes as UnitOutcome[];
 }
 
-export async function runBatch(client: pg.ClientBase, units: readonly SubmittedUnit[]): Promise<UnitOutcome[]> {
+export async function runBatch(client: pg.ClientBase, units: readonly SubmittedUnit[], projection: LedgerProjection, sql: BatchSql): Promise<UnitOutcome[]> {
   let guarded = false;
   for (let attempt = 1; ; attempt++) {
     try {
-      return await runOnce(client, units, guarded);
+      return await runOnce(client, units, guarded, projection, sql);
     } catch (err) {
       if (err instanceof NotBegunError) throw err;
       await client.query('ROLLBACK').catch(() => undefined);
@@ -129,7 +131,9 @@ export interface GroupCommit {
  * commit (PostgreSQL flushes the WAL of concurrent commits together). `fail` turns a database error into
  * the error every unit of the failed batch rejects with.
  */
-export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFlight: number; fail: (err: unknown) => Error }): GroupCommit {
+export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFlight: number; fail: (err: unknown) => Error; projection: LedgerProjection }): GroupCommit {
+  const columns = ledgerColumns(options.projection.columns);
+  const sql: BatchSql = { columns, write: writeStatement(columns) };
   const { maxBatch, maxInFlight, fail } = options;
   const queue: Array<{ unit: SubmittedUnit; resolve: (v: AppendResult | ExecuteResult) => void; reject: (e: unknown) => void }> = [];
   let inFlight = 0;
@@ -144,7 +148,7 @@ export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFli
       try {
         const client = await pool.connect();
         try {
-          const outcomes = await runBatch(client, units);
+          const outcomes = await runBatch(client, units, options.projection, sql);
           client.release();
           return outcomes;
         } catch (err) {

@@ -1,17 +1,30 @@
-import { LEDGER_COLUMNS, type LedgerRow } from '../../projections/ledgerRow.js';
+import { LedgerUnavailableError } from '../../events/errors.js';
+import type { ProjectionRow } from '../../events/store.js';
 
-/** The PostgreSQL type of each ledger column, in `LEDGER_COLUMNS` order (see the schema). */
-const PG_TYPES: Record<(typeof LEDGER_COLUMNS)[number], string> = {
+/** The PostgreSQL type of each ledger column this store's schema has (see schema.ts). */
+const PG_TYPES: Readonly<Record<string, string>> = {
   guid: 'text', status: 'text', code: 'text', request: 'text', response: 'text', fingerprint: 'text', channel: 'text',
   attempts: 'integer', created_at: 'bigint', updated_at: 'bigint', last_seq: 'integer', sent_at: 'bigint', timeout_ms: 'bigint', failed_by_inquiry: 'integer',
 };
 
-export const LEDGER_COLUMN_LIST = LEDGER_COLUMNS.join(', ');
+export interface LedgerColumns {
+  readonly names: readonly string[];
+  /** `guid, status, …` */
+  readonly list: string;
+  /** `$1::text[], $2::text[], …`: one array parameter per ledger column, for a multi-row `unnest`. */
+  readonly arrayParams: string;
+  /** Rows as one array per column, in the order of `arrayParams`. */
+  arrays(rows: readonly ProjectionRow[]): unknown[][];
+}
 
-/** `$1::text[], $2::text[], …`: one array parameter per ledger column, for a multi-row `unnest`. */
-export const LEDGER_ARRAY_PARAMS = LEDGER_COLUMNS.map((c, i) => `$${i + 1}::${PG_TYPES[c]}[]`).join(', ');
-
-/** Rows as one array per column, in the order of `LEDGER_ARRAY_PARAMS`. */
-export function ledgerColumnArrays(rows: readonly LedgerRow[]): unknown[][] {
-  return LEDGER_COLUMNS.map((c) => rows.map((r) => r[c]));
+/** The SQL for the projection's columns; a column this store's table does not have is refused at open. */
+export function ledgerColumns(names: readonly string[]): LedgerColumns {
+  const unknown = names.filter((c) => PG_TYPES[c] === undefined);
+  if (unknown.length > 0) throw new LedgerUnavailableError(`the projection has columns the PostgreSQL ledger table does not: ${unknown.join(', ')}`);
+  return {
+    names,
+    list: names.join(', '),
+    arrayParams: names.map((c, i) => `$${i + 1}::${PG_TYPES[c]}[]`).join(', '),
+    arrays: (rows) => names.map((c) => rows.map((r) => r[c])),
+  };
 }

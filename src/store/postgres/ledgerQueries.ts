@@ -4,8 +4,7 @@ import { isLeft } from 'fp-ts/lib/Either.js';
 import { STATUSES, Status } from '../../events/codecs.js';
 import { LedgerCorruptError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
-import type { LedgerQuery, StatusSummary } from '../../events/store.js';
-import { rowToState } from '../../projections/ledgerRow.js';
+import type { LedgerProjection, LedgerQuery, StatusSummary } from '../../events/store.js';
 import { nextInquiryTimes, type InquiryScheduled } from '../../events/inquirySchedule.js';
 
 type Db = pg.Pool | pg.ClientBase;
@@ -30,20 +29,20 @@ function filterValues(q: LedgerQuery): unknown[] {
   return [q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null, q.inquiryDueBy ?? null, q.guid ?? null];
 }
 
-export async function getLedger(db: Db, guid: string): Promise<LedgerState | null> {
+export async function getLedger(db: Db, guid: string, rowToState: LedgerProjection['rowToState']): Promise<LedgerState | null> {
   const { rows } = await db.query({ name: 'guidgate_get_ledger', text: 'SELECT * FROM ledger WHERE guid = $1', values: [guid] });
   return rows.length === 0 ? null : rowToState(rows[0]);
 }
 
 /** Rows matching `q`, in GUID order (byte order: the column's collation is "C", as SQLite compares). */
-export async function queryLedger(db: Db, q: LedgerQuery): Promise<LedgerState[]> {
+export async function queryLedger(db: Db, q: LedgerQuery, rowToState: LedgerProjection['rowToState']): Promise<LedgerState[]> {
   const limit = q.limit === undefined ? null : Math.max(0, Math.floor(q.limit));
   const { rows } = await db.query({
     name: 'guidgate_query_ledger',
     text: `SELECT * FROM ledger WHERE ${FILTER} ORDER BY guid LIMIT $9`,
     values: [...filterValues(q), limit],
   });
-  return rows.map(rowToState);
+  return rows.map((r) => rowToState(r));
 }
 
 export async function countLedger(db: Db, q: LedgerQuery): Promise<number> {

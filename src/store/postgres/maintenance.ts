@@ -1,9 +1,7 @@
 import type pg from 'pg';
-import type { ProjectionDifference } from '../../events/store.js';
-import { stateToRow } from '../../projections/ledgerRow.js';
-import { LEDGER_ARRAY_PARAMS, LEDGER_COLUMN_LIST, ledgerColumnArrays } from './ledgerColumns.js';
+import type { LedgerProjection, ProjectionDifference } from '../../events/store.js';
+import { ledgerColumns } from './ledgerColumns.js';
 import { foldLog } from '../../events/evolve.js';
-import { compareProjection } from '../../projections/rebuild.js';
 import { queryLedger } from './ledgerQueries.js';
 import { readWholeLog } from './readAll.js';
 
@@ -53,19 +51,20 @@ export async function reclaimSpace(db: pg.Pool): Promise<{ bytesBefore: number; 
  * Replaces the projection with a fold of the log. The EXCLUSIVE lock on `ledger` holds every writer (each
  * writes its row before its events) until the new projection is committed; readers go on.
  */
-export async function rebuildProjection(client: pg.ClientBase): Promise<{ rows: number }> {
+export async function rebuildProjection(client: pg.ClientBase, projection: LedgerProjection): Promise<{ rows: number }> {
+  const columns = ledgerColumns(projection.columns);
   return inTransaction(client, 'BEGIN', async () => {
     await client.query('LOCK TABLE ledger IN EXCLUSIVE MODE');
     const folded = foldLog(await readWholeLog(client));
     await client.query('DELETE FROM ledger');
-    const rows = [...folded.values()].map(stateToRow);
+    const rows = [...folded.values()].map((s) => projection.stateToRow(s));
     const chunk = 5000;
     for (let i = 0; i < rows.length; i += chunk) {
       const part = rows.slice(i, i + chunk);
       await client.query({
         name: 'guidgate_rebuild_insert',
-        text: `INSERT INTO ledger (${LEDGER_COLUMN_LIST}) SELECT * FROM unnest(${LEDGER_ARRAY_PARAMS})`,
-        values: ledgerColumnArrays(part),
+        text: `INSERT INTO ledger (${columns.list}) SELECT * FROM unnest(${columns.arrayParams})`,
+        values: columns.arrays(part),
       });
     }
     return { rows: folded.size };
@@ -73,8 +72,8 @@ export async function rebuildProjection(client: pg.ClientBase): Promise<{ rows: 
 }
 
 /** Compares the projection with a fold of the log, both read from one snapshot; changes nothing. */
-export async function verifyProjection(client: pg.ClientBase): Promise<ProjectionDifference[]> {
+export async function verifyProjection(client: pg.ClientBase, projection: LedgerProjection): Promise<ProjectionDifference[]> {
   return inTransaction(client, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', async () =>
-    compareProjection(foldLog(await readWholeLog(client)), await queryLedger(client, {})),
+    projection.compare(foldLog(await readWholeLog(client)), await queryLedger(client, {}, projection.rowToState)),
   );
 }

@@ -2,7 +2,7 @@ import type { Actor, NewEvent } from '../../events/codecs.js';
 import { decide, type Command, type Refusal } from '../../events/decide.js';
 import { evolve } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
-import { stateToRow, type LedgerRow } from '../../projections/ledgerRow.js';
+import type { LedgerProjection, ProjectionRow } from '../../events/store.js';
 import { encodeActor } from '../sqlite/eventRows.js';
 
 /** A unit of work of the group commit: one caller's `execute` or `appendEvents`. */
@@ -32,7 +32,7 @@ export type UnitPlan =
 /** The row a GUID ends the batch with, and the `last_seq` it must still have (-1: no row, insert it). */
 export interface PlannedRow {
   readonly prevSeq: number;
-  readonly row: LedgerRow;
+  readonly row: ProjectionRow;
 }
 
 export interface BatchPlan {
@@ -71,7 +71,7 @@ function encode(guid: string, firstSeq: number, events: readonly NewEvent[], act
  * changes no state. `blocked` GUIDs are ones whose next seq the log already holds although the projection
  * says otherwise: their units lose without writing.
  */
-export function planBatch(units: readonly Unit[], stored: ReadonlyMap<string, LedgerState>, blocked: ReadonlySet<string> = new Set()): BatchPlan {
+export function planBatch(units: readonly Unit[], stored: ReadonlyMap<string, LedgerState>, stateToRow: LedgerProjection['stateToRow'], blocked: ReadonlySet<string> = new Set()): BatchPlan {
   const states = new Map<string, LedgerState | null>();
   const stateOf = (guid: string) => (states.has(guid) ? states.get(guid)! : (stored.get(guid) ?? null));
   const planned = new Map<string, PlannedEvent[]>();
@@ -114,6 +114,6 @@ export function planBatch(units: readonly Unit[], stored: ReadonlyMap<string, Le
   const rows = [...states.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([guid, state]) => ({ prevSeq: stored.get(guid)?.lastSeq ?? -1, row: stateToRow(state!) }));
-  const events = rows.flatMap((r) => planned.get(r.row.guid) ?? []);
+  const events = rows.flatMap((r) => planned.get(String(r.row['guid'])) ?? []);
   return { units: plans, rows, events, purged };
 }

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { actorOf, type EventAudit, type NewEvent, type ProcessActor, type StoredEvent } from '../../events/codecs.js';
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
-import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerQuery, RequestRecord } from '../../events/store.js';
+import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, RequestRecord } from '../../events/store.js';
 import { storeResult, type StoreResult } from '../../events/storeResult.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
 import { groupCommit } from './groupCommit.js';
@@ -21,6 +21,8 @@ export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.tes
 export interface PostgresStoreOptions {
   /** `postgres://user@host:port/dbname` (or `postgresql://`). */
   readonly url: string;
+  /** The inline projection written in every batch's transaction (the opener's: src/store/openStore.ts). */
+  readonly projection: LedgerProjection;
   /**
    * The time `execute` decides at and `now()` answers (event times, ages). Default: the database server's clock,
    * read in each batch transaction once its rows are locked, so relays and commands on several hosts agree
@@ -68,7 +70,7 @@ const types = {
 };
 
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
-  const { url, clock, maxBatch = 512, maxInFlight = 2, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate', create = true } = options;
+  const { url, projection, clock, maxBatch = 512, maxInFlight = 2, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate', create = true } = options;
   if (!isPostgresUrl(url)) throw new LedgerUnavailableError('not a PostgreSQL URL (postgres://… or postgresql://…)');
   const pool = new pg.Pool({
     connectionString: url,
@@ -103,7 +105,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     throw err;
   });
 
-  const writes = groupCommit(pool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write') });
+  const writes = groupCommit(pool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write'), projection });
   let closed: Promise<void> | null = null;
 
   const open = () => {
@@ -151,8 +153,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     readRequests: (guid: string) => read('read', () => readRequests(pool, guid)),
     readStream: (guid: string): StoreResult<StoredEvent[]> => read('read', () => readStream(pool, guid)),
     readAll: (afterPosition: number, limit: number): StoreResult<StoredEvent[]> => read('read', () => readAll(pool, afterPosition, limit)),
-    getLedger: (guid: string) => read('read', () => getLedger(pool, guid)),
-    queryLedger: (query: LedgerQuery) => read('read', () => queryLedger(pool, query)),
+    getLedger: (guid: string) => read('read', () => getLedger(pool, guid, projection.rowToState)),
+    queryLedger: (query: LedgerQuery) => read('read', () => queryLedger(pool, query, projection.rowToState)),
     countLedger: (query: LedgerQuery) => read('read', () => countLedger(pool, query)),
     countByStatus: () => read('read', () => countByStatus(pool)),
     recordUnclearInquiry: (guid: string, sentAt: number, at: number, minAgeMs: number) =>
@@ -163,8 +165,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     removeTombstones: (before: number) => maintain('remove tombstones', () => removeTombstones(pool, before)),
     reclaimSpace: () => maintain('vacuum', () => reclaimSpace(pool)),
     spaceOnDisk: () => read('size', () => tablesBytes(pool)),
-    rebuildProjection: () => maintain('rebuild', () => onClient(rebuildProjection)),
-    verifyProjection: () => read('verify', () => onClient(verifyProjection)),
+    rebuildProjection: () => maintain('rebuild', () => onClient((client) => rebuildProjection(client, projection))),
+    verifyProjection: () => read('verify', () => onClient((client) => verifyProjection(client, projection))),
     // A write that changes nothing: it fails where a claim would (a read-only or recovering server, no
     // privilege, the table locked past lock_timeout, no connection), so /healthz is 503 exactly then.
     ping: () =>

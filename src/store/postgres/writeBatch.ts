@@ -1,12 +1,12 @@
 import type pg from 'pg';
 import type { LedgerState } from '../../events/state.js';
-import { LEDGER_COLUMNS, rowToState } from '../../projections/ledgerRow.js';
-import { LEDGER_ARRAY_PARAMS, LEDGER_COLUMN_LIST, ledgerColumnArrays } from './ledgerColumns.js';
+import type { LedgerProjection } from '../../events/store.js';
+import type { LedgerColumns } from './ledgerColumns.js';
 import type { BatchPlan } from './planBatch.js';
 import { redactData } from './planBatch.js';
 
 /** Reads and locks the batch's existing rows, in GUID order (the order every writer takes them in). */
-export async function lockRows(client: pg.ClientBase, guids: readonly string[]): Promise<Map<string, LedgerState>> {
+export async function lockRows(client: pg.ClientBase, guids: readonly string[], rowToState: LedgerProjection['rowToState']): Promise<Map<string, LedgerState>> {
   const { rows } = await client.query({
     name: 'guidgate_lock_rows',
     text: 'SELECT * FROM ledger WHERE guid = ANY($1::text[]) ORDER BY guid FOR UPDATE',
@@ -48,11 +48,6 @@ export async function redactionsFor(client: pg.ClientBase, guids: ReadonlySet<st
   return rows.map((r) => ({ guid: r.guid, seq: r.seq, data: redactData(r.type, r.data) }));
 }
 
-const COLS = LEDGER_COLUMN_LIST;
-const PREV = LEDGER_COLUMNS.length + 1;
-const E = PREV + 1;
-const R = E + 6;
-const SET = LEDGER_COLUMNS.filter((c) => c !== 'guid').map((c) => `${c} = r.${c}`).join(', ');
 
 /**
  * Every write of one round of a batch in ONE statement (one round trip): the ledger rows move from their
@@ -61,9 +56,15 @@ const SET = LEDGER_COLUMNS.filter((c) => c !== 'guid').map((c) => `${c} = r.${c}
  * the log, whose (guid, seq) key is the backstop (a violation fails the statement, never passes silently);
  * purged GUIDs' earlier events are redacted.
  */
-const WRITE = `
+export function writeStatement(columns: LedgerColumns): string {
+  const COLS = columns.list;
+  const PREV = columns.names.length + 1;
+  const E = PREV + 1;
+  const R = E + 6;
+  const SET = columns.names.filter((c) => c !== 'guid').map((c) => `${c} = r.${c}`).join(', ');
+  return `
 WITH r AS (
-  SELECT * FROM unnest(${LEDGER_ARRAY_PARAMS}, $${PREV}::integer[]) AS r(${COLS}, prev_seq)
+  SELECT * FROM unnest(${columns.arrayParams}, $${PREV}::integer[]) AS r(${COLS}, prev_seq)
 ),
 updated AS (
   UPDATE ledger l SET ${SET} FROM r WHERE r.prev_seq >= 0 AND l.guid = r.guid AND l.last_seq = r.prev_seq RETURNING l.guid
@@ -88,6 +89,13 @@ redacted AS (
 SELECT guid, NULL::integer AS seq, NULL::bigint AS position FROM won
 UNION ALL
 SELECT guid, seq, position FROM appended`;
+}
+
+/** What a batch writes with: the projection's columns, its write statement, its row mapping. */
+export interface BatchSql {
+  readonly columns: LedgerColumns;
+  readonly write: string;
+}
 
 export interface WriteOutcome {
   /** GUIDs whose row moved (or was created) as planned. */
@@ -98,12 +106,12 @@ export interface WriteOutcome {
 
 export const eventKey = (guid: string, seq: number) => `${guid}#${seq}`;
 
-export async function writeBatch(client: pg.ClientBase, plan: BatchPlan, redactions: readonly Redaction[]): Promise<WriteOutcome> {
+export async function writeBatch(client: pg.ClientBase, sql: BatchSql, plan: BatchPlan, redactions: readonly Redaction[]): Promise<WriteOutcome> {
   const { rows } = await client.query<{ guid: string; seq: number | null; position: number | null }>({
     name: 'guidgate_write_batch',
-    text: WRITE,
+    text: sql.write,
     values: [
-      ...ledgerColumnArrays(plan.rows.map((r) => r.row)),
+      ...sql.columns.arrays(plan.rows.map((r) => r.row)),
       plan.rows.map((r) => r.prevSeq),
       plan.events.map((e) => e.guid),
       plan.events.map((e) => e.seq),

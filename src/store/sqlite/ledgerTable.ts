@@ -1,11 +1,7 @@
 import type Database from 'better-sqlite3';
-import type { LedgerQuery } from '../../events/store.js';
+import type { LedgerProjection, LedgerQuery, ProjectionRow } from '../../events/store.js';
 import type { LedgerState } from '../../events/state.js';
-import { LEDGER_COLUMNS, rowToState, stateToRow, type LedgerRow } from '../../projections/ledgerRow.js';
 import { UNSETTLED, UNSETTLED_SQL } from './schema.js';
-
-const placeholders = LEDGER_COLUMNS.map((c) => `@${c}`).join(', ');
-const updates = LEDGER_COLUMNS.filter((c) => c !== 'guid').map((c) => `${c} = excluded.${c}`).join(', ');
 
 function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unknown> } | null {
   const where: string[] = [];
@@ -49,10 +45,11 @@ function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unkn
 }
 
 /** The SQL of the `ledger` projection: one row per GUID, written in the append transaction. */
-export function ledgerTable(db: Database.Database) {
-  const upsert = db.prepare(
-    `INSERT INTO ledger (${LEDGER_COLUMNS.join(', ')}) VALUES (${placeholders}) ON CONFLICT(guid) DO UPDATE SET ${updates}`,
-  );
+export function ledgerTable(db: Database.Database, projection: LedgerProjection) {
+  const { columns, stateToRow, rowToState } = projection;
+  const placeholders = columns.map((c) => `@${c}`).join(', ');
+  const updates = columns.filter((c) => c !== 'guid').map((c) => `${c} = excluded.${c}`).join(', ');
+  const upsert = db.prepare(`INSERT INTO ledger (${columns.join(', ')}) VALUES (${placeholders}) ON CONFLICT(guid) DO UPDATE SET ${updates}`);
   const selectOne = db.prepare('SELECT * FROM ledger WHERE guid = ?');
   const countStatus = db.prepare('SELECT status, COUNT(*) AS n, MIN(updated_at) AS oldest FROM ledger GROUP BY status');
 
@@ -61,7 +58,7 @@ export function ledgerTable(db: Database.Database) {
       this.writeRow(stateToRow(state));
     },
     /** Writes a row already made with `stateToRow` (so that only SQLite can fail here). */
-    writeRow(row: LedgerRow): void {
+    writeRow(row: ProjectionRow): void {
       upsert.run(row);
     },
     read(guid: string): LedgerState | null {
@@ -72,7 +69,7 @@ export function ledgerTable(db: Database.Database) {
       const filter = whereClause(q);
       if (filter === null) return [];
       const sql = `SELECT * FROM ledger${filter.sql} ORDER BY guid` + (q.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(q.limit))}` : '');
-      return db.prepare(sql).all(filter.params).map(rowToState);
+      return db.prepare(sql).all(filter.params).map((r) => rowToState(r));
     },
     count(q: LedgerQuery): number {
       const filter = whereClause(q);

@@ -1,5 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import * as t from 'io-ts';
@@ -8,11 +8,10 @@ import { STATUSES, Status, actorOf, type EventAudit, type NewEvent, type Process
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
-import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerQuery, ProjectionDifference, RequestRecord, StatusSummary, StoredRequestRecord } from '../../events/store.js';
+import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, ProjectionDifference, RequestRecord, StatusSummary, StoredRequestRecord } from '../../events/store.js';
 import { storeResult, type StoreResult } from '../../events/storeResult.js';
 import { ledgerTable } from './ledgerTable.js';
 import { requestsTable } from './requestsTable.js';
-import { compareProjection } from '../../projections/rebuild.js';
 import { eventsTable } from './appendEvents.js';
 import { watchFileIdentity, type FileWatch } from './fileWatch.js';
 import { fileIdentity } from './ledgerFile.js';
@@ -26,6 +25,8 @@ export type { Synchronous };
 
 export interface SqliteStoreOptions {
   readonly path: string;
+  /** The inline projection written in every append's transaction (the opener's: src/store/openStore.ts). */
+  readonly projection: LedgerProjection;
   /**
    * FULL by default: a claim that a power cut can undo after the account system was called becomes a
    * double debit. NORMAL is faster and survives process crashes, not power loss; only by explicit choice.
@@ -73,15 +74,20 @@ function fileBytes(path: string): number {
   return total;
 }
 
-/** The compiled worker script; under a TypeScript test runner this module is the .ts source, so use dist. */
-function writerScript(): string {
-  const here = fileURLToPath(import.meta.url);
-  const js = here.replace(/sqliteStore\.(ts|js)$/, 'writerWorker.js');
-  if (here.endsWith('.js') && existsSync(js)) return js;
-  const dist = js.replace(/([\\/])src([\\/]store[\\/]sqlite[\\/])/, '$1dist$1src$2');
-  if (!existsSync(dist)) throw new LedgerUnavailableError(`writer thread script ${dist} is missing: run npm run build`);
+/**
+ * A module as a worker thread can load it: the file itself when running compiled; under a TypeScript test runner
+ * (a .ts source) its compiled twin in dist.
+ */
+function compiledModule(url: string, what: string): string {
+  const file = fileURLToPath(url).replace(/\.ts$/, '.js');
+  if (url.endsWith('.js') && existsSync(file)) return file;
+  const dist = file.replace(/^(.*[\\/])src([\\/])/, '$1dist$2src$2');
+  if (!existsSync(dist)) throw new LedgerUnavailableError(`${what} ${dist} is missing: run npm run build`);
   return dist;
 }
+
+/** The compiled worker script. */
+const writerScript = (): string => compiledModule(new URL('./writerWorker.js', import.meta.url.replace(/\.ts$/, '.js')).href, 'writer thread script');
 
 interface Pending {
   readonly resolve: (value: unknown) => void;
@@ -102,8 +108,8 @@ function settle(p: Pending, outcome: OpOutcome): void {
 }
 
 /** Writes on this thread: every unit queued in one turn of the event loop shares one transaction. */
-function inlineWriter(db: Database.Database, maxBatch: number): Writer {
-  const engine = createWriteEngine(db);
+function inlineWriter(db: Database.Database, maxBatch: number, projection: LedgerProjection): Writer {
+  const engine = createWriteEngine(db, projection);
   let queue: Array<{ op: WriteOp; pending: Pending }> = [];
   let scheduled = false;
   const flush = () => {
@@ -134,11 +140,12 @@ function inlineWriter(db: Database.Database, maxBatch: number): Writer {
 }
 
 /** Writes on a worker thread with its own connection; results come back after the batch committed. */
-function threadWriter(options: { path: string; synchronous: Synchronous; busyTimeoutMs: number; maxBatch: number }): Writer {
+function threadWriter(options: { path: string; synchronous: Synchronous; busyTimeoutMs: number; maxBatch: number; projection: LedgerProjection }): Writer {
+  const projectionModule = pathToFileURL(compiledModule(options.projection.module, 'projection module')).href;
   const worker = new Worker(writerScript(), {
     // The writer needs no flag of its parent's (and --input-type, for one, would stop it from starting).
     execArgv: process.execArgv.filter((a) => !a.startsWith('--input-type') && a !== '-e' && a !== '--eval'),
-    workerData: { connection: { path: options.path, synchronous: options.synchronous, busyTimeoutMs: options.busyTimeoutMs }, maxBatch: options.maxBatch },
+    workerData: { connection: { path: options.path, synchronous: options.synchronous, busyTimeoutMs: options.busyTimeoutMs }, maxBatch: options.maxBatch, projectionModule },
   });
   const pending = new Map<number, Pending>();
   let markStarted = (): void => {};
@@ -225,7 +232,7 @@ function watchOpenedFile(path: string, o: NonNullable<SqliteStoreOptions['watchF
 }
 
 export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
-  const { path, synchronous = 'FULL', busyTimeoutMs = 5000, clock = Date.now, maxBatch = 512, writer = 'inline' } = options;
+  const { path, projection, synchronous = 'FULL', busyTimeoutMs = 5000, clock = Date.now, maxBatch = 512, writer = 'inline' } = options;
   // This connection creates and migrates the file first, so the writer thread finds it ready.
   const db = openDatabase({ path, synchronous, busyTimeoutMs });
   let watch: FileWatch | null = null;
@@ -236,9 +243,9 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     throw err;
   }
   const events = eventsTable(db);
-  const ledger = ledgerTable(db);
+  const ledger = ledgerTable(db, projection);
   const requests = requestsTable(db);
-  const w = writer === 'thread' ? threadWriter({ path, synchronous, busyTimeoutMs, maxBatch }) : inlineWriter(db, maxBatch);
+  const w = writer === 'thread' ? threadWriter({ path, synchronous, busyTimeoutMs, maxBatch, projection }) : inlineWriter(db, maxBatch, projection);
   let closed = false;
   const deadlineMs = busyTimeoutMs + WRITE_DEADLINE_MARGIN_MS;
 
@@ -346,7 +353,7 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     },
     verifyProjection(): StoreResult<ProjectionDifference[]> {
       // One read transaction: the log and the projection are compared as of the same instant.
-      return onConnection('verify', () => db.transaction(() => compareProjection(events.foldAll(), ledger.query({})))());
+      return onConnection('verify', () => db.transaction(() => projection.compare(events.foldAll(), ledger.query({})))());
     },
     ping() {
       return storeResult('ping', async () => {

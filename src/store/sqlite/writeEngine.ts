@@ -3,13 +3,12 @@ import type { Actor, NewEvent, StoredEvent } from '../../events/codecs.js';
 import { decide, type Command } from '../../events/decide.js';
 import { LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import { foldEvents } from '../../events/evolve.js';
-import type { AppendResult, ExecuteResult, RequestRecord } from '../../events/store.js';
+import type { AppendResult, ExecuteResult, LedgerProjection, RequestRecord } from '../../events/store.js';
 import type { InquiryScheduled } from '../../events/inquirySchedule.js';
 import { inquiryScheduleTable } from './inquiryScheduleTable.js';
 import { leasesTable } from './leasesTable.js';
 import { checkRequestRecord, requestsTable } from './requestsTable.js';
 import { ledgerTable } from './ledgerTable.js';
-import { stateToRow } from '../../projections/ledgerRow.js';
 import { eventsTable, isUniqueViolation } from './appendEvents.js';
 
 /** A unit of work for the writer; plain data, so it can cross to a worker thread. */
@@ -70,9 +69,9 @@ function toOpError(err: unknown): OpError {
  * failing once an append has begun writing, fail the whole batch: nothing of it is durable, so no request
  * in it may call the account system.
  */
-export function createWriteEngine(db: Database.Database) {
+export function createWriteEngine(db: Database.Database, projection: LedgerProjection) {
   const events = eventsTable(db);
-  const ledger = ledgerTable(db);
+  const ledger = ledgerTable(db, projection);
   const schedule = inquiryScheduleTable(db);
   const leases = leasesTable(db);
   const requests = requestsTable(db);
@@ -104,7 +103,7 @@ export function createWriteEngine(db: Database.Database) {
     const state = foldEvents(guid, newEvents, current);
     if (state === null || newEvents.length === 0) return { won: false, state: current };
     const encoded = events.encode(guid, expectedSeq + 1, newEvents, actor);
-    const row = stateToRow(state);
+    const row = projection.stateToRow(state);
     const purged = newEvents.some((e) => e.type === 'Purged');
 
     writing = true;

@@ -1,9 +1,11 @@
 /**
  * The ledger writer on its own thread. better-sqlite3 is synchronous, so a COMMIT at synchronous=FULL
  * (an fsync) would stop the relay's event loop; here it stops only this thread, and the requests that
- * arrive meanwhile queue up and share the next transaction (group commit).
+ * arrive meanwhile queue up and share the next transaction (group commit). Functions cannot be posted to a
+ * thread: the inline projection comes as the module its opener named (`LedgerProjection.module`), imported here.
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import type { LedgerProjection } from '../../events/store.js';
 import type { ConnectionOptions } from './openDatabase.js';
 import { openDatabase } from './openDatabase.js';
 import { createWriteEngine, type OpOutcome, type WriteOp } from './writeEngine.js';
@@ -13,14 +15,16 @@ export type ToWriter = { readonly units: ReadonlyArray<{ readonly id: number; re
 export type FromWriter = { readonly ready: true } | { readonly openError: string } | { readonly results: ReadonlyArray<readonly [number, OpOutcome]> } | { readonly closed: true };
 
 const port = parentPort!;
-const { connection, maxBatch } = workerData as { connection: ConnectionOptions; maxBatch: number };
+const { connection, maxBatch, projectionModule } = workerData as { connection: ConnectionOptions; maxBatch: number; projectionModule: string };
 
 let engine: ReturnType<typeof createWriteEngine>;
 let db: ReturnType<typeof openDatabase>;
 try {
+  // Messages sent meanwhile wait in the port: it starts delivering once the listener below is attached.
+  const { ledgerProjection } = (await import(projectionModule)) as { ledgerProjection: LedgerProjection };
   // The opening thread created and migrated the file; this connection only joins it.
   db = openDatabase(connection, false);
-  engine = createWriteEngine(db);
+  engine = createWriteEngine(db, ledgerProjection);
   port.postMessage({ ready: true } satisfies FromWriter);
 } catch (err) {
   port.postMessage({ openError: err instanceof Error ? err.message : String(err) } satisfies FromWriter);

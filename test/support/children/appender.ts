@@ -6,9 +6,10 @@
 import { openSqliteStore } from '../../../src/store/sqlite/sqliteStore.js';
 import type { Command } from '../../../src/events/decide.js';
 import { orThrow } from '../../../src/events/storeResult.js';
+import { ledgerProjection } from '../../../src/projections/ledgerProjection.js';
 
 const [dbPath, prefix] = process.argv.slice(2);
-const store = openSqliteStore({ path: dbPath! });
+const store = openSqliteStore({ projection: ledgerProjection, path: dbPath! });
 const submit = (g: string): Command => ({ type: 'Submit', request: `{"guid":"${g}","pad":"${'x'.repeat(200)}"}`, fingerprint: g, timeoutMs: 0, maxAttempts: 5 });
 
 let i = 0;

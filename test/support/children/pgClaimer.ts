@@ -7,13 +7,14 @@
 import { openPostgresStore } from '../../../src/store/postgres/postgresStore.js';
 import { raceGuids } from './raceGuids.js';
 import { orThrow } from '../../../src/events/storeResult.js';
+import { ledgerProjection } from '../../../src/projections/ledgerProjection.js';
 
 const [url, countArg, seedArg, inflightArg] = process.argv.slice(2);
 const count = Number(countArg);
 const inflight = Number(inflightArg ?? 8);
 const guids = raceGuids(count, Number(seedArg));
 
-const store = await openPostgresStore({ url: url!, applicationName: 'guidgate-claimer' });
+const store = await openPostgresStore({ projection: ledgerProjection, url: url!, applicationName: 'guidgate-claimer' });
 process.stdout.write('ready\n');
 await new Promise<void>((resolve) => process.stdin.once('data', () => resolve()));
 process.stdin.pause();

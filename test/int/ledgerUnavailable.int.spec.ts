@@ -11,10 +11,8 @@ import { useTempDir } from '../support/tmp.js';
 describe('a ledger that cannot be written', () => {
   const tmp = useTempDir();
 
-  it('every E503 of a transfer is logged once, with the store error code and its cause; the account system is not called', async () => {
-    const store = await openStore(join(tmp(), 'l.db'));
-    const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
-    const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
+  /** The app's log lines, parsed (pino writes one JSON object per line). */
+  const logLines = () => {
     const lines: Array<Record<string, unknown>> = [];
     const stream = new Writable({
       write(chunk: Buffer, _enc, done) {
@@ -22,6 +20,14 @@ describe('a ledger that cannot be written', () => {
         done();
       },
     });
+    return { lines, stream };
+  };
+
+  it('every E503 of a transfer is logged once, with the store error code and its cause; the account system is not called', async () => {
+    const store = await openStore(join(tmp(), 'l.db'));
+    const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
+    const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
+    const { lines, stream } = logLines();
     const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3, logger: { level: 'info', stream } });
     try {
       await store.close();
@@ -40,11 +46,12 @@ describe('a ledger that cannot be written', () => {
     }
   });
 
-  it('the operator API answers E503 for every read and action; no inquiry and no send is made', async () => {
+  it('the operator API answers E503 for every read and action, each logged once with the store error code and its cause; no inquiry and no send is made', async () => {
     const store = await openStore(join(tmp(), 'l.db'));
     const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
     const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
-    const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3 });
+    const { lines, stream } = logLines();
+    const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3, logger: { level: 'info', stream } });
     try {
       await store.close();
       const json = { 'content-type': 'application/json' };
@@ -52,8 +59,11 @@ describe('a ledger that cannot be written', () => {
         ['GET', '/v1/transfers/u-1/events'], ['GET', '/v1/ledger'], ['GET', '/v1/stats'],
         ['POST', '/v1/transfers/u-1/resolve'], ['POST', '/v1/transfers/u-1/reprocess'],
       ] as const) {
+        const logged = lines.length;
         const res = await app.inject({ method, url, ...(method === 'POST' ? { headers: json, payload: '{"minAge":"0ms"}' } : {}) });
         expect([url, res.statusCode, (res.json() as { code: string }).code]).toEqual([url, 503, 'E503']);
+        const unavailable = lines.slice(logged).filter((l) => l['msg'] === 'ledger unavailable');
+        expect(unavailable.map((l) => [url, l['reply'], l['error'], l['cause']])).toEqual([[url, 'E503', 'LEDGER_CLOSED', 'ledger is closed']]);
       }
       expect(sim.stats().totalCalls).toBe(0);
     } finally {

@@ -23,14 +23,25 @@ describe('a ledger that cannot be written', () => {
     return { lines, stream };
   };
 
-  it('every E503 of a transfer is logged once, with the store error code and its cause; the account system is not called', async () => {
+  /** A relay on a ledger closed under it, its log lines, and the simulator it must never call. */
+  const closedLedgerApp = async () => {
     const store = await openStore(join(tmp(), 'l.db'));
     const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
     const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
     const { lines, stream } = logLines();
     const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3, logger: { level: 'info', stream } });
+    await store.close();
+    const close = async () => {
+      await app.close();
+      await account.close();
+      await sim.close();
+    };
+    return { app, sim, lines, close };
+  };
+
+  it('every E503 of a transfer is logged once, with the store error code and its cause; the account system is not called', async () => {
+    const { app, sim, lines, close } = await closedLedgerApp();
     try {
-      await store.close();
       const body = JSON.stringify({ guid: 'u-1', from: 'ACC-1', to: 'ACC-2', amount: 5 });
       const res = await app.inject({ method: 'POST', url: '/v1/transfers', headers: { 'content-type': 'application/json' }, payload: body });
       expect([res.statusCode, (res.json() as { code: string; guid: string }).code, (res.json() as { guid: string }).guid]).toEqual([503, 'E503', 'u-1']);
@@ -40,20 +51,13 @@ describe('a ledger that cannot be written', () => {
       expect(JSON.stringify(lines)).not.toContain('ACC-1');
       expect(sim.stats().totalCalls).toBe(0);
     } finally {
-      await app.close();
-      await account.close();
-      await sim.close();
+      await close();
     }
   });
 
   it('the operator API answers E503 for every read and action, each logged once with the store error code and its cause; no inquiry and no send is made', async () => {
-    const store = await openStore(join(tmp(), 'l.db'));
-    const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
-    const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
-    const { lines, stream } = logLines();
-    const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3, logger: { level: 'info', stream } });
+    const { app, sim, lines, close } = await closedLedgerApp();
     try {
-      await store.close();
       const json = { 'content-type': 'application/json' };
       for (const [method, url] of [
         ['GET', '/v1/transfers/u-1/events'], ['GET', '/v1/ledger'], ['GET', '/v1/stats'],
@@ -67,9 +71,7 @@ describe('a ledger that cannot be written', () => {
       }
       expect(sim.stats().totalCalls).toBe(0);
     } finally {
-      await app.close();
-      await account.close();
-      await sim.close();
+      await close();
     }
   });
 });

@@ -6,7 +6,8 @@ import { withLedger } from './withLedger.js';
 export function runStats(o: { db: string; maxAttempts: number; json?: boolean }): Promise<Exit> {
   return withLedger('stats', o.db, async (store) => {
     const { ledgerStats } = await import('../commands/stats.js');
-    const s = await ledgerStats(store, { maxAttempts: o.maxAttempts });
+    const now = await store.now();
+    const s = await ledgerStats(store, { maxAttempts: o.maxAttempts, clock: () => now });
     if (o.json) {
       printJson(s);
       return 0;

@@ -197,6 +197,24 @@ describe.skipIf(!available)('the console in Chromium', () => {
     expect(await page.locator('#preview').isHidden()).toBe(true);
     expect(await rowStatus(guid)).toBe('UNKNOWN');
   });
+
+  it('pages the rows (here 2 a page, from ?rows=2): every row once, in GUID order', async () => {
+    await page.goto(`${url}/console/?rows=2`);
+    await expect.poll(() => session().textContent()).toMatch(/^Signed in/);
+    const rows = page.getByRole('table', { name: 'Ledger rows' });
+    await expect.poll(() => page.locator('#rows-status').textContent()).toBe('2 rows (any status); more on the next page.');
+    const seen: string[] = [];
+    for (;;) {
+      seen.push(...(await rows.locator('tbody th').allTextContents()));
+      if (await page.getByRole('button', { name: 'Next page' }).isDisabled()) break;
+      const before = await rows.locator('tbody th').first().textContent();
+      await page.getByRole('button', { name: 'Next page' }).click();
+      await expect.poll(() => rows.locator('tbody th').first().textContent()).not.toBe(before);
+    }
+    expect(seen).toEqual([...done, settled, ...unknown, `bad-${run}`].sort());
+    await page.getByRole('button', { name: 'First page' }).click();
+    await expect.poll(() => rows.locator('tbody th').allTextContents()).toEqual(seen.slice(0, 2));
+  });
 });
 
 describe.skipIf(!available)('the console in Chromium, relay without keys', () => {

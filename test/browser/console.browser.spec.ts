@@ -48,9 +48,9 @@ describe.skipIf(!available)('the console in Chromium', () => {
     dir = mkdtempSync(join(tmpdir(), 'guidgate-browser-'));
     const keys = join(dir, 'keys');
     tokens = makeKeys(keys, { pay: ['transfer'], ops: ['read', 'admin'], auditor: ['read'] }).tokens;
-    sim = await startSimulator({ port: 0, faults: { lateMs: 2500, byGuidPrefix: { [`late-${run}`]: 'late-answer' } } });
+    sim = await startSimulator({ port: 0, faults: { lateMs: 6000, byGuidPrefix: { [`late-${run}`]: 'late-answer' } } });
     const db = join(dir, 'ledger.db');
-    relay = startServe(['--keys', keys, '--db', db, '--account-url', sim.url, '--timeout', '1s', '--settle-every', '0', '--min-age', '0s']);
+    relay = startServe(['--keys', keys, '--db', db, '--account-url', sim.url, '--timeout', '2s', '--settle-every', '0', '--min-age', '0s']);
     url = await relay.ready;
 
     // A transfer that timed out, was settled by inquiry, and whose resends got E901 and then the answer.

@@ -341,6 +341,9 @@ describe('operator API', () => {
       [{ minAge: 30 }, 'minAge'],
       [{ force: true }, 'force'],
       ['{not json', 'body'],
+      ['[]', 'body'],
+      // JSON.parse would keep the last: a dry run must not quietly become a real one.
+      ['{"dryRun":true,"dr\\u0079Run":false}', 'dryRun'],
     ])('body %j is E400 naming %s, and nothing changes', async (body, field) => {
       const guid = `hole-bad-${field}-${process.pid}`;
       await send({ guid });

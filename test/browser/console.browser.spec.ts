@@ -48,9 +48,9 @@ describe.skipIf(!available)('the console in Chromium', () => {
     dir = mkdtempSync(join(tmpdir(), 'guidgate-browser-'));
     const keys = join(dir, 'keys');
     tokens = makeKeys(keys, { pay: ['transfer'], ops: ['read', 'admin'], auditor: ['read'] }).tokens;
-    sim = await startSimulator({ port: 0, faults: { lateMs: 2500, byGuidPrefix: { [`late-${run}`]: 'late-answer' } } });
+    sim = await startSimulator({ port: 0, faults: { lateMs: 6000, byGuidPrefix: { [`late-${run}`]: 'late-answer' } } });
     const db = join(dir, 'ledger.db');
-    relay = startServe(['--keys', keys, '--db', db, '--account-url', sim.url, '--timeout', '1s', '--settle-every', '0', '--min-age', '0s']);
+    relay = startServe(['--keys', keys, '--db', db, '--account-url', sim.url, '--timeout', '2s', '--settle-every', '0', '--min-age', '0s']);
     url = await relay.ready;
 
     // A transfer that timed out, was settled by inquiry, and whose resends got E901 and then the answer.
@@ -196,6 +196,24 @@ describe.skipIf(!available)('the console in Chromium', () => {
     await expect.poll(() => page.locator('#action-status').textContent()).toMatch(/^E403: the key auditor lacks the scope admin/);
     expect(await page.locator('#preview').isHidden()).toBe(true);
     expect(await rowStatus(guid)).toBe('UNKNOWN');
+  });
+
+  it('pages the rows (here 2 a page, from ?rows=2): every row once, in GUID order', async () => {
+    await page.goto(`${url}/console/?rows=2`);
+    await expect.poll(() => session().textContent()).toMatch(/^Signed in/);
+    const rows = page.getByRole('table', { name: 'Ledger rows' });
+    await expect.poll(() => page.locator('#rows-status').textContent()).toBe('2 rows (any status); more on the next page.');
+    const seen: string[] = [];
+    for (;;) {
+      seen.push(...(await rows.locator('tbody th').allTextContents()));
+      if (await page.getByRole('button', { name: 'Next page' }).isDisabled()) break;
+      const before = await rows.locator('tbody th').first().textContent();
+      await page.getByRole('button', { name: 'Next page' }).click();
+      await expect.poll(() => rows.locator('tbody th').first().textContent()).not.toBe(before);
+    }
+    expect(seen).toEqual([...done, settled, ...unknown, `bad-${run}`].sort());
+    await page.getByRole('button', { name: 'First page' }).click();
+    await expect.poll(() => rows.locator('tbody th').allTextContents()).toEqual(seen.slice(0, 2));
   });
 });
 

@@ -289,7 +289,7 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
       expect(row).toMatchObject({ status: 'FAILED', failedByInquiry: true });
       vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 86_400_000 });
       expect(await resolveUnknown({ store, account }, { minAgeMs: 60_000, graceMs: 1000 })).toMatchObject({ candidates: 0, absent: 0 });
-      const inquiry = await inquireBeforeResend({ store, account }, row, 60_000);
+      const { inquiry } = await inquireBeforeResend({ store, account }, row, 60_000);
       expect(inquiry.answer).toEqual({ kind: 'unknown' });
       expect(asked).toEqual([]);
     } finally {

@@ -72,7 +72,6 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     ...(deps.minAgeMs === undefined ? {} : { minAgeMs: deps.minAgeMs }),
   };
 
-  const audit = relayAudit(deps, channel);
   let existing: LedgerState | null;
   try {
     existing = await store.getLedger(request.guid);
@@ -99,6 +98,8 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
       : { reply: codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), request, ...known };
   }
 
+  // Past the replay path: the key and the flags in force go into the actor of every event this request writes.
+  const audit = relayAudit(deps, channel);
   let claimed: LedgerState;
   try {
     const result = existing === null

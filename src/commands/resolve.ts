@@ -45,6 +45,8 @@ export interface ResolveOptions {
   readonly limit?: number | undefined;
   /** Only this GUID (sweep included): the operator API's `POST /v1/transfers/{guid}/resolve`. */
   readonly guid?: string | undefined;
+  /** The key that asked (the operator API), recorded in the events' actor. */
+  readonly key?: string | undefined;
   /** Inquiries in flight at once (default 8). */
   readonly concurrency?: number | undefined;
   /** Sweep nothing, inquire nothing, change nothing: report the candidates (and what the sweep would do). */
@@ -110,7 +112,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
       ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}),
       ...(opts.guid === undefined ? {} : { guid: opts.guid }),
     };
-    const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun, guid: opts.guid });
+    const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun, guid: opts.guid, key: opts.key });
     summary.swept = { neverSent: swept.neverSent, orphaned: swept.orphaned };
     total = await countRows(store, filter, opts.limit);
   } catch {
@@ -164,7 +166,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
       return progressed(row, 'skipped', decided.left.reason);
     }
     try {
-      const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right, { params: { minAgeMs: opts.minAgeMs, inquiryStatus: inquiryHttpStatus(answer) } });
+      const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right, { key: opts.key, params: { minAgeMs: opts.minAgeMs, inquiryStatus: inquiryHttpStatus(answer) } });
       if (!appended.won) {
         summary.skipped++;
         return progressed(row, 'skipped', `moved to ${appended.state?.status ?? 'nothing'} meanwhile`);

@@ -21,7 +21,7 @@ export async function sweepOrphans(
   store: EventLog & LedgerReadModel,
   graceMs: number,
   now: number,
-  opts: { readonly dryRun?: boolean; /** Only this GUID's row (resolve of one GUID). */ readonly guid?: string | undefined } = {},
+  opts: { readonly dryRun?: boolean; /** Only this GUID's row (resolve of one GUID). */ readonly guid?: string | undefined; /** The key that asked, for the events' actor. */ readonly key?: string | undefined } = {},
 ): Promise<SweepSummary> {
   const candidates = await store.queryLedger({ statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1, ...(opts.guid === undefined ? {} : { guid: opts.guid }) });
   const command: Command = { type: 'SweepOrphan', graceMs };
@@ -30,7 +30,7 @@ export async function sweepOrphans(
         const decided = decide(row, command, now);
         return isRight(decided) ? decided.right : [];
       })
-    : (await Promise.all(candidates.map((row) => store.execute(row.guid, command, { params: { graceMs } })))).map((r) => (r.kind === 'applied' ? r.events : []));
+    : (await Promise.all(candidates.map((row) => store.execute(row.guid, command, { key: opts.key, params: { graceMs } })))).map((r) => (r.kind === 'applied' ? r.events : []));
   let neverSent = 0;
   let orphaned = 0;
   for (const events of appended) {

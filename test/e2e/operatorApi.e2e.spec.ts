@@ -96,6 +96,14 @@ describe('operator API', () => {
     return { guid: String(t['guid']), reply: r };
   };
   const timeline = async (guid: string) => (await call('GET', '/v1/transfers/{guid}/events', { params: { guid } })).json();
+  /**
+   * What an action may change: the row and its events. The channel's request records are left out: the relay
+   * writes them up to 50 ms after the reply, so one may land between two reads whatever the action did.
+   */
+  const state = async (guid: string) => {
+    const t = await timeline(guid);
+    return { row: t['row'], events: (t['timeline'] as { kind: string }[]).filter((e) => e.kind === 'event') };
+  };
   const simCalls = async (guid: string) => (await httpRequest(`${h.sim.url}/stats/${encodeURIComponent(guid)}`, { method: 'GET' })).json() as { calls: number; applied: number };
 
   it('/openapi.json is OpenAPI 3.1, public, and documents every operator and channel route with 401/403 where a scope is needed', async () => {
@@ -157,10 +165,10 @@ describe('operator API', () => {
     });
     it('an action refused for its scope changed nothing and called nothing', async () => {
       const { guid } = await send({ guid: `hole-scope-${process.pid}` });
-      const before = await timeline(guid);
+      const before = await state(guid);
       const r = await call('POST', '/v1/transfers/{guid}/resolve', { token: tokens['reader']!, params: { guid }, body: { minAge: '0ms' } });
       expect(r.status).toBe(403);
-      expect(await timeline(guid)).toEqual(before);
+      expect(await state(guid)).toEqual(before);
       expect((before['row'] as { status: string }).status).toBe('UNKNOWN');
     });
   });
@@ -253,19 +261,19 @@ describe('operator API', () => {
       const guid = `hole-1-${process.pid}`;
       const first = await send({ guid });
       expect(first.reply.json()['code']).toBe('E901');
-      const unknown = await timeline(guid);
+      const unknown = await state(guid);
 
       // Dry run: the row listed, nothing asked, nothing changed.
       const dry = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { dryRun: true, minAge: '0ms' } });
       expect(dry.status).toBe(200);
       expect(dry.json()).toMatchObject({ guid, dryRun: true, outcome: 'candidate', before: { status: 'UNKNOWN' }, after: { status: 'UNKNOWN' } });
-      expect(await timeline(guid)).toEqual(unknown);
+      expect(await state(guid)).toEqual(unknown);
 
       // The default min-age (serve's, 60s): too young to ask; 409 and nothing changed.
       const young = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} });
       expect([young.status, young.json()['code']]).toEqual([409, 'E409']);
       expect(String(young.json()['message'])).toContain('younger than minAge');
-      expect(await timeline(guid)).toEqual(unknown);
+      expect(await state(guid)).toEqual(unknown);
 
       const resolved = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { minAge: '0ms' } });
       expect(resolved.status).toBe(200);
@@ -274,10 +282,10 @@ describe('operator API', () => {
       // Now FAILED: resolve no longer applies.
       expect((await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { minAge: '0ms' } })).status).toBe(409);
 
-      const failed = await timeline(guid);
+      const failed = await state(guid);
       const dryReprocess = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: { dryRun: true, minAge: '0ms' } });
       expect(dryReprocess.json()).toMatchObject({ dryRun: true, outcome: 'candidate', after: { status: 'FAILED' } });
-      expect(await timeline(guid)).toEqual(failed);
+      expect(await state(guid)).toEqual(failed);
       expect((await simCalls(guid)).calls).toBe(1);
 
       // FAILED by an inquiry: the default min-age holds it (inquiry before a resend, CONTRACT.md §7), nothing sent.
@@ -294,8 +302,12 @@ describe('operator API', () => {
       const again = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: { minAge: '0ms' } });
       expect([again.status, again.json()['code']]).toEqual([409, 'E409']);
       expect(await simCalls(guid)).toMatchObject({ calls: 2, applied: 1 });
-      const steps = ((await timeline(guid))['timeline'] as { type: string }[]).map((e) => e.type);
-      expect(steps).toEqual(['Claimed', 'Sent', 'TimedOut', 'Resolved', 'Sent', 'Answered']);
+      const events = (await state(guid)).events as unknown as { type: string; actor: { by: string; key?: string; params?: Record<string, unknown> } | null }[];
+      expect(events.map((e) => e.type)).toEqual(['Claimed', 'Sent', 'TimedOut', 'Resolved', 'Sent', 'Answered']);
+      // The audit trail names the operator key that asked, with the parameters that decided it.
+      expect(events[3]!.actor).toMatchObject({ by: 'serve', key: 'console', params: { minAgeMs: 0, inquiryStatus: 404 } });
+      expect(events[4]!.actor).toMatchObject({ by: 'serve', key: 'console', params: { minAgeMs: 0 } });
+      expect(events[0]!.actor).toMatchObject({ by: 'serve', key: 'pay' });
     });
 
     it('a GUID applied but answered late: resolve finds it processed and stores the answer; nothing is sent again', async () => {
@@ -323,11 +335,11 @@ describe('operator API', () => {
       }
       const stats = (await call('GET', '/v1/stats')).json() as { deadLetters: { maxAttempts: number; count: number } };
       expect(stats.deadLetters).toEqual({ maxAttempts: 3, count: 1 });
-      const before = await timeline(capped);
+      const before = await state(capped);
       const r = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body: { minAge: '0ms' } });
       expect([r.status, r.json()['code']]).toEqual([409, 'E409']);
       expect(String(r.json()['message'])).toContain('attempt cap (3)');
-      expect(await timeline(capped)).toEqual(before);
+      expect(await state(capped)).toEqual(before);
       expect(await simCalls(capped)).toMatchObject({ calls: 0, applied: 0 });
       // A refused connection never left: sent again at once, without an inquiry or a min-age.
       const sent = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: once }, body: {} });
@@ -347,10 +359,10 @@ describe('operator API', () => {
     ])('body %j is E400 naming %s, and nothing changes', async (body, field) => {
       const guid = `hole-bad-${field}-${process.pid}`;
       await send({ guid });
-      const before = await timeline(guid);
+      const before = await state(guid);
       const r = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body });
       expect([r.status, r.json()['code'], r.json()['field']]).toEqual([400, 'E400', field]);
-      expect(await timeline(guid)).toEqual(before);
+      expect(await state(guid)).toEqual(before);
     });
 
     it('an unknown GUID is E404, a malformed one E400 naming guid, a body not JSON 415', async () => {

@@ -10,6 +10,7 @@ import { parseDuration } from '../../shared/duration.js';
 import type { AccountClient } from '../accountClient.js';
 import type { Breaker } from '../breaker.js';
 import type { Metrics } from '../metrics.js';
+import { requestKey } from '../auth/authHook.js';
 import { codeReply, type Reply } from '../replies.js';
 import { GUID_PATTERN } from '../transferRequest.js';
 import type { RouteDoc } from '../openapi.js';
@@ -204,8 +205,8 @@ export function operatorRoutes(deps: OperatorDeps) {
           // The commands' own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry.
           const ledgerErrors =
             name === 'resolve'
-              ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors
-              : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics }, { guid, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
+              ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, key: requestKey(req)?.name, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors
+              : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics }, { guid, key: requestKey(req)?.name, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
           // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
           if (ran.outcome === 'ledger-error') return send(reply, codeReply('E503', guid, { message: `ledger unavailable: ${ran.detail ?? 'a read or write failed'}` }));
           if (ledgerErrors > 0) return send(reply, codeReply('E503', guid));

@@ -349,7 +349,9 @@ async function start(): Promise<void> {
   const signedIn = savedToken() !== null;
   const ok = await loadOverview();
   if (!ok) {
+    // A refused token has been said so already (E401); a known key without `read` is told here.
     if (!signedIn) say(ui.session, 'Enter a token to sign in.');
+    else if (savedToken() !== null) say(ui.session, `Signed in, but this key may not read the ledger: ${ui.overviewStatus.textContent ?? ''}`, 'error');
     ui.token.focus();
     return;
   }

@@ -83,7 +83,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
 
   const session = () => page.locator('#session');
 
-  it('a wrong token is refused: no data shown, nothing kept', async () => {
+  it('a wrong token is refused (nothing shown, nothing kept); a channel key without read is told it may not read', async () => {
     await page.goto(`${url}/console`);
     await expect.poll(() => session().textContent()).toBe('Enter a token to sign in.');
     // By keyboard: the page puts the focus in the Token field, with a visible focus ring; before it, the skip link.
@@ -96,6 +96,11 @@ describe.skipIf(!available)('the console in Chromium', () => {
     await expect.poll(() => session().textContent()).toMatch(/The token was refused \(E401\)/);
     expect(await page.getByRole('table', { name: 'Rows per status' }).locator('tbody tr').count()).toBe(0);
     expect(await page.evaluate('[sessionStorage.length, localStorage.length, document.cookie]')).toEqual([0, 0, '']);
+    // A channel's key (transfer only) is known but may not read: said so, nothing shown.
+    await page.getByLabel('Token').fill(tokens['pay']!);
+    await page.getByLabel('Token').press('Enter');
+    await expect.poll(() => session().textContent()).toMatch(/^Signed in, but this key may not read the ledger: E403: the key pay lacks the scope read/);
+    expect(await page.getByRole('table', { name: 'Rows per status' }).locator('tbody tr').count()).toBe(0);
   });
 
   it('logs in with a token: the overview counts every status, the oldest UNKNOWN, the breaker, replies per code', async () => {

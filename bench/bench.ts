@@ -24,7 +24,7 @@ import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { orThrow } from '../src/events/storeResult.js';
 import { openSqliteStore } from '../src/store/sqlite/sqliteStore.js';
-import { fillLedger } from './fillLedger.js';
+import { fillLedger, ledgerRows } from './fillLedger.js';
 import { isPostgresUrl } from '../src/store/postgres/postgresStore.js';
 import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
@@ -38,6 +38,7 @@ const { values } = parseArgs({
     db: { type: 'string' },
     'extra-bytes': { type: 'string', default: '150' },
     fill: { type: 'string', default: '0' },
+    filled: { type: 'string' },
     baseline: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
@@ -55,6 +56,7 @@ if (values.help) {
   --fill N            also a guidgate on a ledger pre-filled with N DONE transfers (random UUID GUIDs, written
                       through the store's write path in big batches), loaded with new GUIDs in every round beside
                       the one on an empty ledger (growth)
+  --filled PATH       as --fill, on a ledger file filled before (node dist/bench/fillLedger.js N PATH); it is written to
   --baseline BIN      also another build of guidgate (path to its bin/guidgate), new GUIDs and replay in every
                       round: before/after figures from one run
   --json              print the summary as JSON
@@ -257,14 +259,17 @@ try {
     extras.push({ name: 'baseline', url: base, body: uniqueBody('baseline'), versus: 'guidgate' }, { name: 'baseline replay', url: base, body: replayBody, versus: 'replay' });
     log(`baseline ${values.baseline}: ${base}`);
   }
-  if (fill > 0) {
-    const filled = join(dir, 'filled.db');
-    const t = performance.now();
-    fillLedger(filled, fill, { extraField, onProgress: (done) => done % 100_000 === 0 && log(`filled ${done} of ${fill}`) });
-    const fillS = (performance.now() - t) / 1000;
-    log(`filled ${fill} transfers in ${fillS.toFixed(0)} s: ${(statSync(filled).size / 1e6).toFixed(0)} MB, ${(statSync(filled).size / fill).toFixed(0)} bytes per transfer`);
+  if (fill > 0 || values.filled !== undefined) {
+    const filled = values.filled ?? join(dir, 'filled.db');
+    if (values.filled === undefined) {
+      const t = performance.now();
+      fillLedger(filled, fill, { extraField, onProgress: (done) => done % 100_000 === 0 && log(`filled ${done} of ${fill}`) });
+      log(`filled ${fill} transfers in ${((performance.now() - t) / 1000).toFixed(0)} s`);
+    }
+    const rows = ledgerRows(filled);
+    log(`filled ledger ${filled}: ${rows} rows, ${(statSync(filled).size / 1e6).toFixed(0)} MB, ${(statSync(filled).size / rows).toFixed(0)} bytes per transfer`);
     const url = await start(['serve', '--port', '0', '--db', filled, '--account-url', sim, '--log-level', 'warn', ...extraRelayFlags], /listening on (http:\/\/\S+)/);
-    extras.push({ name: `ledger of ${fill}`, url, body: uniqueBody('filled'), versus: 'guidgate' });
+    extras.push({ name: `ledger of ${rows}`, url, body: uniqueBody('filled'), versus: 'guidgate' });
   }
 
   // Warm every path up (JIT, connection pools) before measuring.

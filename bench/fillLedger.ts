@@ -3,8 +3,11 @@ import { hostname } from 'node:os';
  * Fills a ledger with DONE transfers under random UUID GUIDs (as many channels make them), fast: through the
  * store's own write path (decide, evolve, the log and the projection), synchronously in big batches, one
  * transaction each, without fsync. For the growth bench only.
+ *
+ * Also a command: node dist/bench/fillLedger.js N PATH (then `npm run bench -- --filled PATH`).
  */
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { createWriteEngine, type WriteOp } from '../src/store/sqlite/writeEngine.js';
 import { openDatabase } from '../src/store/sqlite/openDatabase.js';
 import { fingerprintOf } from '../src/relay/transferRequest.js';
@@ -41,4 +44,22 @@ export function fillLedger(path: string, transfers: number, opts: { batch?: numb
   } finally {
     db.close();
   }
+}
+
+/** How many rows the ledger at `path` holds. */
+export function ledgerRows(path: string): number {
+  const db = openDatabase({ path, synchronous: 'NORMAL', busyTimeoutMs: 5000 });
+  try {
+    return Number((db.prepare('SELECT COUNT(*) AS n FROM ledger').get() as { n: number }).n);
+  } finally {
+    db.close();
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const [n, path] = process.argv.slice(2);
+  if (n === undefined || path === undefined) throw new Error('usage: node dist/bench/fillLedger.js N PATH');
+  const t = performance.now();
+  const extraField = `,"note":"${'x'.repeat(150)}"`; // as the bench's default --extra-bytes
+  fillLedger(path, Number(n), { extraField, onProgress: (done) => done % 50_000 === 0 && process.stderr.write(`${done} in ${((performance.now() - t) / 1000).toFixed(0)} s\n`) });
 }

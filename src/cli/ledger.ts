@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { orThrow } from '../events/storeResult.js';
 import { STATUSES, type Status } from '../events/codecs.js';
 import { dbFlag, durationArg, flag, jsonFlag, limitFlag, statusesArg } from './options.js';
 import { age, iso, out, setExit, toJson, type Exit } from './output.js';
@@ -7,7 +8,8 @@ import { withLedger } from './withLedger.js';
 export function runLedger(o: { db: string; status?: Status[]; olderThan?: number; limit?: number; json?: boolean }): Promise<Exit> {
   return withLedger('ledger', o.db, async (store) => {
     const { ledgerView, listLedger } = await import('../commands/ledger.js');
-    const now = Date.now();
+    // Ages and --older-than by the ledger's clock, as the commands that act on them judge them.
+    const now = await orThrow(store.now());
     const rows = listLedger(store, { statuses: o.status, olderThanMs: o.olderThan, limit: o.limit, clock: () => now });
     const counts = new Map<string, number>();
     let n = 0;

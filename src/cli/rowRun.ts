@@ -1,3 +1,4 @@
+import * as E from 'fp-ts/lib/Either.js';
 import type { EventStore } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../relay/accountClient.js';
@@ -61,7 +62,6 @@ export function runRowCommand<S extends { readonly dryRun: boolean; readonly led
       const stop = interruptible(name);
       const listed: LedgerState[] = [];
       let firstFailure: string | undefined;
-      const now = Date.now();
       const summary = await command.run({ store, account }, {
         dryRun: o.dryRun,
         signal: stop.signal,
@@ -80,6 +80,8 @@ export function runRowCommand<S extends { readonly dryRun: boolean; readonly led
       if (o.json) {
         printJson({ ...summary, ...(summary.dryRun ? { rows: listed.map(ledgerView) } : {}), exitCode: code });
       } else if (summary.dryRun) {
+        // The ages shown by the ledger's clock (the one the run judged by); the host's if the ledger cannot say now.
+        const now = E.getOrElse(() => Date.now())(await store.now());
         for (const row of listed) out(candidateLine(row, now));
         out(command.dryRunLine(summary));
       } else {

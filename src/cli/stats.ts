@@ -7,7 +7,8 @@ import { withLedger } from './withLedger.js';
 export function runStats(o: { db: string; maxAttempts: number; json?: boolean }): Promise<Exit> {
   return withLedger('stats', o.db, async (store) => {
     const { ledgerStats } = await import('../commands/stats.js');
-    const s = await orThrow(ledgerStats(store, { maxAttempts: o.maxAttempts }));
+    const now = await orThrow(store.now());
+    const s = await orThrow(ledgerStats(store, { maxAttempts: o.maxAttempts, clock: () => now }));
     if (o.json) {
       printJson(s);
       return 0;

@@ -51,6 +51,8 @@ export interface ReprocessOptions {
   readonly limit?: number | undefined;
   /** Only this GUID: the operator API's `POST /v1/transfers/{guid}/reprocess`. */
   readonly guid?: string | undefined;
+  /** The key that asked (the operator API), recorded in the events' actor. */
+  readonly key?: string | undefined;
   /** Sends in flight at once (default 8). */
   readonly concurrency?: number | undefined;
   /** Change nothing, send nothing: report the candidates. */
@@ -106,7 +108,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   const metrics = deps.metrics ?? createMetrics(store, Date.now);
   const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, ledgerErrors: 0, dryRun };
   const filter: RowFilter = { statuses: ['FAILED'], attemptsBelow: opts.maxAttempts, ...(opts.guid === undefined ? {} : { guid: opts.guid }) };
-  const audit = { params: { timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, minAgeMs: opts.minAgeMs ?? DEFAULT_MIN_AGE_MS } };
+  const audit = { key: opts.key, params: { timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, minAgeMs: opts.minAgeMs ?? DEFAULT_MIN_AGE_MS } };
 
   const counted = await countRows(store, filter, opts.limit);
   if (E.isLeft(counted)) {

@@ -47,6 +47,8 @@ export interface ResolveOptions {
   readonly limit?: number | undefined;
   /** Only this GUID (sweep included): the operator API's `POST /v1/transfers/{guid}/resolve`. */
   readonly guid?: string | undefined;
+  /** The key that asked (the operator API), recorded in the events' actor. */
+  readonly key?: string | undefined;
   /** Inquiries in flight at once (default 8). */
   readonly concurrency?: number | undefined;
   /** Sweep nothing, inquire nothing, change nothing: report the candidates (and what the sweep would do). */
@@ -114,7 +116,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}),
     ...(opts.guid === undefined ? {} : { guid: opts.guid }),
   };
-  const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun, guid: opts.guid });
+  const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun, guid: opts.guid, key: opts.key });
   if (E.isLeft(swept)) {
     summary.ledgerErrors++;
     return summary;
@@ -170,7 +172,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
       summary.skipped++;
       return progressed(row, 'skipped', decided.left.reason);
     }
-    const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right, { params: { minAgeMs: opts.minAgeMs, inquiryStatus: inquiryHttpStatus(answer) } });
+    const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right, { key: opts.key, params: { minAgeMs: opts.minAgeMs, inquiryStatus: inquiryHttpStatus(answer) } });
     if (E.isLeft(appended)) {
       summary.ledgerErrors++;
       return progressed(row, 'ledger-error', appended.left.message);

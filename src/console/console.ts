@@ -8,7 +8,11 @@ import {
   type Action, type ActionResult, type ApiError, type Instant, type Row, type Stats, type Status, type TimelineEntry,
 } from './api.js';
 
-const PAGE_SIZE = 50;
+/** Rows per page: 50, or `?rows=N` in the page's address (1 to 500, the API's limit). */
+const PAGE_SIZE = ((): number => {
+  const n = Number(new URLSearchParams(location.search).get('rows') ?? '');
+  return Number.isInteger(n) && n >= 1 && n <= 500 ? n : 50;
+})();
 
 // ---- the page's elements ----
 
@@ -345,7 +349,9 @@ async function start(): Promise<void> {
   const signedIn = savedToken() !== null;
   const ok = await loadOverview();
   if (!ok) {
+    // A refused token has been said so already (E401); a known key without `read` is told here.
     if (!signedIn) say(ui.session, 'Enter a token to sign in.');
+    else if (savedToken() !== null) say(ui.session, `Signed in, but this key may not read the ledger: ${ui.overviewStatus.textContent ?? ''}`, 'error');
     ui.token.focus();
     return;
   }

@@ -171,9 +171,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.setNotFoundHandler((req, reply) => send(reply, codeReply('E404', undefined, { message: `no route ${req.method} ${req.url.split('?')[0]}` })));
   registerConsole(app, deps.consoleDir === undefined ? defaultConsoleDir() : deps.consoleDir, send);
 
-  const requests = deps.requests ?? createRequestRecorder({ store: deps.store, onLoss: (lost, why) => app.log.error({ lost, reason: why }, 'request records lost') });
+  const requests = deps.requests ?? createRequestRecorder({
+    store: deps.store,
+    onLoss: (lost, why) => {
+      deps.metrics.requestRecordsLost(lost);
+      app.log.error({ lost, reason: why }, 'request records lost');
+    },
+  });
   // After the last request was answered (app.close waits for them), before whoever owns the store closes it.
-  app.addHook('onClose', () => requests.flush());
+  app.addHook('onClose', () => requests.close());
 
   // Every E503 of a transfer is logged once, with the store error's code and cause.
   const relayDeps: RelayDeps = { ...deps, log: ledgerLog(app.log) };

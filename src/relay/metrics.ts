@@ -69,6 +69,11 @@ export function createMetrics(store: LedgerReadModel, clock: () => number, opts:
     registers: [registry],
   });
   lastSettle.set(0);
+  const recordsLost = new Counter({
+    name: 'guidgate_request_records_lost_total',
+    help: 'Channel request records (the audit trail) not written: the buffer bound reached, or the ledger refused the write',
+    registers: [registry],
+  });
   const maxAttempts = opts.maxAttempts;
   if (maxAttempts !== undefined) {
     new Gauge({
@@ -97,6 +102,9 @@ export function createMetrics(store: LedgerReadModel, clock: () => number, opts:
     },
     settleRunFinished(at: number): void {
       lastSettle.set(at / 1000);
+    },
+    requestRecordsLost(n: number): void {
+      recordsLost.inc(n);
     },
     reply(code: string): void {
       replies.inc({ code });

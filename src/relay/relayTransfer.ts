@@ -66,7 +66,6 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     ...(deps.minAgeMs === undefined ? {} : { minAgeMs: deps.minAgeMs }),
   };
 
-  const audit = relayAudit(deps, channel);
   const read = await store.getLedger(request.guid);
   if (E.isLeft(read)) return { reply: ledgerUnavailableReply(request.guid, read.left, deps.log), request };
   const existing = read.right;
@@ -90,6 +89,8 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
       : { reply: codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), request, ...known };
   }
 
+  // Past the replay path: the key and the flags in force go into the actor of every event this request writes.
+  const audit = relayAudit(deps, channel);
   const result = existing === null
     ? await store.execute(request.guid, submit, audit)
     : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics }, existing, submit, audit);

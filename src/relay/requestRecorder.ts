@@ -16,7 +16,9 @@ export interface RequestRecorder {
   record(r: RequestRecord): void;
   /** Writes everything buffered now (what SIGTERM does before the ledger closes). */
   flush(): Promise<void>;
-  /** Records lost so far: dropped at the buffer bound or refused by the ledger. */
+  /** Writes what is buffered; what the ledger still refuses then is lost (counted): the relay is stopping. */
+  close(): Promise<void>;
+  /** Records lost so far: dropped at the buffer bound, refused by the ledger, or unwritten at close. */
   dropped(): number;
 }
 
@@ -90,27 +92,39 @@ export function createRequestRecorder(options: RequestRecorderOptions): RequestR
     timer.unref();
   }
 
+  async function flush(): Promise<void> {
+    // Until nothing is buffered or in flight; a write that fails ends it (its records stay buffered).
+    for (;;) {
+      if (inFlight !== null) {
+        await inFlight;
+        continue;
+      }
+      if (buffer.length === 0) return;
+      const failedBefore = failedWrites;
+      await write();
+      if (failedWrites !== failedBefore) return;
+    }
+  }
+
   return {
     record(r) {
       if (buffer.length + writing.length >= maxBuffered) {
-        buffer.shift();
         lose(1, `request record buffer full (${maxBuffered})`);
+        // The oldest buffered one goes; if every held record is in the write in flight, this one does.
+        if (buffer.length === 0) return;
+        buffer.shift();
       }
       buffer.push(r);
       schedule();
     },
-    async flush() {
-      // Until nothing is buffered or in flight; a write that fails ends it (its records stay buffered).
-      for (;;) {
-        if (inFlight !== null) {
-          await inFlight;
-          continue;
-        }
-        if (buffer.length === 0) return;
-        const failedBefore = failedWrites;
-        await write();
-        if (failedWrites !== failedBefore) return;
-      }
+    flush,
+    async close() {
+      await flush();
+      if (timer !== null) clearTimeout(timer);
+      timer = null;
+      const left = buffer.length;
+      buffer = [];
+      lose(left, 'request records not written before the relay stopped');
     },
     dropped: () => lost,
   };

@@ -21,7 +21,7 @@ export async function sweepOrphans(
   store: EventLog & LedgerReadModel,
   graceMs: number,
   now: number,
-  opts: { readonly dryRun?: boolean; /** Only this GUID's row (resolve of one GUID). */ readonly guid?: string | undefined } = {},
+  opts: { readonly dryRun?: boolean; /** Only this GUID's row (resolve of one GUID). */ readonly guid?: string | undefined; /** The key that asked, for the events' actor. */ readonly key?: string | undefined } = {},
 ): StoreResult<SweepSummary> {
   const read = await store.queryLedger({ statuses: ['RECEIVED', 'SENT'], updatedBefore: now - graceMs + 1, ...(opts.guid === undefined ? {} : { guid: opts.guid }) });
   if (E.isLeft(read)) return read;
@@ -35,7 +35,7 @@ export async function sweepOrphans(
     });
   } else {
     // Every row's unit runs; the first failure is the answer (the units that went through stay appended).
-    const executed = E.sequenceArray(await Promise.all(candidates.map((row) => store.execute(row.guid, command, { params: { graceMs } }))));
+    const executed = E.sequenceArray(await Promise.all(candidates.map((row) => store.execute(row.guid, command, { key: opts.key, params: { graceMs } }))));
     if (E.isLeft(executed)) return executed;
     appended = executed.right.map((r) => (r.kind === 'applied' ? r.events : []));
   }

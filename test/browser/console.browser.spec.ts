@@ -48,9 +48,9 @@ describe.skipIf(!available)('the console in Chromium', () => {
     dir = mkdtempSync(join(tmpdir(), 'guidgate-browser-'));
     const keys = join(dir, 'keys');
     tokens = makeKeys(keys, { pay: ['transfer'], ops: ['read', 'admin'], auditor: ['read'] }).tokens;
-    sim = await startSimulator({ port: 0, faults: { lateMs: 2500, byGuidPrefix: { [`late-${run}`]: 'late-answer' } } });
+    sim = await startSimulator({ port: 0, faults: { lateMs: 6000, byGuidPrefix: { [`late-${run}`]: 'late-answer' } } });
     const db = join(dir, 'ledger.db');
-    relay = startServe(['--keys', keys, '--db', db, '--account-url', sim.url, '--timeout', '1s', '--settle-every', '0', '--min-age', '0s']);
+    relay = startServe(['--keys', keys, '--db', db, '--account-url', sim.url, '--timeout', '2s', '--settle-every', '0', '--min-age', '0s']);
     url = await relay.ready;
 
     // A transfer that timed out, was settled by inquiry, and whose resends got E901 and then the answer.
@@ -83,7 +83,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
 
   const session = () => page.locator('#session');
 
-  it('a wrong token is refused: no data shown, nothing kept', async () => {
+  it('a wrong token is refused (nothing shown, nothing kept); a channel key without read is told it may not read', async () => {
     await page.goto(`${url}/console`);
     await expect.poll(() => session().textContent()).toBe('Enter a token to sign in.');
     // By keyboard: the page puts the focus in the Token field, with a visible focus ring; before it, the skip link.
@@ -96,6 +96,11 @@ describe.skipIf(!available)('the console in Chromium', () => {
     await expect.poll(() => session().textContent()).toMatch(/The token was refused \(E401\)/);
     expect(await page.getByRole('table', { name: 'Rows per status' }).locator('tbody tr').count()).toBe(0);
     expect(await page.evaluate('[sessionStorage.length, localStorage.length, document.cookie]')).toEqual([0, 0, '']);
+    // A channel's key (transfer only) is known but may not read: said so, nothing shown.
+    await page.getByLabel('Token').fill(tokens['pay']!);
+    await page.getByLabel('Token').press('Enter');
+    await expect.poll(() => session().textContent()).toMatch(/^Signed in, but this key may not read the ledger: E403: the key pay lacks the scope read/);
+    expect(await page.getByRole('table', { name: 'Rows per status' }).locator('tbody tr').count()).toBe(0);
   });
 
   it('logs in with a token: the overview counts every status, the oldest UNKNOWN, the breaker, replies per code', async () => {
@@ -126,10 +131,10 @@ describe.skipIf(!available)('the console in Chromium', () => {
     const events = steps.filter((s) => s.includes('(event'));
     expect(events.map((s) => s.split(' ')[0])).toEqual(['Claimed', 'Sent', 'TimedOut', 'Resolved']);
     expect(events.map((s) => /seq (\d+)/.exec(s)?.[1])).toEqual(['0', '1', '2', '3']);
-    // The channel's three requests (E901, E901 on the resend while UNKNOWN, then the answer), where the relay
-    // records requests (the audit trail): between the events, by time.
+    // The channel's three requests (E901, E901 on the resend while UNKNOWN, then the answer), from the audit
+    // trail's request records: between the events, by time.
     const requests = steps.filter((s) => s.startsWith('request answered'));
-    if (requests.length > 0) expect(requests).toEqual(['request answered E901', 'request answered E901', 'request answered 0000']);
+    expect(requests).toEqual(['request answered E901', 'request answered E901', 'request answered 0000']);
     const text = (await timeline.textContent())!;
     expect(text).toContain('"reason": "timeout"');
     expect(text).toContain('"source": "inquiry"');
@@ -196,6 +201,24 @@ describe.skipIf(!available)('the console in Chromium', () => {
     await expect.poll(() => page.locator('#action-status').textContent()).toMatch(/^E403: the key auditor lacks the scope admin/);
     expect(await page.locator('#preview').isHidden()).toBe(true);
     expect(await rowStatus(guid)).toBe('UNKNOWN');
+  });
+
+  it('pages the rows (here 2 a page, from ?rows=2): every row once, in GUID order', async () => {
+    await page.goto(`${url}/console/?rows=2`);
+    await expect.poll(() => session().textContent()).toMatch(/^Signed in/);
+    const rows = page.getByRole('table', { name: 'Ledger rows' });
+    await expect.poll(() => page.locator('#rows-status').textContent()).toBe('2 rows (any status); more on the next page.');
+    const seen: string[] = [];
+    for (;;) {
+      seen.push(...(await rows.locator('tbody th').allTextContents()));
+      if (await page.getByRole('button', { name: 'Next page' }).isDisabled()) break;
+      const before = await rows.locator('tbody th').first().textContent();
+      await page.getByRole('button', { name: 'Next page' }).click();
+      await expect.poll(() => rows.locator('tbody th').first().textContent()).not.toBe(before);
+    }
+    expect(seen).toEqual([...done, settled, ...unknown, `bad-${run}`].sort());
+    await page.getByRole('button', { name: 'First page' }).click();
+    await expect.poll(() => rows.locator('tbody th').allTextContents()).toEqual(seen.slice(0, 2));
   });
 });
 

@@ -95,14 +95,14 @@ describe('operator API', () => {
     const r = await call('POST', '/v1/transfers', { token: tokens['pay']!, body: t });
     return { guid: String(t['guid']), reply: r };
   };
+  const timeline = async (guid: string) => (await call('GET', '/v1/transfers/{guid}/events', { params: { guid } })).json();
   /**
-   * The row and the events of a GUID's timeline: what an action changes. The channel's request records join the
-   * timeline too, but off the request path (the relay's recorder flushes them a moment later), so a "nothing
-   * changed" check compares this, not the whole timeline.
+   * What an action may change: the row and its events. The channel's request records are left out: the relay
+   * writes them up to 50 ms after the reply, so one may land between two reads whatever the action did.
    */
-  const ledgerOf = async (guid: string) => {
-    const t = (await call('GET', '/v1/transfers/{guid}/events', { params: { guid } })).json();
-    return { row: t['row'] as { status: string }, events: (t['timeline'] as Array<{ kind: string; type?: string }>).filter((e) => e.kind === 'event') };
+  const state = async (guid: string) => {
+    const t = await timeline(guid);
+    return { row: t['row'], events: (t['timeline'] as { kind: string }[]).filter((e) => e.kind === 'event') };
   };
   const simCalls = async (guid: string) => (await httpRequest(`${h.sim.url}/stats/${encodeURIComponent(guid)}`, { method: 'GET' })).json() as { calls: number; applied: number };
 
@@ -165,11 +165,11 @@ describe('operator API', () => {
     });
     it('an action refused for its scope changed nothing and called nothing', async () => {
       const { guid } = await send({ guid: `hole-scope-${process.pid}` });
-      const before = await ledgerOf(guid);
+      const before = await state(guid);
       const r = await call('POST', '/v1/transfers/{guid}/resolve', { token: tokens['reader']!, params: { guid }, body: { minAge: '0ms' } });
       expect(r.status).toBe(403);
-      expect(await ledgerOf(guid)).toEqual(before);
-      expect(before.row.status).toBe('UNKNOWN');
+      expect(await state(guid)).toEqual(before);
+      expect((before['row'] as { status: string }).status).toBe('UNKNOWN');
     });
   });
 
@@ -263,19 +263,19 @@ describe('operator API', () => {
       const guid = `hole-1-${process.pid}`;
       const first = await send({ guid });
       expect(first.reply.json()['code']).toBe('E901');
-      const unknown = await ledgerOf(guid);
+      const unknown = await state(guid);
 
       // Dry run: the row listed, nothing asked, nothing changed.
       const dry = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { dryRun: true, minAge: '0ms' } });
       expect(dry.status).toBe(200);
       expect(dry.json()).toMatchObject({ guid, dryRun: true, outcome: 'candidate', before: { status: 'UNKNOWN' }, after: { status: 'UNKNOWN' } });
-      expect(await ledgerOf(guid)).toEqual(unknown);
+      expect(await state(guid)).toEqual(unknown);
 
       // The default min-age (serve's, 60s): too young to ask; 409 and nothing changed.
       const young = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} });
       expect([young.status, young.json()['code']]).toEqual([409, 'E409']);
       expect(String(young.json()['message'])).toContain('younger than minAge');
-      expect(await ledgerOf(guid)).toEqual(unknown);
+      expect(await state(guid)).toEqual(unknown);
 
       const resolved = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { minAge: '0ms' } });
       expect(resolved.status).toBe(200);
@@ -284,10 +284,10 @@ describe('operator API', () => {
       // Now FAILED: resolve no longer applies.
       expect((await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { minAge: '0ms' } })).status).toBe(409);
 
-      const failed = await ledgerOf(guid);
+      const failed = await state(guid);
       const dryReprocess = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: { dryRun: true, minAge: '0ms' } });
       expect(dryReprocess.json()).toMatchObject({ dryRun: true, outcome: 'candidate', after: { status: 'FAILED' } });
-      expect(await ledgerOf(guid)).toEqual(failed);
+      expect(await state(guid)).toEqual(failed);
       expect((await simCalls(guid)).calls).toBe(1);
 
       // FAILED by an inquiry: the default min-age holds it (inquiry before a resend, CONTRACT.md §7), nothing sent.
@@ -304,8 +304,12 @@ describe('operator API', () => {
       const again = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: { minAge: '0ms' } });
       expect([again.status, again.json()['code']]).toEqual([409, 'E409']);
       expect(await simCalls(guid)).toMatchObject({ calls: 2, applied: 1 });
-      const steps = (await ledgerOf(guid)).events.map((e) => e.type);
-      expect(steps).toEqual(['Claimed', 'Sent', 'TimedOut', 'Resolved', 'Sent', 'Answered']);
+      const events = (await state(guid)).events as unknown as { type: string; actor: { by: string; key?: string; params?: Record<string, unknown> } | null }[];
+      expect(events.map((e) => e.type)).toEqual(['Claimed', 'Sent', 'TimedOut', 'Resolved', 'Sent', 'Answered']);
+      // The audit trail names the operator key that asked, with the parameters that decided it.
+      expect(events[3]!.actor).toMatchObject({ by: 'serve', key: 'console', params: { minAgeMs: 0, inquiryStatus: 404 } });
+      expect(events[4]!.actor).toMatchObject({ by: 'serve', key: 'console', params: { minAgeMs: 0 } });
+      expect(events[0]!.actor).toMatchObject({ by: 'serve', key: 'pay' });
     });
 
     it('a GUID applied but answered late: resolve finds it processed and stores the answer; nothing is sent again', async () => {
@@ -333,11 +337,11 @@ describe('operator API', () => {
       }
       const stats = (await call('GET', '/v1/stats')).json() as { deadLetters: { maxAttempts: number; count: number } };
       expect(stats.deadLetters).toEqual({ maxAttempts: 3, count: 1 });
-      const before = await ledgerOf(capped);
+      const before = await state(capped);
       const r = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body: { minAge: '0ms' } });
       expect([r.status, r.json()['code']]).toEqual([409, 'E409']);
       expect(String(r.json()['message'])).toContain('attempt cap (3)');
-      expect(await ledgerOf(capped)).toEqual(before);
+      expect(await state(capped)).toEqual(before);
       expect(await simCalls(capped)).toMatchObject({ calls: 0, applied: 0 });
       // A refused connection never left: sent again at once, without an inquiry or a min-age.
       const sent = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: once }, body: {} });
@@ -351,13 +355,16 @@ describe('operator API', () => {
       [{ minAge: 30 }, 'minAge'],
       [{ force: true }, 'force'],
       ['{not json', 'body'],
+      ['[]', 'body'],
+      // JSON.parse would keep the last: a dry run must not quietly become a real one.
+      ['{"dryRun":true,"dr\\u0079Run":false}', 'dryRun'],
     ])('body %j is E400 naming %s, and nothing changes', async (body, field) => {
       const guid = `hole-bad-${field}-${process.pid}`;
       await send({ guid });
-      const before = await ledgerOf(guid);
+      const before = await state(guid);
       const r = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body });
       expect([r.status, r.json()['code'], r.json()['field']]).toEqual([400, 'E400', field]);
-      expect(await ledgerOf(guid)).toEqual(before);
+      expect(await state(guid)).toEqual(before);
     });
 
     it('an unknown GUID is E404, a malformed one E400 naming guid, a body not JSON 415', async () => {

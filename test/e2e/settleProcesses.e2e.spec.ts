@@ -16,7 +16,7 @@ describe('two relays settling one ledger', () => {
     while (cleanup.length) await cleanup.pop()!();
   });
 
-  it('every UNKNOWN row is settled exactly once (one Resolved per GUID), processed ones DONE, absent ones FAILED', async () => {
+  it('every UNKNOWN row is asked about once and settled exactly once (one Resolved per GUID), processed ones DONE, absent ones FAILED', async () => {
     const sim = await startSimulator({ port: 0 });
     cleanup.push(() => sim.close());
     const db = join(tmp(), 'ledger.db');
@@ -60,5 +60,8 @@ describe('two relays settling one ledger', () => {
     console.log(`two relays: inquiries ${asked.join(' + ')}, settlements ${settled.join(' + ')} for ${guids.length} GUIDs`);
     expect(Math.min(...asked)).toBeGreaterThan(0);
     expect(settled[0]! + settled[1]!).toBe(guids.length);
+    // The leases: between them the relays asked about each GUID once.
+    for (const guid of guids) expect(sim.inquiries(guid), guid).toBe(1);
+    expect(asked[0]! + asked[1]!).toBe(guids.length);
   });
 });

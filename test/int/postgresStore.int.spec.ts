@@ -6,7 +6,11 @@ import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
 import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { Command } from '../../src/events/decide.js';
+import { resolveUnknown } from '../../src/commands/resolve.js';
+import { inquireBeforeResend } from '../../src/relay/resendAfterInquiry.js';
+import type { AccountClient } from '../../src/relay/accountClient.js';
 import { claimRace } from '../support/children.js';
+import { seedRow } from '../support/commandsSeed.js';
 import { PG_ADMIN_URL, postgresForTests, useTestDatabases } from '../support/pg.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
@@ -270,6 +274,27 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
       expect(await orThrow(sweepOrphans(hosted, 1000, Date.now() + 86_400_000))).toEqual({ neverSent: 0, orphaned: 1 });
     } finally {
       await hosted.close();
+    }
+  });
+
+  it('the min-age checks read the database\'s clock: on a host a day ahead, resolve and the inquiry before a resend leave a young row alone and ask nothing', async () => {
+    const store = await open();
+    const asked: string[] = [];
+    const account = { inquire: async (guid: string) => (asked.push(guid), { kind: 'absent' as const }) } as unknown as AccountClient;
+    try {
+      await seedRow(store, 'YOUNG-U', 'UNKNOWN');
+      const failed = await seedRow(store, 'YOUNG-F', 'UNKNOWN');
+      await orThrow(store.appendEvents('YOUNG-F', failed.lastSeq, [{ type: 'Resolved', at: await orThrow(store.now()), data: { source: 'inquiry', outcome: 'absent', code: null, response: null } }]));
+      const row = (await orThrow(store.getLedger('YOUNG-F')))!;
+      expect(row).toMatchObject({ status: 'FAILED', failedByInquiry: true });
+      vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 86_400_000 });
+      expect(await resolveUnknown({ store, account }, { minAgeMs: 60_000, graceMs: 1000 })).toMatchObject({ candidates: 0, absent: 0 });
+      const { inquiry } = await orThrow(inquireBeforeResend({ store, account }, row, 60_000));
+      expect(inquiry.answer).toEqual({ kind: 'unknown' });
+      expect(asked).toEqual([]);
+    } finally {
+      vi.useRealTimers();
+      await store.close();
     }
   });
 

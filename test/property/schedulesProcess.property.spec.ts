@@ -15,6 +15,7 @@ import { propertyBudget } from '../support/scheduleBudget.js';
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
 
 const { available: pgAvailable } = await postgresForTests();
+const MIN_SCHEDULES = 2;
 
 /** The property over one world; `label` names it in the figures line. */
 function processSchedules(label: string, seconds: number, start: () => Promise<ProcessWorld>): void {
@@ -31,12 +32,19 @@ function processSchedules(label: string, seconds: number, start: () => Promise<P
     const w = world!;
     const results: Array<PRunResult & { sc: PSchedule }> = [];
     let runId = 0;
-    await fc.assert(
-      fc.asyncProperty(pScheduleArb(), fc.scheduler(), async (sc, s) => {
-        results.push({ ...(await runProcessSchedule(sc, s, w, runId++)), sc });
-      }),
-      { interruptAfterTimeLimit: budget.ms, markInterruptAsFailure: false, numRuns: budget.numRuns },
-    );
+    const property = fc.asyncProperty(pScheduleArb(), fc.scheduler(), async (sc, s) => {
+      results.push({ ...(await runProcessSchedule(sc, s, w, runId++)), sc });
+    });
+    // One schedule may take the whole budget on a loaded machine (healing waits out real min-ages), and fast-check
+    // counts a time limit hit before any run finished as a failure: so MIN_SCHEDULES first, whatever the budget,
+    // then more while the budget lasts; a run cut off by the limit is no failure, a counter-example is.
+    const started = Date.now();
+    await fc.assert(property, { numRuns: MIN_SCHEDULES });
+    const left = budget.ms - (Date.now() - started);
+    if (left > 0) {
+      const more = await fc.check(property, { interruptAfterTimeLimit: left, markInterruptAsFailure: false, numRuns: budget.numRuns });
+      if (more.failed && more.counterexample !== null) throw new Error(await fc.asyncDefaultReportMessage(more));
+    }
     const largest = Math.max(...results.map((r) => pActionCount(r.sc)));
     const codes: Record<string, number> = {};
     for (const r of results) for (const [c, n] of Object.entries(r.replies)) codes[c] = (codes[c] ?? 0) + n;
@@ -44,7 +52,7 @@ function processSchedules(label: string, seconds: number, start: () => Promise<P
       `[schedules/processes/${label}] ${results.length} schedules in ${budget.seconds}s budget; largest ${largest} actions; ` +
         `sends ${results.reduce((n, r) => n + r.sends, 0)}, SIGKILLs ${results.reduce((n, r) => n + r.kills, 0)}; replies ${JSON.stringify(codes)}`,
     );
-    expect(results.length).toBeGreaterThanOrEqual(2);
+    expect(results.length).toBeGreaterThanOrEqual(MIN_SCHEDULES);
     expect(await w.verifyAll()).toEqual([]);
   }, budget.testTimeoutMs + 60_000);
 }
@@ -52,10 +60,10 @@ function processSchedules(label: string, seconds: number, start: () => Promise<P
 describe('property (processes): two relays on one SQLite file, SIGKILL, and the operator commands as processes', () => {
   const dir = mkdtempSync(join(tmpdir(), 'guidgate-psched-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
-  processSchedules('sqlite', 16, () => ProcessWorld.start(join(dir, 'ledger.db')));
+  processSchedules('sqlite', 12, () => ProcessWorld.start(join(dir, 'ledger.db')));
 });
 
 describe.skipIf(!pgAvailable)('property (processes): two relays on one PostgreSQL database, SIGKILL, and the operator commands as processes', () => {
   const dbs = useTestDatabases();
-  processSchedules('postgres', 14, () => ProcessWorld.start(dbs.url()));
+  processSchedules('postgres', 10, () => ProcessWorld.start(dbs.url()));
 });

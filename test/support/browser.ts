@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { REPO_ROOT } from './children.js';
@@ -8,8 +9,13 @@ export const CHROMIUM = process.env['GUIDGATE_CHROMIUM'] ?? '/usr/bin/chromium';
 
 const ARGS = ['--no-sandbox', '--headless', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
-/** Where the browser tests put the screenshots the README shows. */
-export const SCREENSHOTS = join(REPO_ROOT, 'docs', 'screenshots');
+/**
+ * Where the browser tests put their screenshots: the README's (`docs/screenshots`) with `GUIDGATE_SCREENSHOTS=1`
+ * (`GUIDGATE_SCREENSHOTS=1 npx vitest run test/browser` refreshes them; commit the result), otherwise a folder
+ * under the system's temp (they are still taken, so a page that cannot be captured still fails, but an
+ * ordinary `npm test` leaves the working tree as it was: times and ages in them change on every run).
+ */
+export const SCREENSHOTS = process.env['GUIDGATE_SCREENSHOTS'] === '1' ? join(REPO_ROOT, 'docs', 'screenshots') : join(tmpdir(), 'guidgate-screenshots');
 
 /**
  * Whether the browser tests can run here. Under CI (`CI=true`) a missing Chromium is a failure, never a skip;

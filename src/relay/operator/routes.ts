@@ -8,10 +8,12 @@ import { toStoreError } from '../../events/storeResult.js';
 import { listLedger } from '../../commands/ledger.js';
 import { reprocessFailed } from '../../commands/reprocess.js';
 import { resolveUnknown } from '../../commands/resolve.js';
+import { topLevelMembers } from '../../json/topLevelMembers.js';
 import { parseDuration } from '../../shared/duration.js';
 import type { AccountClient } from '../accountClient.js';
 import type { Breaker } from '../breaker.js';
 import type { Metrics } from '../metrics.js';
+import { requestKey } from '../auth/authHook.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from '../replies.js';
 import { GUID_PATTERN } from '../transferRequest.js';
 import type { RouteDoc } from '../openapi.js';
@@ -43,6 +45,9 @@ export function operatorRow(row: LedgerState) {
   const { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel } = row;
   return { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel };
 }
+
+/** Marks a body that named a key twice (the parser cannot answer E400 naming the field itself). */
+const DUPLICATE = Symbol('duplicate key');
 
 const e400 = (field: string, message: string): Reply => codeReply('E400', undefined, { field, message });
 
@@ -78,11 +83,20 @@ export function operatorRoutes(deps: OperatorDeps) {
     // Inside this plugin only: bodies are JSON objects (an empty body is `{}`); any other media type is 415.
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+      const text = body as string;
+      let parsed: unknown;
       try {
-        done(null, body === '' ? {} : JSON.parse(body as string));
+        parsed = text === '' ? {} : JSON.parse(text);
       } catch {
-        done(Object.assign(new Error('the body is not JSON'), { statusCode: 400 }), undefined);
+        return done(Object.assign(new Error('the body is not JSON'), { statusCode: 400 }), undefined);
       }
+      // JSON.parse keeps the last of two equal keys: `{"dryRun":true,"dryRun":false}` must not quietly become a real run.
+      const seen = new Set<string>();
+      for (const { key } of topLevelMembers(text)) {
+        if (seen.has(key)) return done(null, { [DUPLICATE]: key });
+        seen.add(key);
+      }
+      return done(null, parsed);
     });
 
     app.get<{ Params: { guid: string } }>('/v1/transfers/:guid/events', {
@@ -179,6 +193,8 @@ export function operatorRoutes(deps: OperatorDeps) {
         attachValidation: true,
         config: { openapi: doc },
       }, async (req, reply) => {
+        const duplicate = (req.body as Record<symbol, unknown> | undefined)?.[DUPLICATE];
+        if (typeof duplicate === 'string') return send(reply, e400(duplicate, `${duplicate} is given more than once`));
         if (req.validationError) return send(reply, validationReply(req.validationError));
         const { guid } = req.params;
         const body = req.body ?? {};
@@ -195,8 +211,8 @@ export function operatorRoutes(deps: OperatorDeps) {
         // The commands' own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry.
         const ledgerErrors =
           name === 'resolve'
-            ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors
-            : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics }, { guid, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
+            ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, key: requestKey(req)?.name, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors
+            : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics }, { guid, key: requestKey(req)?.name, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
         // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
         if (ran.outcome === 'ledger-error') return send(reply, codeReply('E503', guid, { message: `ledger unavailable: ${ran.detail ?? 'a read or write failed'}` }));
         if (ledgerErrors > 0) return send(reply, codeReply('E503', guid));

@@ -225,5 +225,5 @@ export const actionResult = {
 export const notEligible = {
   ...errorReply,
   required: ['guid', 'code', 'message', 'before', 'after'],
-  properties: { ...errorReply.properties, before: operatorRow, after: operatorRow },
+  properties: { ...errorReply.properties, status, before: operatorRow, after: operatorRow },
 } as const;

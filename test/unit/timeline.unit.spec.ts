@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import type { StoredEvent } from '../../src/events/codecs.js';
+import type { StoredRequestRecord } from '../../src/events/store.js';
+import { timeline } from '../../src/commands/history.js';
+import { indentJson } from '../../src/json/indentJson.js';
+
+const actor = { by: 'serve', host: 'h', pid: 1 };
+const event = (seq: number, at: number): StoredEvent =>
+  ({ guid: 'G', seq, position: seq + 1, type: 'Sent', at, data: { attempt: 1, timeoutMs: 1 }, actor }) as StoredEvent;
+const request = (position: number, at: number, code = '0000'): StoredRequestRecord => ({ position, guid: 'G', at, key: null, code, fingerprintMatch: true });
+
+describe('timeline: events and request records by time', () => {
+  it('interleaves by time; at the same millisecond the request first (what it caused is stamped after its arrival)', () => {
+    const t = timeline([event(0, 10), event(1, 10), event(2, 30)], [request(1, 10), request(2, 20), request(3, 40)]);
+    expect(t.map((e) => (e.kind === 'event' ? `e${e.seq}` : `r${e.at}`))).toEqual(['r10', 'e0', 'e1', 'r20', 'e2', 'r40']);
+    expect(t[1]).toEqual({ kind: 'event', seq: 0, type: 'Sent', at: 10, data: { attempt: 1, timeoutMs: 1 }, actor });
+    expect(t[0]).toEqual({ kind: 'request', at: 10, key: null, code: '0000', fingerprintMatch: true });
+  });
+
+  it('records stored out of time order (answered in another order than they arrived) are put in time order, ties by position', () => {
+    const t = timeline([], [request(1, 30, 'A'), request(2, 10, 'B'), request(3, 10, 'C')]);
+    expect(t.map((e) => (e.kind === 'request' ? e.code : ''))).toEqual(['B', 'C', 'A']);
+  });
+
+  it('events alone, requests alone, nothing', () => {
+    expect(timeline([event(0, 1)], [])).toHaveLength(1);
+    expect(timeline([], [request(1, 1)])).toHaveLength(1);
+    expect(timeline([], [])).toEqual([]);
+  });
+});
+
+describe('indentJson: the stored bytes, indented', () => {
+  it('indents objects and arrays; empty ones stay on their line; strings (quotes, escapes, structural characters) untouched', () => {
+    expect(indentJson('{"a":[1,{"b":"x,y:{z}\\"q\\""}],"e":{},"f":[ ]}')).toBe(
+      ['{', '  "a": [', '    1,', '    {', '      "b": "x,y:{z}\\"q\\""', '    }', '  ],', '  "e": {},', '  "f": []', '}'].join('\n'),
+    );
+  });
+  it('keeps numbers as written and both of two equal keys (JSON.parse would round the one and drop the other)', () => {
+    expect(indentJson('{"n":12345678901234567890,"k":1,"k":2}')).toBe('{\n  "n": 12345678901234567890,\n  "k": 1,\n  "k": 2\n}');
+  });
+  it('is null for what is not JSON, and leaves scalars as they are', () => {
+    expect(indentJson('{"a":')).toBeNull();
+    expect(indentJson('not json')).toBeNull();
+    expect(indentJson(' 42 ')).toBe('42');
+  });
+});

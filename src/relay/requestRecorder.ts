@@ -10,6 +10,8 @@ export const REQUEST_FLUSH_RECORDS = 256;
  * that refuses writes for long makes the oldest ones go (counted and logged), never the relay wait.
  */
 export const REQUEST_BUFFER_MAX = 4096;
+/** The longest wait between two writes while the ledger refuses them. */
+const RETRY_MAX_MS = 5000;
 
 export interface RequestRecorder {
   /** Buffers one record; never waits and never fails (the reply does not depend on it). */
@@ -45,6 +47,8 @@ export function createRequestRecorder(options: RequestRecorderOptions): RequestR
   let timer: NodeJS.Timeout | null = null;
   let lost = 0;
   let failedWrites = 0;
+  /** After a failed write, the wait before the next one (doubling up to RETRY_MAX_MS); 0 after a success. */
+  let retryMs = 0;
 
   const lose = (n: number, why: string): void => {
     if (n <= 0) return;
@@ -64,9 +68,11 @@ export function createRequestRecorder(options: RequestRecorderOptions): RequestR
     inFlight = store.recordRequests(writing).then((written) => {
       if (E.isRight(written)) {
         writing = [];
+        retryMs = 0;
         return;
       }
       failedWrites++;
+      retryMs = Math.min(RETRY_MAX_MS, Math.max(flushMs, retryMs * 2));
       // Kept for the next write, oldest first, within the bound.
       const kept = [...writing, ...buffer];
       writing = [];
@@ -80,7 +86,10 @@ export function createRequestRecorder(options: RequestRecorderOptions): RequestR
   };
 
   function schedule(): void {
-    if (buffer.length >= flushRecords) {
+    // A full batch goes at once, unless the last write failed: then only the timer retries, backing off, so that
+    // a ledger failing at once (a lost file, a closed store, a refused connection) is never retried in a loop of
+    // microtasks that would starve the event loop, the replies included.
+    if (buffer.length >= flushRecords && retryMs === 0) {
       void write();
       return;
     }
@@ -88,7 +97,7 @@ export function createRequestRecorder(options: RequestRecorderOptions): RequestR
     timer = setTimeout(() => {
       timer = null;
       void write();
-    }, flushMs);
+    }, retryMs === 0 ? flushMs : retryMs);
     timer.unref();
   }
 

@@ -200,6 +200,31 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await store.close();
   });
 
+  it('two processes leasing and releasing one backlog over and over never deadlock (rows locked in GUID order by both; found in review)', async () => {
+    const [a, b] = [await open(), await open()];
+    try {
+      const guids = Array.from({ length: 40 }, (_, i) => `L-${String(i).padStart(2, '0')}`);
+      for (const g of guids) await orThrow(a.execute(g, { type: 'Submit', request: '{}', fingerprint: g, timeoutMs: 1000, maxAttempts: 3 }));
+      const rows = (await orThrow(a.queryLedger({}))).map(({ guid, lastSeq }) => ({ guid, lastSeq }));
+      const failures: string[] = [];
+      const churn = async (store: typeof a, holder: string) => {
+        for (let i = 0; i < 60; i++) {
+          // Short leases, so each release also deletes the other's run-out ones; rows in a shuffled order.
+          const mine = [...rows].sort(() => Math.random() - 0.5).slice(0, 25);
+          const leased = await store.leaseRows(holder, mine, 1 + (i % 3));
+          if (E.isLeft(leased)) failures.push(leased.left.message);
+          const released = await store.releaseLeases(holder);
+          if (E.isLeft(released)) failures.push(released.left.message);
+        }
+      };
+      await Promise.all([churn(a, 'one'), churn(b, 'two'), churn(a, 'three'), churn(b, 'four')]);
+      expect(failures).toEqual([]);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it('query by status, age, attempts, keyset and limit; counts', async () => {
     let now = 1000;
     const store = await open({ clock: () => now });

@@ -86,6 +86,21 @@ describe('request recorder', () => {
     expect(losses.reduce((a, b) => a + b, 0)).toBe(5);
   });
 
+  it('a ledger failing at once with a full batch buffered is retried by a backing-off timer, never in a loop that starves the event loop (found in review)', async () => {
+    const { log, writes, fail } = ledger();
+    const recorder = createRequestRecorder({ store: log, flushMs: 20, flushRecords: 2, maxBuffered: 100 });
+    fail(true);
+    for (let i = 0; i < 5; i++) recorder.record(rec(i));
+    // Before the fix each failed write started the next one as a microtask: this timer never fired.
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    // One write at the count, then retries 20, 40 and 80 ms apart at most.
+    expect(writes.length).toBeGreaterThanOrEqual(2);
+    expect(writes.length).toBeLessThanOrEqual(5);
+    fail(false);
+    await recorder.flush();
+    expect(recorder.dropped()).toBe(0);
+  });
+
   it('closing the relay writes what is still buffered, after the last reply and before the ledger closes', async () => {
     const { store } = ledger();
     const sim = await startSimulator({ port: 0, host: '127.0.0.1' });

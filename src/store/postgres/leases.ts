@@ -28,11 +28,18 @@ export async function leaseRows(db: Db, holder: string, rows: readonly LeaseRequ
   return new Set(leased.map((r) => r.guid));
 }
 
-/** Ends `holder`'s leases and forgets every lease that has run out. */
+/**
+ * Ends `holder`'s leases and forgets every lease that has run out. The rows are locked in GUID order, as
+ * `leaseRows` takes them (its upsert locks every conflicting row, taken or not): a plain DELETE would lock in the
+ * table's physical order, and a release crossing another process's lease of the same rows would deadlock (one
+ * of the two aborted with 40P01, its run ended as a ledger error).
+ */
 export async function releaseLeases(db: Db, holder: string, now: number | null): Promise<void> {
   await db.query({
     name: 'guidgate_release_leases',
-    text: `DELETE FROM leases WHERE holder = $1 OR until <= coalesce($2::bigint, ${SERVER_NOW_MS})`,
+    text: `DELETE FROM leases WHERE guid IN (
+             SELECT guid FROM leases WHERE holder = $1 OR until <= coalesce($2::bigint, ${SERVER_NOW_MS})
+             ORDER BY guid FOR UPDATE)`,
     values: [holder, now],
   });
 }

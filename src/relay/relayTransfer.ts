@@ -110,7 +110,13 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     permit?.done(null);
     return { reply: replyForState(claimed), request, ...knownAs(claimed, request) };
   }
-  return { reply: replyForSend(await sendClaimed(deps, claimed, permit ?? undefined, audit)), request, ...knownAs(claimed, request) };
+  const sent = await sendClaimed(deps, claimed, permit ?? undefined, audit);
+  // The call was made and its outcome is not in the ledger (E901 to the channel): the operator must hear of it,
+  // with the store's error, since the account system may have applied it.
+  if (sent.sent && E.isLeft(sent.recorded)) {
+    deps.log?.({ guid: sent.guid, reply: 'E901', call: sent.call.kind, error: sent.recorded.left.code, cause: sent.recorded.left.message, what: 'sent, but the outcome could not be recorded' });
+  }
+  return { reply: replyForSend(sent), request, ...knownAs(claimed, request) };
 }
 
 /** What `sendClaimed` did: not sent (and why), or the call's outcome and what recording it gave. */

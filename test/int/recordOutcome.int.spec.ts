@@ -6,7 +6,9 @@ import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
 import { useTempDir } from '../support/tmp.js';
 import { createAccountClient, type AccountClient } from '../../src/relay/accountClient.js';
 import { createMetrics } from '../../src/relay/metrics.js';
-import { replyForSend, sendClaimed } from '../../src/relay/relayTransfer.js';
+import { relayTransfer, replyForSend, sendClaimed } from '../../src/relay/relayTransfer.js';
+import * as E from 'fp-ts/lib/Either.js';
+import { LedgerUnavailableError } from '../../src/events/errors.js';
 import { countSend } from '../../src/commands/reprocess.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { orThrow } from '../../src/events/storeResult.js';
@@ -106,6 +108,29 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
       expect(countSend(r).outcome).toBe('ledger-error');
       expect(sim.guidStats('L')).toMatchObject({ calls: 1 });
     });
+  });
+
+  it('through the relay: sent, but the outcome could not be recorded: E901 to the channel and one log line with the store error (found in review)', async () => {
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
+    // The claim commits; every write after it (the outcome) is refused, as by a ledger lost in between.
+    let writes = 0;
+    const failing = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'execute' || prop === 'appendEvents') {
+          return (...args: unknown[]) => (++writes === 1 ? Reflect.apply(target[prop] as (...a: unknown[]) => unknown, target, args) : Promise.resolve(E.left(new LedgerUnavailableError('disk I/O error'))));
+        }
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    const lines: Record<string, unknown>[] = [];
+    await withSimulator(async (account, sim) => {
+      const body = Buffer.from(JSON.stringify({ guid: 'LOST-1', from: 'ACC-1', to: 'ACC-2', amount: 7 }));
+      const r = await relayTransfer({ store: failing, account, metrics: createMetrics(store, Date.now), timeoutMs: 2000, maxAttempts: 3, log: (l) => lines.push(l) }, body, undefined);
+      expect(r.reply.code).toBe('E901');
+      expect(sim.guidStats('LOST-1')).toMatchObject({ calls: 1 });
+    });
+    expect(lines).toEqual([{ guid: 'LOST-1', reply: 'E901', call: 'definite', error: 'LEDGER_UNAVAILABLE', cause: 'disk I/O error', what: 'sent, but the outcome could not be recorded' }]);
+    await store.close();
   });
 
   it('a row without its stored request is not sent: E503 and a ledger error, and the account system is not called', async () => {

@@ -9,7 +9,7 @@ import { listLedger } from '../../commands/ledger.js';
 import { reprocessFailed } from '../../commands/reprocess.js';
 import { resolveUnknown } from '../../commands/resolve.js';
 import { topLevelMembers } from '../../json/topLevelMembers.js';
-import { parseDuration } from '../../shared/duration.js';
+import { formatDuration, parseDuration } from '../../shared/duration.js';
 import type { AccountClient } from '../accountClient.js';
 import type { Breaker } from '../breaker.js';
 import type { Metrics } from '../metrics.js';
@@ -201,6 +201,9 @@ export function operatorRoutes(deps: OperatorDeps) {
         const dryRun = body.dryRun === true;
         const minAgeMs = body.minAge === undefined ? deps.minAgeMs : parseDuration(body.minAge);
         if (minAgeMs === null) return send(reply, e400('minAge', 'minAge must be a duration: 500ms, 30s, 5m, 2h, 7d'));
+        // serve's --min-age is a floor, not a default a caller may lower: a 404 asked for too early is believed, and
+        // the row is sent a second time (the min-age trap). More caution is allowed; less is refused before any read.
+        if (minAgeMs < deps.minAgeMs) return send(reply, e400('minAge', `minAge must be at least serve's --min-age (${formatDuration(deps.minAgeMs)})`));
         const read = await store.getLedger(guid);
         if (E.isLeft(read)) return unavailable(req, reply, read.left, guid);
         const before = read.right;
@@ -237,7 +240,7 @@ export function operatorRoutes(deps: OperatorDeps) {
     });
     action('resolve', {
       summary: "`guidgate resolve` for one GUID: sweep it if orphaned, then, UNKNOWN and its last Sent at least minAge old, ask the account system",
-      example: { params: { guid: S.EXAMPLE_GUID }, body: { dryRun: true, minAge: '30s' } },
+      example: { params: { guid: S.EXAMPLE_GUID }, body: { dryRun: true, minAge: '5m' } },
       responses: actionResponses('the inquiry made (or, dry run, the row listed) and the row before and after'),
     });
     action('reprocess', {

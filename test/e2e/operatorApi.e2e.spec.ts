@@ -10,6 +10,9 @@ import { openKeyRing } from '../../src/relay/auth/keyRing.js';
 import type { Scope } from '../../src/relay/auth/keysFile.js';
 import { httpRequest, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
 import { waitFor } from '../support/waitFor.js';
+import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 
 /** serve's --min-age in these tests: short, so a row becomes old enough while a test waits; still a floor for minAge. */
 const MIN_AGE_MS = 2000;
@@ -402,6 +405,34 @@ describe('operator API', () => {
       // serve's own min-age, and more, are accepted.
       expect((await call('POST', `/v1/transfers/{guid}/${action}`, { params: { guid }, body: { dryRun: true, minAge: `${MIN_AGE_MS}ms` } })).status).toBe(200);
       expect((await call('POST', `/v1/transfers/{guid}/${action}`, { params: { guid }, body: { dryRun: true, minAge: '1h' } })).status).not.toBe(400);
+    });
+
+    it.each(['resolve', 'reprocess'] as const)('%s: a row another run has leased is E409 "held by another run"; nothing changed or called until the lease ends', async (action) => {
+      await httpRequest(`${h.sim.url}/control/faults`, { method: 'POST', body: JSON.stringify({ byGuidPrefix: { 'leased-': 'hold', 'late-': 'late-answer' } }) });
+      const guid = `leased-${action}-${process.pid}`;
+      expect((await send({ guid })).reply.json()['code']).toBe('E901');
+      await oldEnoughToResolve(guid);
+      if (action === 'reprocess') expect((await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} })).json()).toMatchObject({ outcome: 'absent' });
+      // Another process on the same ledger file (the settler of another relay, a CLI run) takes the row's lease.
+      const other = openSqliteStore({ projection: ledgerProjection, path: h.db });
+      try {
+        const row = (await orThrow(other.getLedger(guid)))!;
+        expect(await orThrow(other.leaseRows('another-run', [row], 60_000))).toEqual(new Set([guid]));
+        const before = await state(guid);
+        const calls = await simCalls(guid);
+        const r = await call('POST', `/v1/transfers/{guid}/${action}`, { params: { guid }, body: {} });
+        expect([r.status, r.json()['code'], r.json()['message']]).toEqual([409, 'E409', 'held by another run (the background settler or another process); try again shortly']);
+        expect(await state(guid)).toEqual(before);
+        expect(await simCalls(guid)).toEqual(calls);
+        // The lease ended (and the account system answers again): the action runs.
+        await orThrow(other.releaseLeases('another-run'));
+        await httpRequest(`${h.sim.url}/control/faults`, { method: 'POST', body: JSON.stringify({ byGuidPrefix: { 'late-': 'late-answer' } }) });
+        const ran = await call('POST', `/v1/transfers/{guid}/${action}`, { params: { guid }, body: {} });
+        expect(ran.status).toBe(200);
+        expect(ran.json()['outcome']).toBe(action === 'resolve' ? 'absent' : 'done');
+      } finally {
+        await other.close();
+      }
     });
 
     it('an unknown GUID is E404, a malformed one E400 naming guid, a body not JSON 415', async () => {

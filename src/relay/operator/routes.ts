@@ -208,9 +208,10 @@ export function operatorRoutes(deps: OperatorDeps) {
         if (E.isLeft(read)) return unavailable(req, reply, read.left, guid);
         const before = read.right;
         if (before === null) return send(reply, codeReply('E404', guid));
-        // The command reports the row through onRow, or not at all when its selection left the row out.
-        const ran: { outcome?: string; detail?: string | undefined } = {};
-        const onRow = (_row: LedgerState, outcome: string, detail?: string) => Object.assign(ran, { outcome, detail });
+        // The command reports the row through onRow (`not-leased`: selected, but another run held it or it moved),
+        // or not at all when its selection left the row out.
+        const ran: { outcome?: string; detail?: string | undefined; row?: LedgerState } = {};
+        const onRow = (row: LedgerState, outcome: string, detail?: string) => Object.assign(ran, { row, outcome, detail });
         // The commands' own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry.
         const ledgerErrors =
           name === 'resolve'
@@ -222,8 +223,11 @@ export function operatorRoutes(deps: OperatorDeps) {
         const reread = await store.getLedger(guid);
         if (E.isLeft(reread)) return unavailable(req, reply, reread.left, guid);
         const after = reread.right ?? before;
-        if (ran.outcome === undefined) {
-          return send(reply, codeReply('E409', guid, { message: whyNotEligible(name, after, minAgeMs, deps.maxAttempts), status: after.status, before: operatorRow(before), after: operatorRow(after) }));
+        // Not leased and not moved since the command read it: another run (the settler, another process) holds it.
+        const heldElsewhere = ran.outcome === 'not-leased' && after.lastSeq === ran.row?.lastSeq;
+        if (ran.outcome === undefined || ran.outcome === 'not-leased') {
+          const message = heldElsewhere ? HELD_ELSEWHERE : whyNotEligible(name, after, minAgeMs, deps.maxAttempts);
+          return send(reply, codeReply('E409', guid, { message, status: after.status, before: operatorRow(before), after: operatorRow(after) }));
         }
         return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
       });
@@ -232,7 +236,7 @@ export function operatorRoutes(deps: OperatorDeps) {
       200: { description: what, schema: S.actionResult },
       400: 'E400',
       404: 'E404',
-      409: { description: 'E409: the row is not one this action applies to (its state, its age, the attempt cap); nothing was done', schema: S.notEligible },
+      409: { description: `E409: the row is not one this action applies to (its state, its age, the attempt cap), or another run holds it ("${HELD_ELSEWHERE}"); nothing was done`, schema: S.notEligible },
       413: 'E400 the body is over 64 KiB',
       414: 'E400 the GUID is over 384 characters',
       415: 'E400 Content-Type is not application/json',
@@ -250,6 +254,9 @@ export function operatorRoutes(deps: OperatorDeps) {
     });
   };
 }
+
+/** The message of an E409 for a row another run has leased (it is inquiring about or sending it right now). */
+const HELD_ELSEWHERE = 'held by another run (the background settler or another process); try again shortly';
 
 /** The message of an E409: which rule of the command left the row out. */
 function whyNotEligible(name: 'resolve' | 'reprocess', row: LedgerState, minAgeMs: number, maxAttempts: number): string {

@@ -217,9 +217,13 @@ export function operatorRoutes(deps: OperatorDeps) {
           name === 'resolve'
             ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, key: requestKey(req)?.name, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors
             : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics }, { guid, key: requestKey(req)?.name, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
-        // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
-        if (ran.outcome === 'ledger-error') return send(reply, codeReply('E503', guid, { message: `ledger unavailable: ${ran.detail ?? 'a read or write failed'}` }));
-        if (ledgerErrors > 0) return send(reply, codeReply('E503', guid));
+        if (ran.outcome === 'ledger-error' || ledgerErrors > 0) {
+          // Logged once, with what the command reports: the row's failure, or only that its run stopped on one.
+          const cause = ran.outcome === 'ledger-error' ? (ran.detail ?? 'a read or write failed') : undefined;
+          ledgerLog(req.log)({ guid, reply: 'E503', action: name, cause: cause ?? `${name} stopped: a ledger read or write failed` });
+          // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
+          return send(reply, cause === undefined ? codeReply('E503', guid) : codeReply('E503', guid, { message: `ledger unavailable: ${cause}` }));
+        }
         const reread = await store.getLedger(guid);
         if (E.isLeft(reread)) return unavailable(req, reply, reread.left, guid);
         const after = reread.right ?? before;

@@ -117,6 +117,18 @@ describe('operator API', () => {
       const r = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { dryRun: true } });
       return r.status === 409 && String(r.json()['message']).includes('younger than minAge') ? null : r;
     }, { timeoutMs: MIN_AGE_MS + 15_000, intervalMs: 100, what: `${guid} old enough to resolve` });
+  /**
+   * A GUID the account system never applied, old enough for serve's --min-age and in the state `action` works on:
+   * UNKNOWN for resolve; FAILED by an inquiry (absent) for reprocess. Its prefix is held by the simulator.
+   */
+  const rowFor = async (action: 'resolve' | 'reprocess', prefix: string): Promise<string> => {
+    await httpRequest(`${h.sim.url}/control/faults`, { method: 'POST', body: JSON.stringify({ byGuidPrefix: { [`${prefix}-`]: 'hold', 'late-': 'late-answer' } }) });
+    const guid = `${prefix}-${action}-${process.pid}`;
+    expect((await send({ guid })).reply.json()['code']).toBe('E901');
+    await oldEnoughToResolve(guid);
+    if (action === 'reprocess') expect((await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} })).json()).toMatchObject({ outcome: 'absent' });
+    return guid;
+  };
   const simCalls = async (guid: string) => (await httpRequest(`${h.sim.url}/stats/${encodeURIComponent(guid)}`, { method: 'GET' })).json() as { calls: number; applied: number };
 
   it('/openapi.json is OpenAPI 3.1, public, and documents every operator and channel route with 401/403 where a scope is needed', async () => {
@@ -385,11 +397,7 @@ describe('operator API', () => {
     it.each(['resolve', 'reprocess'] as const)("%s: a minAge below serve's --min-age is E400 naming minAge; nothing read, changed or called", async (action) => {
       // An old-enough UNKNOWN row a resolve with minAge 0ms would settle (absent → FAILED), and a FAILED one a
       // reprocess with 0ms would send again: the double send the floor is there to prevent.
-      await httpRequest(`${h.sim.url}/control/faults`, { method: 'POST', body: JSON.stringify({ byGuidPrefix: { 'floor-': 'hold', 'late-': 'late-answer' } }) });
-      const guid = `floor-${action}-${process.pid}`;
-      expect((await send({ guid })).reply.json()['code']).toBe('E901');
-      await oldEnoughToResolve(guid);
-      if (action === 'reprocess') expect((await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} })).json()).toMatchObject({ outcome: 'absent' });
+      const guid = await rowFor(action, 'floor');
       const before = await state(guid);
       const calls = await simCalls(guid);
       for (const minAge of ['0ms', `${MIN_AGE_MS - 1}ms`]) {
@@ -408,11 +416,7 @@ describe('operator API', () => {
     });
 
     it.each(['resolve', 'reprocess'] as const)('%s: a row another run has leased is E409 "held by another run"; nothing changed or called until the lease ends', async (action) => {
-      await httpRequest(`${h.sim.url}/control/faults`, { method: 'POST', body: JSON.stringify({ byGuidPrefix: { 'leased-': 'hold', 'late-': 'late-answer' } }) });
-      const guid = `leased-${action}-${process.pid}`;
-      expect((await send({ guid })).reply.json()['code']).toBe('E901');
-      await oldEnoughToResolve(guid);
-      if (action === 'reprocess') expect((await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} })).json()).toMatchObject({ outcome: 'absent' });
+      const guid = await rowFor(action, 'leased');
       // Another process on the same ledger file (the settler of another relay, a CLI run) takes the row's lease.
       const other = openSqliteStore({ projection: ledgerProjection, path: h.db });
       try {

@@ -31,7 +31,7 @@ export interface ReprocessSummary {
   dryRun: boolean;
 }
 
-export type ReprocessRowOutcome = 'candidate' | 'done' | 'found' | 'failed' | 'unknown' | 'skipped' | 'held' | 'ledger-error';
+export type ReprocessRowOutcome = 'candidate' | 'done' | 'found' | 'failed' | 'unknown' | 'skipped' | 'held' | 'ledger-error' | 'not-leased';
 
 export interface ReprocessDeps {
   readonly store: EventLog & LedgerReadModel & RowLeases & LedgerClock;
@@ -60,6 +60,7 @@ export interface ReprocessOptions {
   readonly onProgress?: ((done: number, total: number) => void) | undefined;
   /** Once aborted, no new row is started; the rows in flight finish and the summary counts what was done. */
   readonly signal?: AbortSignal | undefined;
+  /** Each row as it is sent (or listed, in a dry run), or `not-leased`: selected, but another run held it or it moved (left alone). */
   readonly onRow?: ((row: LedgerState, outcome: ReprocessRowOutcome, detail?: string) => void) | undefined;
 }
 
@@ -73,7 +74,7 @@ export function reprocessExitCode(s: ReprocessSummary): 0 | 1 {
 }
 
 /** How one send counts in the summary, read from what `sendClaimed` says happened. */
-export function countSend(r: SendResult): { outcome: Exclude<ReprocessRowOutcome, 'candidate' | 'skipped' | 'found' | 'held'>; detail: string } {
+export function countSend(r: SendResult): { outcome: Exclude<ReprocessRowOutcome, 'candidate' | 'skipped' | 'found' | 'held' | 'not-leased'>; detail: string } {
   if (!r.sent) return { outcome: 'ledger-error', detail: 'the stored request is missing: not sent' };
   const { call } = r;
   // The call was made but its outcome is not in the ledger: the row stays SENT until the sweep makes it UNKNOWN.
@@ -160,7 +161,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
 
   try {
     const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
-    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop }, resend);
+    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop, notLeased: (row) => progressed(row, 'not-leased') }, resend);
   } catch {
     summary.ledgerErrors++;
   }

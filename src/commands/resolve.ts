@@ -28,7 +28,7 @@ export interface ResolveSummary {
   dryRun: boolean;
 }
 
-export type ResolveRowOutcome = 'candidate' | 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped' | 'ledger-error';
+export type ResolveRowOutcome = 'candidate' | 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped' | 'ledger-error' | 'not-leased';
 
 export interface ResolveDeps {
   readonly store: EventLog & LedgerReadModel & InquirySchedule & RowLeases & LedgerClock;
@@ -61,7 +61,7 @@ export interface ResolveOptions {
   readonly onProgress?: ((done: number, total: number) => void) | undefined;
   /** Once aborted, no new row is started; the rows in flight finish and the summary counts what was done. */
   readonly signal?: AbortSignal | undefined;
-  /** Each row as it is settled (or listed, in a dry run). */
+  /** Each row as it is settled (or listed, in a dry run), or `not-leased`: selected, but another run held it or it moved (left alone). */
   readonly onRow?: ((row: LedgerState, outcome: ResolveRowOutcome, detail?: string) => void) | undefined;
 }
 
@@ -189,7 +189,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
 
   try {
     const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
-    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop }, settle);
+    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop, notLeased: (row) => progressed(row, 'not-leased') }, settle);
   } catch {
     // A page of the ledger could not be read.
     summary.ledgerErrors++;

@@ -87,15 +87,20 @@ export const leaseHolder = (): string => `${hostname()}:${process.pid}:${randomU
 /**
  * The rows of `source` this run may work on: leased a small batch at a time (`RowLeases.leaseRows`), so that
  * several processes running the same maintenance at once each take different rows. A row another process holds,
- * or that moved since it was read, is left out. The leases end when the run does (`releaseLeases` in the caller's
- * `finally`), or run out after `LEASE_MS` if it dies.
+ * or that moved since it was read, is left out, and handed to `notLeased` (if given): the run did not work on it.
+ * The leases end when the run does (`releaseLeases` in the caller's `finally`), or run out after `LEASE_MS` if it dies.
  */
-export async function* leasedRows(store: RowLeases, source: AsyncIterable<LedgerState>, lease: { readonly holder: string; readonly workers: number }): AsyncGenerator<LedgerState> {
+export async function* leasedRows(
+  store: RowLeases,
+  source: AsyncIterable<LedgerState>,
+  lease: { readonly holder: string; readonly workers: number; readonly notLeased?: ((row: LedgerState) => void) | undefined },
+): AsyncGenerator<LedgerState> {
   const size = Math.max(1, Math.floor(lease.workers) * LEASE_BATCH_PER_WORKER);
   let batch: LedgerState[] = [];
   const take = async (rows: readonly LedgerState[]): Promise<LedgerState[]> => {
     // Like a page that cannot be read: thrown (an async iteration has no Left), and `forEachBounded` hands it on.
     const leased = await orThrow(store.leaseRows(lease.holder, rows, LEASE_MS));
+    for (const r of rows) if (!leased.has(r.guid)) lease.notLeased?.(r);
     return rows.filter((r) => leased.has(r.guid));
   };
   for await (const row of source) {
@@ -110,18 +115,19 @@ export async function* leasedRows(store: RowLeases, source: AsyncIterable<Ledger
 
 /**
  * `forEachBounded` over the rows of a maintenance run that calls the account system (inquiries, sends): with
- * `leased`, only rows this run leased (`leasedRows`), the leases ended when it is over, done or failed.
+ * `leased`, only rows this run leased (`leasedRows`), the leases ended when it is over, done or failed; a row it
+ * could not lease (another run holds it, or it moved since it was read) goes to `notLeased` instead of `work`.
  */
 export async function forEachLeasedRow(
   store: RowLeases,
   source: AsyncIterable<LedgerState>,
-  opts: { readonly leased: boolean; readonly concurrency: number; readonly stop: () => boolean },
+  opts: { readonly leased: boolean; readonly concurrency: number; readonly stop: () => boolean; readonly notLeased?: ((row: LedgerState) => void) | undefined },
   work: (row: LedgerState) => Promise<void>,
 ): Promise<void> {
   if (!opts.leased) return forEachBounded(source, opts.concurrency, work, opts.stop);
   const holder = leaseHolder();
   try {
-    await forEachBounded(leasedRows(store, source, { holder, workers: opts.concurrency }), opts.concurrency, work, opts.stop);
+    await forEachBounded(leasedRows(store, source, { holder, workers: opts.concurrency, notLeased: opts.notLeased }), opts.concurrency, work, opts.stop);
   } finally {
     // Leases left behind run out by themselves; failing to end them early (a Left) is no failure of the run.
     await store.releaseLeases(holder);

@@ -9,6 +9,13 @@ import { addKey } from '../../src/commands/keys.js';
 import { openKeyRing } from '../../src/relay/auth/keyRing.js';
 import type { Scope } from '../../src/relay/auth/keysFile.js';
 import { httpRequest, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
+import { waitFor } from '../support/waitFor.js';
+import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+
+/** serve's --min-age in these tests: short, so a row becomes old enough while a test waits; still a floor for minAge. */
+const MIN_AGE_MS = 2000;
 
 /** A JSON Schema 2020-12 validator (ajv ships with fastify); its CommonJS default export, whichever way it comes. */
 const Ajv2020 = ((ajvModule as unknown as { default: { default?: unknown } }).default.default ?? (ajvModule as unknown as { default: unknown }).default) as new (o: object) => {
@@ -54,7 +61,7 @@ describe('operator API', () => {
       // `hold`: never applied, never answered (UNKNOWN, then absent); `late-answer`: applied, answered too late (UNKNOWN, then processed).
       sim: { faults: { byGuidPrefix: { 'hole-': 'hold', 'late-': 'late-answer' }, lateMs: 2000 } },
       // No background settling: only the API under test moves rows.
-      relay: { keys: ring.right, timeoutMs: 300, settleEveryMs: 0 },
+      relay: { keys: ring.right, timeoutMs: 300, settleEveryMs: 0, minAgeMs: MIN_AGE_MS },
     });
     const r = await httpRequest(`${h.relay.url}/openapi.json`, { method: 'GET' });
     expect(r.status).toBe(200);
@@ -103,6 +110,24 @@ describe('operator API', () => {
   const state = async (guid: string) => {
     const t = await timeline(guid);
     return { row: t['row'], events: (t['timeline'] as { kind: string }[]).filter((e) => e.kind === 'event') };
+  };
+  /** A resolve's dry run (it changes nothing) polled until the row is old enough for serve's --min-age; that reply. */
+  const oldEnoughToResolve = (guid: string) =>
+    waitFor(async () => {
+      const r = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { dryRun: true } });
+      return r.status === 409 && String(r.json()['message']).includes('younger than minAge') ? null : r;
+    }, { timeoutMs: MIN_AGE_MS + 15_000, intervalMs: 100, what: `${guid} old enough to resolve` });
+  /**
+   * A GUID the account system never applied, old enough for serve's --min-age and in the state `action` works on:
+   * UNKNOWN for resolve; FAILED by an inquiry (absent) for reprocess. Its prefix is held by the simulator.
+   */
+  const rowFor = async (action: 'resolve' | 'reprocess', prefix: string): Promise<string> => {
+    await httpRequest(`${h.sim.url}/control/faults`, { method: 'POST', body: JSON.stringify({ byGuidPrefix: { [`${prefix}-`]: 'hold', 'late-': 'late-answer' } }) });
+    const guid = `${prefix}-${action}-${process.pid}`;
+    expect((await send({ guid })).reply.json()['code']).toBe('E901');
+    await oldEnoughToResolve(guid);
+    if (action === 'reprocess') expect((await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} })).json()).toMatchObject({ outcome: 'absent' });
+    return guid;
   };
   const simCalls = async (guid: string) => (await httpRequest(`${h.sim.url}/stats/${encodeURIComponent(guid)}`, { method: 'GET' })).json() as { calls: number; applied: number };
 
@@ -166,7 +191,7 @@ describe('operator API', () => {
     it('an action refused for its scope changed nothing and called nothing', async () => {
       const { guid } = await send({ guid: `hole-scope-${process.pid}` });
       const before = await state(guid);
-      const r = await call('POST', '/v1/transfers/{guid}/resolve', { token: tokens['reader']!, params: { guid }, body: { minAge: '0ms' } });
+      const r = await call('POST', '/v1/transfers/{guid}/resolve', { token: tokens['reader']!, params: { guid }, body: {} });
       expect(r.status).toBe(403);
       expect(await state(guid)).toEqual(before);
       expect((before['row'] as { status: string }).status).toBe('UNKNOWN');
@@ -259,63 +284,65 @@ describe('operator API', () => {
   });
 
   describe('resolve and reprocess one GUID, against the simulator', () => {
-    it('a GUID never applied: resolve (dry run, too young, then absent) and reprocess (dry run, then sent once): each step as the commands do it', async () => {
+    it('a GUID never applied: resolve (too young, dry run, then absent) and reprocess (dry run, held, then sent once): each step as the commands do it', async () => {
       const guid = `hole-1-${process.pid}`;
       const first = await send({ guid });
       expect(first.reply.json()['code']).toBe('E901');
       const unknown = await state(guid);
 
-      // Dry run: the row listed, nothing asked, nothing changed.
-      const dry = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { dryRun: true, minAge: '0ms' } });
+      // serve's min-age: too young to ask; 409 and nothing changed.
+      const young = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} });
+      expect([young.status, young.json()['code']]).toEqual([409, 'E409']);
+      expect(String(young.json()['message'])).toContain(`younger than minAge (${MIN_AGE_MS} ms)`);
+      expect(await state(guid)).toEqual(unknown);
+
+      // Dry run, once old enough: the row listed, nothing asked, nothing changed.
+      const dry = await oldEnoughToResolve(guid);
       expect(dry.status).toBe(200);
       expect(dry.json()).toMatchObject({ guid, dryRun: true, outcome: 'candidate', before: { status: 'UNKNOWN' }, after: { status: 'UNKNOWN' } });
       expect(await state(guid)).toEqual(unknown);
+      expect((await simCalls(guid)).calls).toBe(1);
 
-      // The default min-age (serve's, 60s): too young to ask; 409 and nothing changed.
-      const young = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} });
-      expect([young.status, young.json()['code']]).toEqual([409, 'E409']);
-      expect(String(young.json()['message'])).toContain('younger than minAge');
-      expect(await state(guid)).toEqual(unknown);
-
-      const resolved = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { minAge: '0ms' } });
+      const resolved = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} });
       expect(resolved.status).toBe(200);
       expect(resolved.json()).toMatchObject({ dryRun: false, outcome: 'absent', before: { status: 'UNKNOWN' }, after: { status: 'FAILED', code: 'E902' } });
 
       // Now FAILED: resolve no longer applies.
-      expect((await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { minAge: '0ms' } })).status).toBe(409);
+      expect((await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} })).status).toBe(409);
 
       const failed = await state(guid);
-      const dryReprocess = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: { dryRun: true, minAge: '0ms' } });
+      const dryReprocess = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: { dryRun: true } });
       expect(dryReprocess.json()).toMatchObject({ dryRun: true, outcome: 'candidate', after: { status: 'FAILED' } });
       expect(await state(guid)).toEqual(failed);
       expect((await simCalls(guid)).calls).toBe(1);
 
-      // FAILED by an inquiry: the default min-age holds it (inquiry before a resend, CONTRACT.md §7), nothing sent.
-      const held = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: {} });
+      // FAILED by an inquiry: a minAge longer than serve's (more caution is allowed) holds it (inquiry before a resend, CONTRACT.md §7), nothing sent.
+      const held = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: { minAge: '1h' } });
       expect(held.json()).toMatchObject({ outcome: 'held', after: { status: 'FAILED' } });
       expect((await simCalls(guid)).calls).toBe(1);
 
       // The account system answers again: a fresh inquiry says absent, then the stored bytes are sent once.
       await httpRequest(`${h.sim.url}/control/faults`, { method: 'POST', body: JSON.stringify({ byGuidPrefix: { 'late-': 'late-answer' } }) });
-      const sent = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: { minAge: '0ms' } });
+      const sent = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: {} });
       expect(sent.status).toBe(200);
       expect(sent.json()).toMatchObject({ outcome: 'done', detail: '0000', before: { status: 'FAILED', attempts: 1 }, after: { status: 'DONE', code: '0000', attempts: 2 } });
       expect(await simCalls(guid)).toMatchObject({ calls: 2, applied: 1 });
-      const again = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: { minAge: '0ms' } });
+      const again = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: {} });
       expect([again.status, again.json()['code']]).toEqual([409, 'E409']);
       expect(await simCalls(guid)).toMatchObject({ calls: 2, applied: 1 });
       const events = (await state(guid)).events as unknown as { type: string; actor: { by: string; key?: string; params?: Record<string, unknown> } | null }[];
       expect(events.map((e) => e.type)).toEqual(['Claimed', 'Sent', 'TimedOut', 'Resolved', 'Sent', 'Answered']);
       // The audit trail names the operator key that asked, with the parameters that decided it.
-      expect(events[3]!.actor).toMatchObject({ by: 'serve', key: 'console', params: { minAgeMs: 0, inquiryStatus: 404 } });
-      expect(events[4]!.actor).toMatchObject({ by: 'serve', key: 'console', params: { minAgeMs: 0 } });
+      expect(events[3]!.actor).toMatchObject({ by: 'serve', key: 'console', params: { minAgeMs: MIN_AGE_MS, inquiryStatus: 404 } });
+      expect(events[4]!.actor).toMatchObject({ by: 'serve', key: 'console', params: { minAgeMs: MIN_AGE_MS } });
       expect(events[0]!.actor).toMatchObject({ by: 'serve', key: 'pay' });
     });
 
     it('a GUID applied but answered late: resolve finds it processed and stores the answer; nothing is sent again', async () => {
       const guid = `late-1-${process.pid}`;
       expect((await send({ guid })).reply.json()['code']).toBe('E901');
-      const r = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: { minAge: '0ms' } });
+      expect((await oldEnoughToResolve(guid)).json()).toMatchObject({ outcome: 'candidate' });
+      const r = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body: {} });
       expect(r.json()).toMatchObject({ outcome: 'processed', detail: '0000', after: { status: 'DONE', code: '0000' } });
       expect(await simCalls(guid)).toMatchObject({ calls: 1, applied: 1 });
       expect((await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid }, body: {} })).status).toBe(409);
@@ -338,7 +365,7 @@ describe('operator API', () => {
       const stats = (await call('GET', '/v1/stats')).json() as { deadLetters: { maxAttempts: number; count: number } };
       expect(stats.deadLetters).toEqual({ maxAttempts: 3, count: 1 });
       const before = await state(capped);
-      const r = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body: { minAge: '0ms' } });
+      const r = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body: {} });
       expect([r.status, r.json()['code']]).toEqual([409, 'E409']);
       expect(String(r.json()['message'])).toContain('attempt cap (3)');
       expect(await state(capped)).toEqual(before);
@@ -365,6 +392,51 @@ describe('operator API', () => {
       const r = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid }, body });
       expect([r.status, r.json()['code'], r.json()['field']]).toEqual([400, 'E400', field]);
       expect(await state(guid)).toEqual(before);
+    });
+
+    it.each(['resolve', 'reprocess'] as const)("%s: a minAge below serve's --min-age is E400 naming minAge; nothing read, changed or called", async (action) => {
+      // An old-enough UNKNOWN row a resolve with minAge 0ms would settle (absent → FAILED), and a FAILED one a
+      // reprocess with 0ms would send again: the double send the floor is there to prevent.
+      const guid = await rowFor(action, 'floor');
+      const before = await state(guid);
+      const calls = await simCalls(guid);
+      for (const minAge of ['0ms', `${MIN_AGE_MS - 1}ms`]) {
+        for (const dryRun of [false, true]) {
+          const r = await call('POST', `/v1/transfers/{guid}/${action}`, { params: { guid }, body: { dryRun, minAge } });
+          expect([r.status, r.json()['code'], r.json()['field'], r.json()['message']]).toEqual([400, 'E400', 'minAge', "minAge must be at least serve's --min-age (2s)"]);
+        }
+      }
+      // Not even an unknown GUID is looked up: the body is judged first.
+      expect((await call('POST', `/v1/transfers/{guid}/${action}`, { params: { guid: 'NO-SUCH-GUID' }, body: { minAge: '0ms' } })).status).toBe(400);
+      expect(await state(guid)).toEqual(before);
+      expect(await simCalls(guid)).toEqual(calls);
+      // serve's own min-age, and more, are accepted.
+      expect((await call('POST', `/v1/transfers/{guid}/${action}`, { params: { guid }, body: { dryRun: true, minAge: `${MIN_AGE_MS}ms` } })).status).toBe(200);
+      expect((await call('POST', `/v1/transfers/{guid}/${action}`, { params: { guid }, body: { dryRun: true, minAge: '1h' } })).status).not.toBe(400);
+    });
+
+    it.each(['resolve', 'reprocess'] as const)('%s: a row another run has leased is E409 "held by another run"; nothing changed or called until the lease ends', async (action) => {
+      const guid = await rowFor(action, 'leased');
+      // Another process on the same ledger file (the settler of another relay, a CLI run) takes the row's lease.
+      const other = openSqliteStore({ projection: ledgerProjection, path: h.db });
+      try {
+        const row = (await orThrow(other.getLedger(guid)))!;
+        expect(await orThrow(other.leaseRows('another-run', [row], 60_000))).toEqual(new Set([guid]));
+        const before = await state(guid);
+        const calls = await simCalls(guid);
+        const r = await call('POST', `/v1/transfers/{guid}/${action}`, { params: { guid }, body: {} });
+        expect([r.status, r.json()['code'], r.json()['message']]).toEqual([409, 'E409', 'held by another run (the background settler or another process); try again shortly']);
+        expect(await state(guid)).toEqual(before);
+        expect(await simCalls(guid)).toEqual(calls);
+        // The lease ended (and the account system answers again): the action runs.
+        await orThrow(other.releaseLeases('another-run'));
+        await httpRequest(`${h.sim.url}/control/faults`, { method: 'POST', body: JSON.stringify({ byGuidPrefix: { 'late-': 'late-answer' } }) });
+        const ran = await call('POST', `/v1/transfers/{guid}/${action}`, { params: { guid }, body: {} });
+        expect(ran.status).toBe(200);
+        expect(ran.json()['outcome']).toBe(action === 'resolve' ? 'absent' : 'done');
+      } finally {
+        await other.close();
+      }
     });
 
     it('an unknown GUID is E404, a malformed one E400 naming guid, a body not JSON 415', async () => {

@@ -7,6 +7,10 @@ import { createAccountClient } from '../../src/relay/accountClient.js';
 import { createMetrics } from '../../src/relay/metrics.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { useTempDir } from '../support/tmp.js';
+import * as E from 'fp-ts/lib/Either.js';
+import { LedgerUnavailableError } from '../../src/events/errors.js';
+import type { EventStore } from '../../src/events/store.js';
+import { seedRow } from '../support/commandsSeed.js';
 
 describe('a ledger that cannot be written', () => {
   const tmp = useTempDir();
@@ -64,7 +68,7 @@ describe('a ledger that cannot be written', () => {
         ['POST', '/v1/transfers/u-1/resolve'], ['POST', '/v1/transfers/u-1/reprocess'],
       ] as const) {
         const logged = lines.length;
-        const res = await app.inject({ method, url, ...(method === 'POST' ? { headers: json, payload: '{"minAge":"0ms"}' } : {}) });
+        const res = await app.inject({ method, url, ...(method === 'POST' ? { headers: json, payload: '{}' } : {}) });
         expect([url, res.statusCode, (res.json() as { code: string }).code]).toEqual([url, 503, 'E503']);
         const unavailable = lines.slice(logged).filter((l) => l['msg'] === 'ledger unavailable');
         expect(unavailable.map((l) => [url, l['reply'], l['error'], l['cause']])).toEqual([[url, 'E503', 'LEDGER_CLOSED', 'ledger is closed']]);
@@ -72,6 +76,48 @@ describe('a ledger that cannot be written', () => {
       expect(sim.stats().totalCalls).toBe(0);
     } finally {
       await close();
+    }
+  });
+
+  it("an action's E503 from a ledger failure inside the command is logged once, with what the command reports", async () => {
+    const store = await openStore(join(tmp(), 'l.db'));
+    await seedRow(store, 'u-unknown', 'UNKNOWN');
+    await seedRow(store, 'u-failed', 'FAILED');
+    // The row reads fine; then one store method fails: the clock (resolve's run stops before any row) or a write (reprocess's row).
+    let failing: keyof EventStore | null = null;
+    const flaky = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === failing) return async () => E.left(new LedgerUnavailableError('disk I/O error'));
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
+    const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
+    const { lines, stream } = logLines();
+    const app = buildApp({ store: flaky, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3, minAgeMs: 0, logger: { level: 'info', stream } });
+    try {
+      const act = async (url: string) => {
+        const logged = lines.length;
+        const res = await app.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload: '{}' });
+        expect([url, res.statusCode, (res.json() as { code: string }).code]).toEqual([url, 503, 'E503']);
+        return { res, logged: lines.slice(logged).filter((l) => l['msg'] === 'ledger unavailable') };
+      };
+      failing = 'now';
+      const resolved = await act('/v1/transfers/u-unknown/resolve');
+      expect(resolved.logged).toHaveLength(1);
+      expect(resolved.logged[0]).toMatchObject({ guid: 'u-unknown', reply: 'E503', action: 'resolve', cause: 'resolve stopped: a ledger read or write failed' });
+      failing = 'execute';
+      const reprocessed = await act('/v1/transfers/u-failed/reprocess');
+      expect(reprocessed.logged).toHaveLength(1);
+      expect(reprocessed.logged[0]).toMatchObject({ guid: 'u-failed', reply: 'E503', action: 'reprocess', cause: 'disk I/O error' });
+      expect((reprocessed.res.json() as { message: string }).message).toBe('ledger unavailable: disk I/O error');
+      expect(sim.stats().totalCalls).toBe(0);
+    } finally {
+      await app.close();
+      await account.close();
+      await sim.close();
+      await store.close();
     }
   });
 });

@@ -9,7 +9,7 @@ import { listLedger } from '../../commands/ledger.js';
 import { reprocessFailed } from '../../commands/reprocess.js';
 import { resolveUnknown } from '../../commands/resolve.js';
 import { topLevelMembers } from '../../json/topLevelMembers.js';
-import { parseDuration } from '../../shared/duration.js';
+import { formatDuration, parseDuration } from '../../shared/duration.js';
 import type { AccountClient } from '../accountClient.js';
 import type { Breaker } from '../breaker.js';
 import type { Metrics } from '../metrics.js';
@@ -201,26 +201,37 @@ export function operatorRoutes(deps: OperatorDeps) {
         const dryRun = body.dryRun === true;
         const minAgeMs = body.minAge === undefined ? deps.minAgeMs : parseDuration(body.minAge);
         if (minAgeMs === null) return send(reply, e400('minAge', 'minAge must be a duration: 500ms, 30s, 5m, 2h, 7d'));
+        // serve's --min-age is a floor, not a default a caller may lower: a 404 asked for too early is believed, and
+        // the row is sent a second time (the min-age trap). More caution is allowed; less is refused before any read.
+        if (minAgeMs < deps.minAgeMs) return send(reply, e400('minAge', `minAge must be at least serve's --min-age (${formatDuration(deps.minAgeMs)})`));
         const read = await store.getLedger(guid);
         if (E.isLeft(read)) return unavailable(req, reply, read.left, guid);
         const before = read.right;
         if (before === null) return send(reply, codeReply('E404', guid));
-        // The command reports the row through onRow, or not at all when its selection left the row out.
-        const ran: { outcome?: string; detail?: string | undefined } = {};
-        const onRow = (_row: LedgerState, outcome: string, detail?: string) => Object.assign(ran, { outcome, detail });
+        // The command reports the row through onRow (`not-leased`: selected, but another run held it or it moved),
+        // or not at all when its selection left the row out.
+        const ran: { outcome?: string; detail?: string | undefined; row?: LedgerState } = {};
+        const onRow = (row: LedgerState, outcome: string, detail?: string) => Object.assign(ran, { row, outcome, detail });
         // The commands' own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry.
         const ledgerErrors =
           name === 'resolve'
             ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, key: requestKey(req)?.name, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors
             : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics }, { guid, key: requestKey(req)?.name, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
-        // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
-        if (ran.outcome === 'ledger-error') return send(reply, codeReply('E503', guid, { message: `ledger unavailable: ${ran.detail ?? 'a read or write failed'}` }));
-        if (ledgerErrors > 0) return send(reply, codeReply('E503', guid));
+        if (ran.outcome === 'ledger-error' || ledgerErrors > 0) {
+          // Logged once, with what the command reports: the row's failure, or only that its run stopped on one.
+          const cause = ran.outcome === 'ledger-error' ? (ran.detail ?? 'a read or write failed') : undefined;
+          ledgerLog(req.log)({ guid, reply: 'E503', action: name, cause: cause ?? `${name} stopped: a ledger read or write failed` });
+          // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
+          return send(reply, cause === undefined ? codeReply('E503', guid) : codeReply('E503', guid, { message: `ledger unavailable: ${cause}` }));
+        }
         const reread = await store.getLedger(guid);
         if (E.isLeft(reread)) return unavailable(req, reply, reread.left, guid);
         const after = reread.right ?? before;
-        if (ran.outcome === undefined) {
-          return send(reply, codeReply('E409', guid, { message: whyNotEligible(name, after, minAgeMs, deps.maxAttempts), status: after.status, before: operatorRow(before), after: operatorRow(after) }));
+        // Not leased and not moved since the command read it: another run (the settler, another process) holds it.
+        const heldElsewhere = ran.outcome === 'not-leased' && after.lastSeq === ran.row?.lastSeq;
+        if (ran.outcome === undefined || ran.outcome === 'not-leased') {
+          const message = heldElsewhere ? HELD_ELSEWHERE : whyNotEligible(name, after, minAgeMs, deps.maxAttempts);
+          return send(reply, codeReply('E409', guid, { message, status: after.status, before: operatorRow(before), after: operatorRow(after) }));
         }
         return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
       });
@@ -229,7 +240,7 @@ export function operatorRoutes(deps: OperatorDeps) {
       200: { description: what, schema: S.actionResult },
       400: 'E400',
       404: 'E404',
-      409: { description: 'E409: the row is not one this action applies to (its state, its age, the attempt cap); nothing was done', schema: S.notEligible },
+      409: { description: `E409: the row is not one this action applies to (its state, its age, the attempt cap), or another run holds it ("${HELD_ELSEWHERE}"); nothing was done`, schema: S.notEligible },
       413: 'E400 the body is over 64 KiB',
       414: 'E400 the GUID is over 384 characters',
       415: 'E400 Content-Type is not application/json',
@@ -237,7 +248,7 @@ export function operatorRoutes(deps: OperatorDeps) {
     });
     action('resolve', {
       summary: "`guidgate resolve` for one GUID: sweep it if orphaned, then, UNKNOWN and its last Sent at least minAge old, ask the account system",
-      example: { params: { guid: S.EXAMPLE_GUID }, body: { dryRun: true, minAge: '30s' } },
+      example: { params: { guid: S.EXAMPLE_GUID }, body: { dryRun: true, minAge: '5m' } },
       responses: actionResponses('the inquiry made (or, dry run, the row listed) and the row before and after'),
     });
     action('reprocess', {
@@ -247,6 +258,9 @@ export function operatorRoutes(deps: OperatorDeps) {
     });
   };
 }
+
+/** The message of an E409 for a row another run has leased (it is inquiring about or sending it right now). */
+const HELD_ELSEWHERE = 'held by another run (the background settler or another process); try again shortly';
 
 /** The message of an E409: which rule of the command left the row out. */
 function whyNotEligible(name: 'resolve' | 'reprocess', row: LedgerState, minAgeMs: number, maxAttempts: number): string {

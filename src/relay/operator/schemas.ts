@@ -198,7 +198,7 @@ export const actionBody = {
   additionalProperties: false,
   properties: {
     dryRun: { type: 'boolean', description: 'list what would be done; inquire nothing, send nothing, change nothing' },
-    minAge: { type: 'string', description: "the row's last Sent must be at least this old (default: serve's --min-age, 60s)", examples: ['30s'] },
+    minAge: { type: 'string', description: "the row's last Sent must be at least this old; serve's --min-age (60s unless set) is the default and the floor: a shorter one is E400 naming minAge, a longer one is allowed", examples: ['5m'] },
   },
 } as const;
 

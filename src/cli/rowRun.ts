@@ -1,6 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventStore } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
+import type { LedgerFailures } from '../commands/rows.js';
 import type { AccountClient } from '../relay/accountClient.js';
 import { interruptedExit, interruptible } from './interrupt.js';
 import { age, err, iso, out, printJson, type Exit } from './output.js';
@@ -22,7 +23,7 @@ export interface RowRunHooks {
 }
 
 /** One row command: its library function and how its summary reads. */
-export interface RowCommand<S extends { readonly dryRun: boolean; readonly ledgerErrors: number }> {
+export interface RowCommand<S extends { readonly dryRun: boolean } & LedgerFailures> {
   readonly name: string;
   /** Row outcomes that are failures: the first one is shown on stderr, after `failureLabel`. */
   readonly failures: readonly string[];
@@ -53,7 +54,7 @@ function candidateLine(row: LedgerState, now: number): string {
  * Runs a row command as the command line does: progress on stderr, SIGINT/SIGTERM stops it gracefully, the
  * summary (or the dry run's candidates) on stdout, the first failure and why the exit status is 1 on stderr.
  */
-export function runRowCommand<S extends { readonly dryRun: boolean; readonly ledgerErrors: number }>(o: RowCliOptions, command: RowCommand<S>): Promise<Exit> {
+export function runRowCommand<S extends { readonly dryRun: boolean } & LedgerFailures>(o: RowCliOptions, command: RowCommand<S>): Promise<Exit> {
   const name = command.name;
   return withLedger(name, o.db, (store) =>
     withAccount(o.accountUrl, o.timeout, o.concurrency, async (account) => {
@@ -88,7 +89,7 @@ export function runRowCommand<S extends { readonly dryRun: boolean; readonly led
         out(command.summaryLine(summary));
       }
       if (firstFailure !== undefined) err(`guidgate ${name}: ${command.failureLabel}: ${firstFailure}`);
-      if (summary.ledgerErrors > 0) err(`guidgate ${name}: the ledger failed; the run stopped early (rows not reached are unchanged)`);
+      if (summary.ledgerErrors > 0) err(`guidgate ${name}: the ledger failed (${summary.ledgerError ?? 'no cause given'}); the run stopped early (rows not reached are unchanged)`);
       else if (unreachable) err(`guidgate ${name}: the account system at ${o.accountUrl} could not be reached for any row`);
       return code;
     }),

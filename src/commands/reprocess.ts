@@ -6,9 +6,9 @@ import type { AccountClient } from '../relay/accountClient.js';
 import { createMetrics, type Metrics } from '../relay/metrics.js';
 import { sendClaimed, type SendResult } from '../relay/relayTransfer.js';
 import { resendAfterInquiry } from '../relay/resendAfterInquiry.js';
-import { countRows, forEachLeasedRow, pagedRows, type RowFilter } from './rows.js';
+import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, type LedgerFailures, type RowFilter } from './rows.js';
 
-export interface ReprocessSummary {
+export interface ReprocessSummary extends LedgerFailures {
   /** FAILED rows under the attempt cap (at most `limit`). */
   candidates: number;
   /** Sent and answered definitely (0000, B2xx, E500): DONE. */
@@ -26,8 +26,6 @@ export interface ReprocessSummary {
   found: number;
   /** May have arrived, and too young to ask or the inquiry could not tell: not sent (CONTRACT.md §7). */
   held: number;
-  /** Ledger reads or writes that failed; the run stops starting new rows after the first. */
-  ledgerErrors: number;
   dryRun: boolean;
 }
 
@@ -113,7 +111,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
 
   const counted = await countRows(store, filter, opts.limit);
   if (E.isLeft(counted)) {
-    summary.ledgerErrors++;
+    ledgerFailed(summary, counted.left);
     return summary;
   }
   const total = counted.right;
@@ -133,8 +131,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
     const executed = await resendAfterInquiry({ store, account, metrics, clock: deps.clock }, row, send, audit);
     if (E.isLeft(executed)) {
       // Nothing was sent: the Sent is not durable, so the account system is not called.
-      summary.ledgerErrors++;
-      return progressed(row, 'ledger-error', executed.left.message);
+      return progressed(row, 'ledger-error', ledgerFailed(summary, executed.left));
     }
     const result = executed.right;
     if (result.kind === 'refused') {
@@ -153,8 +150,10 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
       return progressed(row, 'found', claimed.code ?? 'DONE');
     }
 
-    const counted = countSend(await sendClaimed({ store, account, metrics }, claimed, undefined, audit));
-    if (counted.outcome === 'ledger-error') summary.ledgerErrors++;
+    const sent = await sendClaimed({ store, account, metrics }, claimed, undefined, audit);
+    const counted = countSend(sent);
+    // The store's error when there is one (its code and cause), else what countSend says.
+    if (counted.outcome === 'ledger-error') ledgerFailed(summary, sent.sent && E.isLeft(sent.recorded) ? `${sent.recorded.left.code}: ${counted.detail}: ${sent.recorded.left.message}` : counted.detail);
     else summary[counted.outcome]++;
     return progressed(row, counted.outcome, counted.detail);
   };
@@ -162,8 +161,9 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   try {
     const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
     await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop, notLeased: (row) => progressed(row, 'not-leased') }, resend);
-  } catch {
-    summary.ledgerErrors++;
+  } catch (err) {
+    // A page of the ledger could not be read, or a lease not taken.
+    ledgerFailed(summary, err);
   }
   return summary;
 }

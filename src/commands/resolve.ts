@@ -6,9 +6,9 @@ import { ledgerTime } from '../events/storeResult.js';
 import { inquiryHttpStatus, type AccountClient } from '../relay/accountClient.js';
 import type { Metrics } from '../relay/metrics.js';
 import { sweepOrphans } from '../relay/sweepOrphans.js';
-import { countRows, forEachLeasedRow, pagedRows, type RowFilter } from './rows.js';
+import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, type LedgerFailures, type RowFilter } from './rows.js';
 
-export interface ResolveSummary {
+export interface ResolveSummary extends LedgerFailures {
   /** What the orphan sweep before the inquiries did (in a dry run: what it would do). */
   swept: { neverSent: number; orphaned: number };
   /** UNKNOWN rows old enough to be asked about (at most `limit`). */
@@ -23,8 +23,6 @@ export interface ResolveSummary {
   skipped: number;
   /** Of `stillUnknown`: the inquiry got no HTTP answer at all (connection refused, reset, timed out). */
   unreachable: number;
-  /** Ledger reads or writes that failed; the run stops starting new rows after the first. */
-  ledgerErrors: number;
   dryRun: boolean;
 }
 
@@ -106,7 +104,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
 
   const started = await clock();
   if (E.isLeft(started)) {
-    summary.ledgerErrors++;
+    ledgerFailed(summary, started.left);
     return summary;
   }
   const now = started.right;
@@ -118,13 +116,13 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
   };
   const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun, guid: opts.guid, key: opts.key });
   if (E.isLeft(swept)) {
-    summary.ledgerErrors++;
+    ledgerFailed(summary, swept.left);
     return summary;
   }
   summary.swept = { neverSent: swept.right.neverSent, orphaned: swept.right.orphaned };
   const counted = await countRows(store, filter, opts.limit);
   if (E.isLeft(counted)) {
-    summary.ledgerErrors++;
+    ledgerFailed(summary, counted.left);
     return summary;
   }
   const total = counted.right;
@@ -146,8 +144,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     // One read of the ledger's clock per row, once the answer is in: the time the answer is recorded at.
     const answeredAt = await clock();
     if (E.isLeft(answeredAt)) {
-      summary.ledgerErrors++;
-      return progressed(row, 'ledger-error', answeredAt.left.message);
+      return progressed(row, 'ledger-error', ledgerFailed(summary, answeredAt.left));
     }
     const at = answeredAt.right;
     if (answer.kind === 'unknown') {
@@ -156,8 +153,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
       // Spaces out the next inquiry about this attempt, for every process settling this ledger.
       const recorded = await store.recordUnclearInquiry(row.guid, row.sentAt ?? row.updatedAt, at, opts.minAgeMs);
       if (E.isLeft(recorded)) {
-        summary.ledgerErrors++;
-        return progressed(row, 'ledger-error', recorded.left.message);
+        return progressed(row, 'ledger-error', ledgerFailed(summary, recorded.left));
       }
       return progressed(row, answer.reached ? 'still-unknown' : 'unreachable', answer.detail);
     }
@@ -174,8 +170,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     }
     const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right, { key: opts.key, params: { minAgeMs: opts.minAgeMs, inquiryStatus: inquiryHttpStatus(answer) } });
     if (E.isLeft(appended)) {
-      summary.ledgerErrors++;
-      return progressed(row, 'ledger-error', appended.left.message);
+      return progressed(row, 'ledger-error', ledgerFailed(summary, appended.left));
     }
     if (!appended.right.won) {
       summary.skipped++;
@@ -190,9 +185,9 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
   try {
     const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
     await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop, notLeased: (row) => progressed(row, 'not-leased') }, settle);
-  } catch {
-    // A page of the ledger could not be read.
-    summary.ledgerErrors++;
+  } catch (err) {
+    // A page of the ledger could not be read, or a lease not taken.
+    ledgerFailed(summary, err);
   }
   return summary;
 }

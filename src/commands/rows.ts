@@ -10,6 +10,23 @@ import type { LedgerState } from '../events/state.js';
  * (With the v1 indexes a filtered page sorts every matching row by GUID, ~45 ms at 100k matches, so fewer,
  * bigger pages are what keeps a long run from spending its time re-reading.)
  */
+/** What a row command's summary keeps of its ledger failures: how many, and the first one's code and cause. */
+export interface LedgerFailures {
+  /** Ledger reads or writes that failed; the run stops starting new rows after the first. */
+  ledgerErrors: number;
+  /** The first of them, as `CODE: cause` (a StoreError's stable code), so that a log line or the CLI can say why. */
+  ledgerError?: string | undefined;
+}
+
+/** Counts one ledger failure in `summary` and keeps the first one's code and cause; returns the cause. */
+export function ledgerFailed(summary: LedgerFailures, err: unknown): string {
+  const cause = err instanceof Error ? err.message : String(err);
+  const code = err !== null && typeof err === 'object' && 'code' in err && typeof err.code === 'string' ? `${err.code}: ` : '';
+  summary.ledgerErrors++;
+  summary.ledgerError ??= `${code}${cause}`;
+  return cause;
+}
+
 export const PAGE_SIZE = 2000;
 
 export type RowFilter = Omit<LedgerQuery, 'afterGuid' | 'limit'>;

@@ -17,6 +17,8 @@ import { countingAccount, seedRow, sleep, snapshot, transferBody } from '../supp
 import { startHarness, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
+import * as E from 'fp-ts/lib/Either.js';
+import { LedgerUnavailableError } from '../../src/events/errors.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
@@ -147,6 +149,30 @@ describe('operator commands as library functions', () => {
     expect(s).toMatchObject({ candidates: 1, absent: 0, processed: 0, skipped: 1 });
     expect(await orThrow(ledger.getLedger('MOVED-1'))).toMatchObject({ status: 'UNKNOWN', attempts: 2 });
     expect(resolveExitCode(s)).toBe(0);
+  });
+
+  it('a ledger failure in resolve and reprocess is counted and its code and cause kept in the summary (the first one)', async () => {
+    const sim = await simulator();
+    const db = join(tmp(), 'l.db');
+    const old = store(db, () => LONG_AGO);
+    await seedRow(old, 'LF-U', 'UNKNOWN');
+    await seedRow(old, 'LF-F', 'FAILED');
+    const ledger = store(db);
+    // Reads work; every write is refused, as by a disk that filled up.
+    const refusing = new Proxy(ledger, {
+      get(target, prop, receiver) {
+        if (prop === 'appendEvents' || prop === 'execute' || prop === 'leaseRows') {
+          return () => Promise.resolve(E.left(new LedgerUnavailableError('database or disk is full')));
+        }
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    const r = await resolveUnknown({ store: refusing, account: client(sim.url) }, { minAgeMs: 60_000, graceMs: 5000 });
+    expect(r).toMatchObject({ ledgerErrors: 1, ledgerError: 'LEDGER_UNAVAILABLE: database or disk is full', processed: 0 });
+    expect(resolveExitCode(r)).toBe(1);
+    const p = await reprocessFailed({ store: refusing, account: client(sim.url) }, { maxAttempts: 3, timeoutMs: 1000, minAgeMs: 0 });
+    expect(p).toMatchObject({ ledgerErrors: 1, ledgerError: 'LEDGER_UNAVAILABLE: database or disk is full', done: 0 });
+    expect(sim.stats().totalCalls).toBe(0);
   });
 
   it('resolve sweeps orphans first; unknown answers leave rows UNKNOWN; absent → FAILED', async () => {

@@ -17,8 +17,7 @@ import { countingAccount, seedRow, sleep, snapshot, transferBody } from '../supp
 import { startHarness, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import * as E from 'fp-ts/lib/Either.js';
-import { LedgerUnavailableError } from '../../src/events/errors.js';
+import { refusingStore } from '../support/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
@@ -159,14 +158,7 @@ describe('operator commands as library functions', () => {
     await seedRow(old, 'LF-F', 'FAILED');
     const ledger = store(db);
     // Reads work; every write is refused, as by a disk that filled up.
-    const refusing = new Proxy(ledger, {
-      get(target, prop, receiver) {
-        if (prop === 'appendEvents' || prop === 'execute' || prop === 'leaseRows') {
-          return () => Promise.resolve(E.left(new LedgerUnavailableError('database or disk is full')));
-        }
-        return Reflect.get(target, prop, receiver);
-      },
-    });
+    const refusing = refusingStore(ledger, (m) => ['appendEvents', 'execute', 'leaseRows'].includes(m), 'database or disk is full');
     const r = await resolveUnknown({ store: refusing, account: client(sim.url) }, { minAgeMs: 60_000, graceMs: 5000 });
     expect(r).toMatchObject({ ledgerErrors: 1, ledgerError: 'LEDGER_UNAVAILABLE: database or disk is full', processed: 0 });
     expect(resolveExitCode(r)).toBe(1);

@@ -7,10 +7,9 @@ import { createAccountClient } from '../../src/relay/accountClient.js';
 import { createMetrics } from '../../src/relay/metrics.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { useTempDir } from '../support/tmp.js';
-import * as E from 'fp-ts/lib/Either.js';
-import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { EventStore } from '../../src/events/store.js';
 import { seedRow } from '../support/commandsSeed.js';
+import { refusingStore } from '../support/storeResult.js';
 
 describe('a ledger that cannot be written', () => {
   const tmp = useTempDir();
@@ -85,13 +84,7 @@ describe('a ledger that cannot be written', () => {
     await seedRow(store, 'u-failed', 'FAILED');
     // The row reads fine; then one store method fails: the clock (resolve's run stops before any row) or a write (reprocess's row).
     let failing: keyof EventStore | null = null;
-    const flaky = new Proxy(store, {
-      get(target, prop, receiver) {
-        if (prop === failing) return async () => E.left(new LedgerUnavailableError('disk I/O error'));
-        const value = Reflect.get(target, prop, receiver) as unknown;
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
-    });
+    const flaky = refusingStore(store, (m) => m === failing);
     const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
     const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
     const { lines, stream } = logLines();

@@ -7,12 +7,10 @@ import { useTempDir } from '../support/tmp.js';
 import { createAccountClient, type AccountClient } from '../../src/relay/accountClient.js';
 import { createMetrics } from '../../src/relay/metrics.js';
 import { relayTransfer, replyForSend, sendClaimed } from '../../src/relay/relayTransfer.js';
-import * as E from 'fp-ts/lib/Either.js';
-import { LedgerUnavailableError } from '../../src/events/errors.js';
 import { countSend } from '../../src/commands/reprocess.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { expectLeft } from '../support/storeResult.js';
+import { expectLeft, refusingStore } from '../support/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const submit = { type: 'Submit', request: '{"guid":"L"}', fingerprint: 'f', timeoutMs: 1000, maxAttempts: 3 } as const;
@@ -114,14 +112,7 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
     const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
     // The claim commits; every write after it (the outcome) is refused, as by a ledger lost in between.
     let writes = 0;
-    const failing = new Proxy(store, {
-      get(target, prop, receiver) {
-        if (prop === 'execute' || prop === 'appendEvents') {
-          return (...args: unknown[]) => (++writes === 1 ? Reflect.apply(target[prop] as (...a: unknown[]) => unknown, target, args) : Promise.resolve(E.left(new LedgerUnavailableError('disk I/O error'))));
-        }
-        return Reflect.get(target, prop, receiver);
-      },
-    });
+    const failing = refusingStore(store, (m) => (m === 'execute' || m === 'appendEvents') && ++writes > 1);
     const lines: Record<string, unknown>[] = [];
     await withSimulator(async (account, sim) => {
       const body = Buffer.from(JSON.stringify({ guid: 'LOST-1', from: 'ACC-1', to: 'ACC-2', amount: 7 }));

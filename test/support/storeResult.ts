@@ -1,6 +1,6 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { expect } from 'vitest';
-import type { StoreError, StoreErrorCode } from '../../src/events/errors.js';
+import { LedgerUnavailableError, type StoreError, type StoreErrorCode } from '../../src/events/errors.js';
 import type { StoreResult } from '../../src/events/storeResult.js';
 
 /**
@@ -13,4 +13,19 @@ export async function expectLeft<T>(result: StoreResult<T>, code: StoreErrorCode
   expect(settled.left.code).toBe(code);
   if (message !== undefined) expect(settled.left.message).toMatch(message);
   return settled.left;
+}
+
+/**
+ * `store` with some calls refused: each method call for which `refuses(method)` says true (asked at the call)
+ * answers a Left LEDGER_UNAVAILABLE with `message`, as a ledger that lost its disk would; every other call goes
+ * to `store`.
+ */
+export function refusingStore<S extends object>(store: S, refuses: (method: string) => boolean, message = 'disk I/O error'): S {
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof value !== 'function' || typeof prop !== 'string') return value;
+      return (...args: unknown[]) => (refuses(prop) ? Promise.resolve(E.left(new LedgerUnavailableError(message))) : (value as (...a: unknown[]) => unknown).apply(target, args));
+    },
+  });
 }

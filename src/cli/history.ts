@@ -12,14 +12,14 @@ const RAW_JSON_FIELDS = new Set(['request', 'response']);
 const DATA_INDENT = ' '.repeat(7);
 
 /** Who wrote an event, on one line: `serve pid 41 on host-1, key shop-a, timeoutMs=3000 …`. */
-export function actorLine(actor: Actor | null): string {
+function actorLine(actor: Actor | null): string {
   if (actor === null) return '(writer not recorded)';
   const params = Object.entries(actor.params ?? {}).map(([k, v]) => `${k}=${String(v)}`);
   return [`${actor.by} pid ${actor.pid} on ${actor.host}`, ...(actor.key === undefined ? [] : [`key ${actor.key}`]), ...params].join(', ');
 }
 
 /** An event's data, one field per line; the request and the answer pretty-printed as the bytes stored. */
-export function dataLines(data: unknown): string[] {
+function dataLines(data: unknown): string[] {
   if (typeof data !== 'object' || data === null) return [JSON.stringify(data)];
   return Object.entries(data).flatMap(([key, value]) => {
     const pretty = RAW_JSON_FIELDS.has(key) && typeof value === 'string' ? indentJson(value) : null;

@@ -1,10 +1,9 @@
 import * as E from 'fp-ts/lib/Either.js';
-import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
 import type { EventLog, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../relay/accountClient.js';
 import { createMetrics, type Metrics } from '../relay/metrics.js';
-import { sendClaimed, type SendResult } from '../relay/relayTransfer.js';
+import { relayAudit, sendClaimed, type SendResult } from '../relay/relayTransfer.js';
 import { resendAfterInquiry } from '../relay/resendAfterInquiry.js';
 import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, type LedgerFailures, type RowFilter } from './rows.js';
 
@@ -107,7 +106,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   const metrics = deps.metrics ?? createMetrics(store, Date.now);
   const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, ledgerErrors: 0, dryRun };
   const filter: RowFilter = { statuses: ['FAILED'], attemptsBelow: opts.maxAttempts, ...(opts.guid === undefined ? {} : { guid: opts.guid }) };
-  const audit = { key: opts.key, params: { timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, minAgeMs: opts.minAgeMs ?? DEFAULT_MIN_AGE_MS } };
+  const audit = relayAudit(opts, opts.key);
 
   const counted = await countRows(store, filter, opts.limit);
   if (E.isLeft(counted)) {

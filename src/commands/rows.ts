@@ -93,13 +93,13 @@ export async function forEachBounded<T>(source: AsyncIterable<T>, concurrency: n
  * How long a maintenance run holds a row it took (by the ledger's clock): far longer than one inquiry or send
  * takes, short enough that the rows a dead process held come back to the others soon.
  */
-export const LEASE_MS = 120_000;
+const LEASE_MS = 120_000;
 
 /** Rows leased at once: a few per worker, so a lease is taken shortly before its row is worked on. */
 const LEASE_BATCH_PER_WORKER = 2;
 
 /** Who holds a lease, as an operator would look for it: host, process, and one run of it. */
-export const leaseHolder = (): string => `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+const leaseHolder = (): string => `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
 
 /**
  * The rows of `source` this run may work on: leased a small batch at a time (`RowLeases.leaseRows`), so that
@@ -107,7 +107,7 @@ export const leaseHolder = (): string => `${hostname()}:${process.pid}:${randomU
  * or that moved since it was read, is left out, and handed to `notLeased` (if given): the run did not work on it.
  * The leases end when the run does (`releaseLeases` in the caller's `finally`), or run out after `LEASE_MS` if it dies.
  */
-export async function* leasedRows(
+async function* leasedRows(
   store: RowLeases,
   source: AsyncIterable<LedgerState>,
   lease: { readonly holder: string; readonly workers: number; readonly notLeased?: ((row: LedgerState) => void) | undefined },

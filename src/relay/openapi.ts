@@ -74,7 +74,7 @@ function parameters(where: 'path' | 'query', schema: object | undefined): object
   return Object.entries(s?.properties ?? {}).map(([name, p]) => ({ name, in: where, required: where === 'path' || (s?.required ?? []).includes(name), schema: p }));
 }
 
-export function openApiDocument(routes: readonly Documented[]): object {
+function openApiDocument(routes: readonly Documented[]): object {
   const paths: Record<string, Record<string, object>> = {};
   for (const { method, url, schema, doc } of routes) {
     const access = accessFor(method, url);

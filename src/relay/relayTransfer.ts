@@ -39,8 +39,8 @@ export interface RelayResult {
   readonly known?: { readonly fingerprintMatch: boolean };
 }
 
-/** The params of a channel request's events: the flags in force at the decision. */
-function relayAudit(deps: Pick<RelayDeps, 'timeoutMs' | 'maxAttempts' | 'minAgeMs'>, channel: string | undefined): EventAudit {
+/** The audit of events that may lead to a send (a channel request's, reprocess's): the key and the flags in force. */
+export function relayAudit(deps: Pick<RelayDeps, 'timeoutMs' | 'maxAttempts' | 'minAgeMs'>, channel: string | undefined): EventAudit {
   return {
     ...(channel === undefined ? {} : { key: channel }),
     params: { timeoutMs: deps.timeoutMs, maxAttempts: deps.maxAttempts, minAgeMs: deps.minAgeMs ?? DEFAULT_MIN_AGE_MS },

@@ -4,7 +4,7 @@ export interface RecentReplies {
   readonly perCode: Record<string, number>;
 }
 
-export const REPLY_WINDOW_SECONDS = 300;
+const REPLY_WINDOW_SECONDS = 300;
 
 /**
  * A ring of per-second counters: slot `second % size` holds the counts of that second, and a slot is cleared

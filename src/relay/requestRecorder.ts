@@ -2,14 +2,14 @@ import * as E from 'fp-ts/lib/Either.js';
 import type { RequestLog, RequestRecord } from '../events/store.js';
 
 /** A flush is due this long after the first record buffered since the last one. */
-export const REQUEST_FLUSH_MS = 50;
+const REQUEST_FLUSH_MS = 50;
 /** This many buffered records are written at once, without waiting for the timer. */
-export const REQUEST_FLUSH_RECORDS = 256;
+const REQUEST_FLUSH_RECORDS = 256;
 /**
  * The most records held in memory (buffered and being written). This is what a crash can lose at most; a ledger
  * that refuses writes for long makes the oldest ones go (counted and logged), never the relay wait.
  */
-export const REQUEST_BUFFER_MAX = 4096;
+const REQUEST_BUFFER_MAX = 4096;
 /** The longest wait between two writes while the ledger refuses them. */
 const RETRY_MAX_MS = 5000;
 

@@ -1,16 +1,13 @@
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import * as E from 'fp-ts/lib/Either.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { addKey } from '../../src/commands/keys.js';
 import type { TimelineEntry } from '../../src/commands/history.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
-import { openKeyRing } from '../../src/relay/auth/keyRing.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { cli } from '../support/commandsSeed.js';
-import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
+import { makeKeys, startHarness, transfer, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
 
@@ -29,17 +26,9 @@ describe('audit trail over HTTP', () => {
 
   it('a transfer, its resend, an E904 under another amount and another key, an E905 after purge: all recorded; history --requests tells it', async () => {
     const dir = tmp();
-    const keysFile = join(dir, 'keys');
-    const token = (name: string): string => {
-      const r = addKey(keysFile, name, ['transfer']);
-      if (E.isLeft(r)) throw new Error(r.left.message);
-      return r.right;
-    };
-    const shop = token('shop-a');
-    const other = token('shop-b');
-    const ring = openKeyRing(keysFile);
-    if (E.isLeft(ring)) throw new Error(ring.left.message);
-    h = await startHarness(dir, { relay: { keys: ring.right, minAgeMs: 1500 } });
+    const keys = makeKeys(join(dir, 'keys'), { 'shop-a': ['transfer'], 'shop-b': ['transfer'] });
+    const [shop, other] = [keys.tokens['shop-a']!, keys.tokens['shop-b']!];
+    h = await startHarness(dir, { relay: { keys: keys.ring, minAgeMs: 1500 } });
     const as = (t: string) => ({ authorization: `Bearer ${t}` });
 
     const t = transfer({ from: '6222021001', to: '6222021002', amount: 1500 });

@@ -37,8 +37,8 @@ export interface OperatorDeps {
   readonly send: (reply: FastifyReply, r: Reply) => FastifyReply;
 }
 
-export const LEDGER_PAGE_DEFAULT = 50;
-export const LEDGER_PAGE_MAX = 500;
+const LEDGER_PAGE_DEFAULT = 50;
+const LEDGER_PAGE_MAX = 500;
 
 /** What the operator API shows of a row: never the request nor the fingerprint (account numbers). */
 export function operatorRow(row: LedgerState) {

@@ -355,10 +355,12 @@ async function start(): Promise<void> {
     ui.token.focus();
     return;
   }
-  say(ui.session, signedIn ? 'Signed in (the token is kept for this browser tab only).' : 'No token: the relay runs without keys.', 'ok');
   cursor = null;
   await loadRows();
+  // The transfer the address names is opened (its GUID put in the field) before the session says it is ready:
+  // said earlier, a GUID typed in the meantime was overwritten by the address's when the rows came in.
   route();
+  say(ui.session, signedIn ? 'Signed in (the token is kept for this browser tab only).' : 'No token: the relay runs without keys.', 'ok');
 }
 
 function route(): void {

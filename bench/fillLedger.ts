@@ -17,7 +17,7 @@ export function fillLedger(path: string, transfers: number, opts: { batch?: numb
   const batch = opts.batch ?? 5000;
   const db = openDatabase({ path, synchronous: 'NORMAL', busyTimeoutMs: 5000 });
   db.pragma('synchronous = OFF'); // a throwaway file: a crash while filling loses only the bench's time
-  const engine = createWriteEngine(db, ledgerProjection);
+  const engine = createWriteEngine(db, ledgerProjection, 5000);
   const run = (ops: WriteOp[]) => {
     for (const o of engine.run(ops)) {
       if (!o.ok || (o.value as { kind?: string }).kind !== 'applied') throw new Error(`fill refused: ${JSON.stringify(o)}`);

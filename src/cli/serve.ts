@@ -24,7 +24,7 @@ export function registerServe(program: Command): void {
     .addOption(flag('--breaker-failures <n>', 'stop calling the account system after this many calls in a row ended FAILED or UNKNOWN (0: off)').argParser(intArg(0)).default(20))
     .addOption(flag('--breaker-cooldown <duration>', 'how long the breaker stays open before one trial call').argParser(timeLimitArg).default(5000, '5s'))
     .addOption(flag('--check', 'run the full ledger check (guidgate check) before listening; refuse to start if it fails'))
-    .addOption(flag('--writer <where>', 'where ledger commits run: thread (a worker thread, fsync off the request loop) or inline (the request thread)').argParser(choiceArg(['thread', 'inline'] as const)).default('thread'))
+    .addOption(flag('--writer <where>', 'where ledger commits run: inline (the request thread; at FULL the WAL is synced off the event loop) or thread (a worker thread with its own connection)').argParser(choiceArg(['inline', 'thread'] as const)).default('inline'))
     .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; logLevel: string; writer: 'thread' | 'inline'; check?: boolean; settleEvery: number; minAge: number; breakerFailures: number; breakerCooldown: number } & SecurityFlags, cmd: Command) => {
       const security = securityOptionsOrExit(cmd, o);
       const stopped = stopSignal();

@@ -35,7 +35,7 @@ export interface ServeOptions {
   /** Connections held at most (CONTRACT.md §2 v2). */
   readonly maxConnections?: number | undefined;
   readonly logLevel: string;
-  /** Where ledger commits run: `thread` (default) keeps their fsync off the request loop. */
+  /** Where ledger commits run: `inline` (default; at FULL the WAL is synced off the event loop) or a worker `thread`. */
   readonly writer?: 'inline' | 'thread';
   readonly out?: (line: string) => void;
   /** Keys on (CONTRACT.md §6); re-read on SIGHUP. Absent: open mode (the command line allows it on loopback only). */
@@ -68,9 +68,9 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     out(`ledger check: ${opts.db} is sound (quick_check ${checked.quickCheckMs} ms)`);
   }
   let ledgerLost = (reason: string): void => out(reason);
-  // The writer thread keeps commits (fsync) off the event loop that parses and answers requests.
+  // Inline: commits on this thread (no copy of each unit to another thread and back), their fsync off the event loop.
   const store = await openStore(opts.db, {
-    synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: opts.writer ?? 'thread',
+    synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: opts.writer ?? 'inline',
     watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'),
   });
   const loose = ledgerWarning(opts.db);

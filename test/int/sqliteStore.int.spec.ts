@@ -2,9 +2,11 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { walSync, type WalSync } from '../../src/store/sqlite/walSync.js';
 import { SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import type { Command } from '../../src/events/decide.js';
 import { useTempDir } from '../support/tmp.js';
+import { waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
 import * as E from 'fp-ts/lib/Either.js';
@@ -20,7 +22,8 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
   it('opens a new file with WAL, synchronous=FULL and the current schema version', async () => {
     const store = open();
     expect(store.db.pragma('journal_mode', { simple: true })).toBe('wal');
-    expect(store.db.pragma('synchronous', { simple: true })).toBe(2); // FULL
+    // FULL: the thread's connection syncs in its COMMIT; the inline writer commits at NORMAL and syncs the WAL itself (walSync.ts).
+    expect(store.db.pragma('synchronous', { simple: true })).toBe(writer === 'thread' ? 2 : 1);
     expect(store.db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     expect(store.db.pragma('auto_vacuum', { simple: true })).toBe(2); // INCREMENTAL
     await store.close();
@@ -110,6 +113,86 @@ describe('SQLite event store, writer thread: units that cannot cross to the writ
     await expectLeft(store.appendEvents('x', -1, [{ type: 'Claimed', at: 1, data: notPlainData }]), 'LEDGER_UNAVAILABLE');
     expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');
     expect(await orThrow(store.readStream('x'))).toEqual([]);
+    await store.close();
+  });
+});
+
+/** A WAL sync the test settles by hand: how many were asked for, and the hands to settle the oldest. */
+function heldSync() {
+  const waiting: Array<{ ok: () => void; fail: (e: Error) => void }> = [];
+  return {
+    walSync: (): WalSync => ({ sync: () => new Promise<void>((ok, fail) => waiting.push({ ok, fail })), close: () => {} }),
+    asked: () => waiting.length,
+    release: () => waiting.shift()!.ok(),
+    fail: (e: Error) => waiting.shift()!.fail(e),
+  };
+}
+
+describe('SQLite event store, inline writer at FULL: the WAL synced off the event loop', () => {
+  const tmp = useTempDir();
+  const settledYet = async (p: Promise<unknown>) => Promise.race([p.then(() => true), new Promise((r) => setTimeout(() => r(false), 50))]);
+
+  it('a committed batch is answered only once its WAL is on disk; units queued meanwhile wait and share the next sync', async () => {
+    const held = heldSync();
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
+    const a = store.execute('a', submit());
+    await waitFor(() => held.asked() === 1);
+    // Committed (this connection reads it), not yet answered: nothing may act on it before the sync.
+    expect((await orThrow(store.getLedger('a')))?.status).toBe('SENT');
+    expect(await settledYet(a)).toBe(false);
+    const b = store.execute('b', submit());
+    const c = store.execute('c', submit());
+    expect(await settledYet(b)).toBe(false);
+    expect(held.asked()).toBe(1); // b and c are not written while a's sync is out
+    expect(await orThrow(store.getLedger('b'))).toBeNull();
+    held.release();
+    expect((await orThrow(a)).kind).toBe('applied');
+    await waitFor(() => held.asked() === 1);
+    expect(await settledYet(b)).toBe(false);
+    held.release();
+    expect([(await orThrow(b)).kind, (await orThrow(c)).kind]).toEqual(['applied', 'applied']);
+    const closing = store.close();
+    await closing;
+  });
+
+  it('a failed sync fails its batch and every write after it (the ledger may have lost them), and ping says why', async () => {
+    const held = heldSync();
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
+    const a = expectLeft(store.execute('a', submit()), 'LEDGER_UNAVAILABLE', /ledger sync failed: EIO/);
+    await waitFor(() => held.asked() === 1);
+    const b = expectLeft(store.execute('b', submit()), 'LEDGER_UNAVAILABLE', /ledger sync failed: EIO/);
+    held.fail(new Error('EIO: i/o error, fdatasync'));
+    await Promise.all([a, b]);
+    await expectLeft(store.execute('c', submit()), 'LEDGER_UNAVAILABLE', /ledger sync failed/);
+    await expectLeft(store.ping(), 'LEDGER_UNAVAILABLE', /ledger sync failed: EIO/);
+    expect(held.asked()).toBe(0);
+    await store.close();
+  });
+
+  it('a write lock another connection holds is waited for by a timer: the event loop keeps turning, and the write goes through once it is free', async () => {
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), busyTimeoutMs: 5000 });
+    const other = new Database(store.path);
+    other.exec('BEGIN IMMEDIATE');
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 5);
+    const a = store.execute('a', submit());
+    await new Promise((r) => setTimeout(r, 200));
+    other.exec('ROLLBACK');
+    other.close();
+    expect((await orThrow(a)).kind).toBe('applied');
+    clearInterval(ticker);
+    // SQLite's busy handler would have held this thread (and the ticker) for the whole 200 ms.
+    expect(ticks).toBeGreaterThan(10);
+    await store.close();
+  });
+
+  it('walSync puts a real WAL on disk and refuses after close', async () => {
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
+    await orThrow(store.execute('a', submit()));
+    const wal = walSync(store.path);
+    await expect(wal.sync()).resolves.toBeUndefined();
+    wal.close();
+    await expect(wal.sync()).rejects.toThrow(/closed/);
     await store.close();
   });
 });

@@ -18,6 +18,7 @@ import { fileIdentity } from './ledgerFile.js';
 import { withDeadline, WRITE_DEADLINE_MARGIN_MS } from './writeDeadline.js';
 import { rowToEvent } from './eventRows.js';
 import { openDatabase, unavailable, type Synchronous } from './openDatabase.js';
+import { walSync, type WalSync } from './walSync.js';
 import { createWriteEngine, reviveError, type OpOutcome, type WriteOp, type WriteResult } from './writeEngine.js';
 import type { FromWriter, ToWriter } from './writerWorker.js';
 
@@ -50,6 +51,8 @@ export interface SqliteStoreOptions {
   readonly watchFile?: { readonly intervalMs?: number; readonly onLost?: (reason: string) => void };
   /** Who this process is (`processActor`), stored with every event it writes; absent: events get no actor. */
   readonly actor?: ProcessActor;
+  /** How the inline writer puts the WAL on disk at FULL (walSync.ts); tests hand in one they control. */
+  readonly walSync?: (dbPath: string) => WalSync;
 }
 
 export interface SqliteEventStore extends EventStore {
@@ -98,7 +101,8 @@ interface Writer {
   /** Settles once the writer can write (or never will): a write's deadline counts from then, not from a thread's start. */
   readonly started: Promise<void>;
   submit(op: WriteOp): Promise<unknown>;
-  healthy(): boolean;
+  /** Why this writer writes nothing any more, or null while it works. */
+  problem(): string | null;
   close(): Promise<void>;
 }
 
@@ -107,34 +111,121 @@ function settle(p: Pending, outcome: OpOutcome): void {
   else p.reject(reviveError(outcome.error));
 }
 
-/** Writes on this thread: every unit queued in one turn of the event loop shares one transaction. */
-function inlineWriter(db: Database.Database, maxBatch: number, projection: LedgerProjection): Writer {
-  const engine = createWriteEngine(db, projection);
+/** The longest pause between two tries for a write lock that another connection holds. */
+const LOCK_RETRY_MAX_MS = 16;
+
+/**
+ * Writes on this thread: the units queued while the previous batch committed (and synced) share the next
+ * transaction (group commit). With `wal` (synchronous=FULL, see walSync.ts) a committed batch's units are
+ * settled only once fdatasync has put the WAL on disk, off the event loop; the next batch waits for that sync,
+ * so one sync serves everyone who queued meanwhile. A write lock another connection holds is waited for by a
+ * timer, never in SQLite's busy handler, which would stop this thread (the one that answers requests): after
+ * the busy timeout the batch fails as SQLite's own wait would.
+ */
+function inlineWriter(
+  db: Database.Database,
+  o: { maxBatch: number; projection: LedgerProjection; busyTimeoutMs: number; wal: WalSync | null; fileLost: () => string | null },
+): Writer {
+  const engine = createWriteEngine(db, o.projection, o.busyTimeoutMs);
   let queue: Array<{ op: WriteOp; pending: Pending }> = [];
   let scheduled = false;
-  const flush = () => {
-    scheduled = false;
-    while (queue.length > 0) {
-      const batch = queue.slice(0, maxBatch);
-      queue = queue.slice(batch.length);
-      const outcomes = engine.run(batch.map((b) => b.op));
-      batch.forEach((b, i) => settle(b.pending, outcomes[i]!));
-    }
+  /** The batch whose WAL is being synced: nothing else is written until it is on disk. */
+  let syncing: Promise<void> | null = null;
+  /** Set once a sync failed: what was committed since the last good one may not be on disk, so nothing more is written. */
+  let broken: string | null = null;
+  let lockedSince: number | null = null;
+  let lockPauseMs = 0;
+  let idle: (() => void) | null = null;
+  let closing: Promise<void> | null = null;
+
+  const schedule = (): void => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(flush);
   };
+  const failAll = (units: ReadonlyArray<{ pending: Pending }>, why: string): void => {
+    for (const u of units) u.pending.reject(new LedgerUnavailableError(why));
+  };
+
+  function flush(): void {
+    scheduled = false;
+    if (syncing !== null) return;
+    if (queue.length === 0) {
+      idle?.();
+      return;
+    }
+    const batch = queue.slice(0, o.maxBatch);
+    // Once per batch, right before it is written: is the file at the path still the one this connection writes to?
+    const lost = o.fileLost();
+    if (lost !== null) {
+      queue = queue.slice(batch.length);
+      failAll(batch, lost);
+      schedule();
+      return;
+    }
+    const outcomes = engine.tryRun(batch.map((b) => b.op));
+    if (outcomes === 'locked') {
+      const now = performance.now();
+      lockedSince ??= now;
+      if (now - lockedSince < o.busyTimeoutMs) {
+        lockPauseMs = Math.min(LOCK_RETRY_MAX_MS, Math.max(1, lockPauseMs * 2));
+        scheduled = true;
+        setTimeout(flush, lockPauseMs);
+        return;
+      }
+      queue = queue.slice(batch.length);
+      lockedSince = null;
+      lockPauseMs = 0;
+      failAll(batch, `ledger write failed: database is locked (by another process, for more than the busy timeout of ${o.busyTimeoutMs} ms)`);
+      schedule();
+      return;
+    }
+    queue = queue.slice(batch.length);
+    lockedSince = null;
+    lockPauseMs = 0;
+    const settleAll = () => batch.forEach((b, i) => settle(b.pending, outcomes[i]!));
+    if (o.wal === null || !outcomes.some((x) => x.ok)) {
+      settleAll();
+      schedule();
+      return;
+    }
+    syncing = o.wal.sync().then(
+      settleAll,
+      (err: unknown) => {
+        broken = `ledger sync failed: ${err instanceof Error ? err.message : String(err)}`;
+        failAll(batch, broken);
+        failAll(queue, broken);
+        queue = [];
+      },
+    ).finally(() => {
+      syncing = null;
+      schedule();
+    });
+  }
+
   return {
     started: Promise.resolve(),
     submit: (op) =>
       new Promise((resolve, reject) => {
-        queue.push({ op, pending: { resolve, reject } });
-        if (!scheduled) {
-          scheduled = true;
-          setImmediate(flush);
+        if (broken !== null) {
+          reject(new LedgerUnavailableError(broken));
+          return;
         }
+        queue.push({ op, pending: { resolve, reject } });
+        if (syncing === null) schedule();
       }),
-    healthy: () => true,
+    problem: () => broken,
     close() {
-      flush();
-      return Promise.resolve();
+      // Everything queued is written (and synced) first.
+      closing ??= new Promise<void>((resolve) => {
+        idle = () => {
+          idle = null;
+          o.wal?.close();
+          resolve();
+        };
+        schedule();
+      });
+      return closing;
     },
   };
 }
@@ -209,7 +300,7 @@ function threadWriter(options: { path: string; synchronous: Synchronous; busyTim
         if (outbox.push({ id, op }) === 1) setImmediate(send);
       });
     },
-    healthy: () => broken === null,
+    problem: () => broken,
     close() {
       if (closing !== null) return closing;
       if (broken !== null) return worker.terminate().then(() => undefined);
@@ -233,25 +324,34 @@ function watchOpenedFile(path: string, o: NonNullable<SqliteStoreOptions['watchF
 
 export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   const { path, projection, synchronous = 'FULL', busyTimeoutMs = 5000, clock = Date.now, maxBatch = 512, writer = 'inline' } = options;
+  // FULL on this thread: the commit at NORMAL, then the WAL synced off the event loop before anything is answered.
+  const syncsWal = writer === 'inline' && synchronous === 'FULL' && path !== ':memory:';
   // This connection creates and migrates the file first, so the writer thread finds it ready.
-  const db = openDatabase({ path, synchronous, busyTimeoutMs });
+  const db = openDatabase({ path, synchronous: syncsWal ? 'NORMAL' : synchronous, busyTimeoutMs });
   let watch: FileWatch | null = null;
+  let wal: WalSync | null = null;
   try {
     if (options.watchFile !== undefined && path !== ':memory:') watch = watchOpenedFile(path, options.watchFile);
+    if (syncsWal) wal = (options.walSync ?? walSync)(path);
   } catch (err) {
+    watch?.stop();
     db.close();
-    throw err;
+    throw unavailable(err, `open of ${path}`);
   }
   const events = eventsTable(db);
   const ledger = ledgerTable(db, projection);
   const requests = requestsTable(db);
-  const w = writer === 'thread' ? threadWriter({ path, synchronous, busyTimeoutMs, maxBatch, projection }) : inlineWriter(db, maxBatch, projection);
+  const fileLost = (): string | null => watch?.check() ?? null;
+  const w = writer === 'thread'
+    ? threadWriter({ path, synchronous, busyTimeoutMs, maxBatch, projection })
+    : inlineWriter(db, { maxBatch, projection, busyTimeoutMs, wal, fileLost });
   let closed = false;
   const deadlineMs = busyTimeoutMs + WRITE_DEADLINE_MARGIN_MS;
 
   function write<O extends WriteOp>(op: O): Promise<WriteResult<O>> {
     if (closed) return Promise.reject(new LedgerClosedError());
-    const lost = watch?.check() ?? null;
+    // The inline writer checks the file once per batch, as it writes; the thread's batches are checked here.
+    const lost = writer === 'thread' ? fileLost() : null;
     if (lost !== null) return Promise.reject(new LedgerUnavailableError(lost));
     const submitted = w.submit(op) as Promise<WriteResult<O>>;
     // The writes a request waits on get the deadline; maintenance (rebuild, tombstones) may take long.
@@ -358,7 +458,8 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     ping() {
       return storeResult('ping', async () => {
         if (closed) throw new LedgerClosedError();
-        if (!w.healthy()) throw new LedgerUnavailableError('ledger writer thread is not running');
+        const problem = w.problem();
+        if (problem !== null) throw new LedgerUnavailableError(problem);
         try {
           db.prepare('SELECT 1').get();
         } catch (err) {

@@ -69,13 +69,16 @@ function toOpError(err: unknown): OpError {
  * failing once an append has begun writing, fail the whole batch: nothing of it is durable, so no request
  * in it may call the account system.
  */
-export function createWriteEngine(db: Database.Database, projection: LedgerProjection) {
+export function createWriteEngine(db: Database.Database, projection: LedgerProjection, busyTimeoutMs: number) {
   const events = eventsTable(db);
   const ledger = ledgerTable(db, projection);
   const schedule = inquiryScheduleTable(db);
   const leases = leasesTable(db);
   const requests = requestsTable(db);
   const begin = db.prepare('BEGIN IMMEDIATE');
+  // For tryRun: BEGIN without waiting for another connection's write lock, then the usual wait again for reads.
+  // Not prepared once: SQLite applies a busy_timeout pragma when it compiles the statement, not when it runs.
+  const waitFor = (ms: number) => db.pragma(`busy_timeout = ${Math.max(0, Math.floor(ms))}`);
   const commit = db.prepare('COMMIT');
   const rollback = db.prepare('ROLLBACK');
   const savepoint = db.prepare('SAVEPOINT op');
@@ -164,48 +167,77 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
     }
   }
 
-  return {
-    run(batch: readonly WriteOp[]): OpOutcome[] {
-      const outcomes: OpOutcome[] = [];
-      try {
-        begin.run();
-        for (const w of batch) {
-          if (w.op === 'execute' || w.op === 'append' || w.op === 'recordRequests') {
-            // The hot path: no savepoint (see appendInTx); a failure before the first write is this unit's alone.
-            writing = false;
-            try {
-              outcomes.push({ ok: true, value: runOne(w) });
-            } catch (err) {
-              if (err instanceof Database.SqliteError || writing) throw err;
-              outcomes.push({ ok: false, error: toOpError(err) });
-            }
-            continue;
-          }
-          // Rare maintenance units write many rows: a savepoint makes each all or nothing.
-          savepoint.run();
+  function run(batch: readonly WriteOp[], lockTaken = false): OpOutcome[] {
+    const outcomes: OpOutcome[] = [];
+    try {
+      if (!lockTaken) begin.run();
+      for (const w of batch) {
+        if (w.op === 'execute' || w.op === 'append' || w.op === 'recordRequests') {
+          // The hot path: no savepoint (see appendInTx); a failure before the first write is this unit's alone.
+          writing = false;
           try {
             outcomes.push({ ok: true, value: runOne(w) });
-            release.run();
           } catch (err) {
-            if (err instanceof Database.SqliteError) throw err;
-            rollbackTo.run();
-            release.run();
+            if (err instanceof Database.SqliteError || writing) throw err;
             outcomes.push({ ok: false, error: toOpError(err) });
           }
+          continue;
         }
-        commit.run();
-        return outcomes;
-      } catch (err) {
+        // Rare maintenance units write many rows: a savepoint makes each all or nothing.
+        savepoint.run();
         try {
-          if (db.inTransaction) rollback.run();
-        } catch {
-          /* the connection is already broken; the error below says so */
+          outcomes.push({ ok: true, value: runOne(w) });
+          release.run();
+        } catch (err) {
+          if (err instanceof Database.SqliteError) throw err;
+          rollbackTo.run();
+          release.run();
+          outcomes.push({ ok: false, error: toOpError(err) });
         }
-        const failure = toOpError(err);
-        const error: OpError = failure.kind === 'unavailable' ? failure : { kind: 'unavailable', message: `ledger write failed: ${failure.message}` };
-        return batch.map(() => ({ ok: false, error }));
       }
+      commit.run();
+      return outcomes;
+    } catch (err) {
+      return failBatch(batch, err);
+    }
+  }
+
+  /** Every unit of the batch failed by `err`; whatever of it was written is rolled back. */
+  function failBatch(batch: readonly WriteOp[], err: unknown): OpOutcome[] {
+    try {
+      if (db.inTransaction) rollback.run();
+    } catch {
+      /* the connection is already broken; the error below says so */
+    }
+    const failure = toOpError(err);
+    const error: OpError = failure.kind === 'unavailable' ? failure : { kind: 'unavailable', message: `ledger write failed: ${failure.message}` };
+    return batch.map(() => ({ ok: false, error }));
+  }
+
+  return {
+    /** Runs the batch in one transaction, waiting up to the busy timeout for another connection's write lock. */
+    run: (batch: readonly WriteOp[]): OpOutcome[] => run(batch),
+    /**
+     * As `run`, but 'locked' at once, nothing done, while another connection holds the write lock: the caller
+     * waits by a timer instead of in SQLite's busy handler, which would stop its thread (the request thread).
+     */
+    tryRun(batch: readonly WriteOp[]): OpOutcome[] | 'locked' {
+      let refused: unknown = null;
+      try {
+        waitFor(0);
+        try {
+          begin.run();
+        } finally {
+          waitFor(busyTimeoutMs);
+        }
+      } catch (err) {
+        refused = err;
+      }
+      if (refused === null) return run(batch, true);
+      return isBusy(refused) ? 'locked' : failBatch(batch, refused);
     },
   };
 }
+
+const isBusy = (err: unknown): boolean => err instanceof Database.SqliteError && (err.code === 'SQLITE_BUSY' || err.code.startsWith('SQLITE_BUSY_'));
 export type WriteEngine = ReturnType<typeof createWriteEngine>;

@@ -24,7 +24,7 @@ try {
   const { ledgerProjection } = (await import(projectionModule)) as { ledgerProjection: LedgerProjection };
   // The opening thread created and migrated the file; this connection only joins it.
   db = openDatabase(connection, false);
-  engine = createWriteEngine(db, ledgerProjection);
+  engine = createWriteEngine(db, ledgerProjection, connection.busyTimeoutMs);
   port.postMessage({ ready: true } satisfies FromWriter);
 } catch (err) {
   port.postMessage({ openError: err instanceof Error ? err.message : String(err) } satisfies FromWriter);

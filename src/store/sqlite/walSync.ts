@@ -1,0 +1,53 @@
+import { closeSync, fdatasync, fsyncSync, openSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+
+/**
+ * The durable half of a commit at synchronous=FULL, taken off the event loop. The writing connection runs at
+ * synchronous=NORMAL: a COMMIT writes its WAL frames and returns without waiting for the disk (NORMAL still
+ * syncs the WAL before every checkpoint, the database file after it, and the WAL header when the WAL starts
+ * over). Before any unit of a committed batch is answered, `sync()` flushes the WAL to disk with fdatasync on
+ * libuv's thread pool. That is the order FULL keeps (a commit's frames on disk before anything acts on it),
+ * without stopping the request thread for the disk, as SQLite's own FULL would: it syncs inside COMMIT.
+ *
+ * One fdatasync covers every frame written before it, whoever wrote it: the WAL is one file, and a checkpoint
+ * never starts the WAL over before the frames it copied are synced into the database file.
+ */
+export interface WalSync {
+  /** Resolves once everything committed so far is on disk; rejects with the system's error. */
+  sync(): Promise<void>;
+  close(): void;
+}
+
+/**
+ * The WAL of the SQLite file at `dbPath`, which must exist (a connection in WAL mode creates it at its first
+ * read). Its folder is synced once here, as SQLite syncs the folder of a WAL it has just created, so that the
+ * file itself survives a power cut. The WAL keeps its inode while any connection has the database open (this
+ * process's does), so the descriptor stays the WAL's.
+ */
+export function walSync(dbPath: string): WalSync {
+  const fd = openSync(`${dbPath}-wal`, 'r');
+  try {
+    const dir = openSync(dirname(resolve(dbPath)), 'r');
+    try {
+      fsyncSync(dir);
+    } finally {
+      closeSync(dir);
+    }
+  } catch (err) {
+    closeSync(fd);
+    throw err;
+  }
+  let closed = false;
+  return {
+    sync: () =>
+      new Promise<void>((ok, fail) => {
+        if (closed) fail(new Error('the WAL is closed'));
+        else fdatasync(fd, (err) => (err ? fail(err) : ok()));
+      }),
+    close() {
+      if (closed) return;
+      closed = true;
+      closeSync(fd);
+    },
+  };
+}

@@ -74,6 +74,8 @@ export type ProjectionRow = Readonly<Record<string, string | number | null>>;
 export interface LedgerProjection {
   /** The table's columns, in order. */
   readonly columns: readonly string[];
+  /** A row read as its values in `columns` order (a store's raw read) as the row `rowToState` decodes. */
+  rowFromValues(values: readonly unknown[]): unknown;
   stateToRow(state: LedgerState): ProjectionRow;
   /** A row read back, decoded, never cast: one that does not decode throws `LedgerCorruptError`. */
   rowToState(raw: unknown): LedgerState;
@@ -86,6 +88,11 @@ export interface LedgerProjection {
   readonly module: string;
 }
 
+/** A GUID's row as a caller last saw it (null: there was none), handed to `execute` to spare it a read. */
+export interface SeenRow {
+  readonly state: LedgerState | null;
+}
+
 /** The event log: every write goes through here, each append a compare-and-set on the stream's last seq. */
 export interface EventLog {
   /** Compare-and-set append: wins only if the stream's last seq is still `expectedSeq` (-1: no stream yet). */
@@ -95,8 +102,12 @@ export interface EventLog {
    * is `execute(guid, Submit | Claim)`). When it appends `Purged`, the raw request and response also leave
    * the GUID's earlier events. `audit` (both here and in `appendEvents`): the key and the parameters that decided
    * the events, stored in their actor with the process part the store was opened with.
+   * `seen`: the row as the caller has just read or written it (`state: null`: no row), when it has one at hand. A
+   * store may decide on it instead of reading the row again inside the transaction; the compare-and-set is the
+   * same (a `seen` that is out of date loses on the (guid, seq) key, and the store decides again on the row as it
+   * is), so the result is the one `execute` without `seen` would give.
    */
-  execute(guid: string, command: Command, audit?: EventAudit): StoreResult<ExecuteResult>;
+  execute(guid: string, command: Command, audit?: EventAudit, seen?: SeenRow): StoreResult<ExecuteResult>;
   readStream(guid: string): StoreResult<StoredEvent[]>;
   /** The whole log in global order, from after `afterPosition`. */
   readAll(afterPosition: number, limit: number): StoreResult<StoredEvent[]>;

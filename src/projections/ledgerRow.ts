@@ -33,6 +33,18 @@ export const LEDGER_COLUMNS = [
   'created_at', 'updated_at', 'last_seq', 'sent_at', 'timeout_ms', 'failed_by_inquiry',
 ] as const;
 
+/**
+ * A row read as its values in LEDGER_COLUMNS order (a raw read: the driver builds no object with a property per
+ * column, which costs more than the read itself) as the row `rowToState` decodes. One literal, so every row has
+ * the same shape; a unit test holds it to LEDGER_COLUMNS.
+ */
+export function rowFromValues(v: readonly unknown[]): Record<(typeof LEDGER_COLUMNS)[number], unknown> {
+  return {
+    guid: v[0], status: v[1], code: v[2], request: v[3], response: v[4], fingerprint: v[5], channel: v[6], attempts: v[7],
+    created_at: v[8], updated_at: v[9], last_seq: v[10], sent_at: v[11], timeout_ms: v[12], failed_by_inquiry: v[13],
+  };
+}
+
 export function rowToState(raw: unknown): LedgerState {
   const decoded = LedgerRowCodec.decode(raw);
   if (isLeft(decoded)) {

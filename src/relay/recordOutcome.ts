@@ -11,11 +11,13 @@ export type Recorded =
   | { readonly recorded: false; readonly state: LedgerState | null };
 
 /**
- * Records the outcome of one call to the account system for `attempt`, by compare-and-set on the row
- * being SENT at that attempt. The relay and `reprocess` both use it: one code path for every send. A Left: the
- * ledger could not be written, the call was made, so the caller must treat the outcome as unknown.
+ * Records the outcome of one call to the account system for the attempt `sent` (the row as its Sent left it), by
+ * compare-and-set on the row being SENT at that attempt. The relay and `reprocess` both use it: one code path for
+ * every send. A Left: the ledger could not be written, the call was made, so the caller must treat the outcome as
+ * unknown.
  */
-export async function recordOutcome(store: EventLog, guid: string, attempt: number, outcome: CallOutcome, audit?: EventAudit): StoreResult<Recorded> {
+export async function recordOutcome(store: EventLog, sent: LedgerState, outcome: CallOutcome, audit?: EventAudit): StoreResult<Recorded> {
+  const { guid, attempts: attempt } = sent;
   const result = await store.execute(
     guid,
     outcome.kind === 'definite'
@@ -24,6 +26,8 @@ export async function recordOutcome(store: EventLog, guid: string, attempt: numb
         ? { type: 'RecordTimeout', attempt, reason: outcome.reason, detail: outcome.detail }
         : { type: 'RecordConnectFailure', attempt, reason: outcome.reason, detail: outcome.detail },
     audit,
+    // Usually still the row as it is: the store decides on it without reading it again.
+    { state: sent },
   );
   return E.map((r: ExecuteResult): Recorded => (r.kind === 'applied' ? { recorded: true, state: r.state } : { recorded: false, state: r.refusal.state }))(result);
 }

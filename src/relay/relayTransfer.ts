@@ -92,7 +92,7 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   // Past the replay path: the key and the flags in force go into the actor of every event this request writes.
   const audit = relayAudit(deps, channel);
   const result = existing === null
-    ? await store.execute(request.guid, submit, audit)
+    ? await store.execute(request.guid, submit, audit, { state: null })
     : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics }, existing, submit, audit);
   if (E.isLeft(result)) {
     permit?.done(null);
@@ -138,7 +138,7 @@ export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'm
   const call = await deps.account.transfer(claimed.request);
   permit?.done(call.kind);
   deps.metrics.call(call.kind, call.latencyMs);
-  return { sent: true, guid, call, recorded: await recordOutcome(deps.store, guid, attempt, call, audit) };
+  return { sent: true, guid, call, recorded: await recordOutcome(deps.store, claimed, call, audit) };
 }
 
 /** The channel's reply to a send (CONTRACT.md §2): the call's outcome if it was recorded, else the ledger's. */

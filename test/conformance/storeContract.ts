@@ -105,6 +105,26 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect((await orThrow(store.readStream('g'))).map((e) => e.seq)).toEqual([0, 1]);
       });
 
+      it('execute with the row the caller saw gives what execute without it gives, whether that row is still the one stored or not', async () => {
+        const store = await open(await fresh());
+        // Seen right: no row, then the row the claim returned.
+        const claim = await orThrow(store.execute('g', submit(), undefined, { state: null }));
+        if (claim.kind !== 'applied') throw new Error('claim refused');
+        const timedOut = await orThrow(store.execute('g', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }, undefined, { state: claim.state }));
+        expect(timedOut).toMatchObject({ kind: 'applied', state: { status: 'UNKNOWN', lastSeq: 2 } });
+        // Seen out of date: the claim's SENT row, though the row is UNKNOWN now. The answer still counts, as a late answer.
+        const late = await orThrow(store.execute('g', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }, undefined, { state: claim.state }));
+        expect(late).toMatchObject({ kind: 'applied', state: { status: 'DONE', lastSeq: 3 }, events: [{ seq: 3, type: 'Resolved', data: { source: 'late-answer' } }] });
+        // Seen out of date: no row, though there is one: refused as exists, as without seen.
+        const again = await orThrow(store.execute('g', submit(), undefined, { state: null }));
+        expect(again).toMatchObject({ kind: 'refused', refusal: { reason: 'exists', state: { status: 'DONE' } } });
+        // A refusal on what was seen is decided again on the row as it is.
+        const stale = await orThrow(store.execute('g', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }, undefined, { state: { ...claim.state, attempts: 9 } }));
+        expect(stale).toMatchObject({ kind: 'refused', refusal: { reason: 'wrong-status', state: { status: 'DONE' } } });
+        expect((await orThrow(store.readStream('g'))).map((e) => [e.seq, e.type])).toEqual([[0, 'Claimed'], [1, 'Sent'], [2, 'TimedOut'], [3, 'Resolved']]);
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
+      });
+
       it('a projection behind the log: the append loses and never overwrites the log', async () => {
         const f = await fresh();
         const store = await open(f);

@@ -12,9 +12,18 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft, refusingStore } from '../support/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
+import type { EventLog } from '../../src/events/store.js';
+import type { LedgerState } from '../../src/events/state.js';
 
 const submit = { type: 'Submit', request: '{"guid":"L"}', fingerprint: 'f', timeoutMs: 1000, maxAttempts: 3 } as const;
 const answer = { kind: 'definite', code: '0000', body: '{"code":"0000","late":true}', status: 200, latencyMs: 9000 } as const;
+
+/** Claims and sends L: the row as its Sent left it, what the relay hands recordOutcome after the call. */
+async function sentRow(store: EventLog): Promise<LedgerState> {
+  const claimed = await orThrow(store.execute('L', submit));
+  if (claimed.kind !== 'applied') throw new Error('claim refused');
+  return claimed.state;
+}
 
 describe('recording an outcome against a row that moved', () => {
   const tmp = useTempDir();
@@ -22,10 +31,11 @@ describe('recording an outcome against a row that moved', () => {
   it('an answer that arrives after the sweep made the row UNKNOWN is recorded as Resolved late-answer, not dropped', async () => {
     let now = 1000;
     const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
-    await orThrow(store.execute('L', submit));
+    const sent = await sentRow(store);
     now = 1000 + 1000 + 500;
     expect(await orThrow(sweepOrphans(store, 500, now))).toEqual({ neverSent: 0, orphaned: 1 });
-    const r = await orThrow(recordOutcome(store, 'L', 1, answer));
+    // The row the relay holds (SENT) is out of date: the store must decide on the row as it is (UNKNOWN).
+    const r = await orThrow(recordOutcome(store, sent, answer));
     expect(r).toMatchObject({ recorded: true, state: { status: 'DONE', code: '0000', response: answer.body } });
     expect((await orThrow(store.readStream('L'))).map((e) => e.type)).toEqual(['Claimed', 'Sent', 'TimedOut', 'Resolved']);
     expect((await orThrow(store.readStream('L'))).at(-1)?.data).toMatchObject({ source: 'late-answer' });
@@ -35,10 +45,10 @@ describe('recording an outcome against a row that moved', () => {
   it('the sweep leaves a SENT row alone until its own timeout plus the grace has passed', async () => {
     let now = 1000;
     const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
-    await orThrow(store.execute('L', submit));
+    const sent = await sentRow(store);
     now = 2499;
     expect(await orThrow(sweepOrphans(store, 500, now))).toEqual({ neverSent: 0, orphaned: 0 });
-    const r = await orThrow(recordOutcome(store, 'L', 1, answer));
+    const r = await orThrow(recordOutcome(store, sent, answer));
     expect(r).toMatchObject({ recorded: true, state: { status: 'DONE' } });
     expect((await orThrow(store.readStream('L'))).map((e) => e.type)).toEqual(['Claimed', 'Sent', 'Answered']);
     await store.close();
@@ -47,10 +57,10 @@ describe('recording an outcome against a row that moved', () => {
   it('a timeout for a row the sweep already settled changes nothing', async () => {
     let now = 1000;
     const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
-    await orThrow(store.execute('L', submit));
+    const sent = await sentRow(store);
     now = 10_000;
     await orThrow(sweepOrphans(store, 500, now));
-    const r = await orThrow(recordOutcome(store, 'L', 1, { kind: 'unknown', reason: 'timeout', detail: 'x', latencyMs: 1 }));
+    const r = await orThrow(recordOutcome(store, sent, { kind: 'unknown', reason: 'timeout', detail: 'x', latencyMs: 1 }));
     expect(r).toMatchObject({ recorded: false, state: { status: 'UNKNOWN' } });
     expect(await orThrow(store.readStream('L'))).toHaveLength(3);
     await store.close();
@@ -58,9 +68,9 @@ describe('recording an outcome against a row that moved', () => {
 
   it('a ledger that cannot be written comes back as a Left (the caller answers E901)', async () => {
     const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
-    await orThrow(store.execute('L', submit));
+    const sent = await sentRow(store);
     await store.close();
-    await expectLeft(recordOutcome(store, 'L', 1, answer), 'LEDGER_CLOSED');
+    await expectLeft(recordOutcome(store, sent, answer), 'LEDGER_CLOSED');
   });
 });
 

@@ -46,11 +46,14 @@ function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unkn
 
 /** The SQL of the `ledger` projection: one row per GUID, written in the append transaction. */
 export function ledgerTable(db: Database.Database, projection: LedgerProjection) {
-  const { columns, stateToRow, rowToState } = projection;
+  const { columns, stateToRow, rowToState, rowFromValues } = projection;
   const placeholders = columns.map((c) => `@${c}`).join(', ');
   const updates = columns.filter((c) => c !== 'guid').map((c) => `${c} = excluded.${c}`).join(', ');
   const upsert = db.prepare(`INSERT INTO ledger (${columns.join(', ')}) VALUES (${placeholders}) ON CONFLICT(guid) DO UPDATE SET ${updates}`);
-  const selectOne = db.prepare('SELECT * FROM ledger WHERE guid = ?');
+  // Rows are read raw (values in column order) and made into the projection's row by its own literal.
+  const SELECT = `SELECT ${columns.join(', ')} FROM ledger`;
+  const selectOne = db.prepare(`${SELECT} WHERE guid = ?`).raw(true);
+  const decode = (values: unknown): LedgerState => rowToState(rowFromValues(values as unknown[]));
   const countStatus = db.prepare('SELECT status, COUNT(*) AS n, MIN(updated_at) AS oldest FROM ledger GROUP BY status');
 
   return {
@@ -62,14 +65,14 @@ export function ledgerTable(db: Database.Database, projection: LedgerProjection)
       upsert.run(row);
     },
     read(guid: string): LedgerState | null {
-      const row = selectOne.get(guid);
-      return row === undefined ? null : rowToState(row);
+      const values = selectOne.get(guid);
+      return values === undefined ? null : decode(values);
     },
     query(q: LedgerQuery): LedgerState[] {
       const filter = whereClause(q);
       if (filter === null) return [];
-      const sql = `SELECT * FROM ledger${filter.sql} ORDER BY guid` + (q.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(q.limit))}` : '');
-      return db.prepare(sql).all(filter.params).map((r) => rowToState(r));
+      const sql = `${SELECT}${filter.sql} ORDER BY guid` + (q.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(q.limit))}` : '');
+      return db.prepare(sql).raw(true).all(filter.params).map(decode);
     },
     count(q: LedgerQuery): number {
       const filter = whereClause(q);

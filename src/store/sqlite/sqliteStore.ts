@@ -8,7 +8,7 @@ import { STATUSES, Status, actorOf, type EventAudit, type NewEvent, type Process
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
-import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, ProjectionDifference, RequestRecord, StatusSummary, StoredRequestRecord } from '../../events/store.js';
+import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, ProjectionDifference, RequestRecord, SeenRow, StatusSummary, StoredRequestRecord } from '../../events/store.js';
 import { storeResult, type StoreResult } from '../../events/storeResult.js';
 import { ledgerTable } from './ledgerTable.js';
 import { requestsTable } from './requestsTable.js';
@@ -377,8 +377,8 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     appendEvents(guid: string, expectedSeq: number, newEvents: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult> {
       return storeResult('write', () => write({ op: 'append', guid, expectedSeq, events: newEvents, actor: actorOf(options.actor, audit) }));
     },
-    execute(guid: string, command: Command, audit?: EventAudit): StoreResult<ExecuteResult> {
-      return storeResult('write', () => write({ op: 'execute', guid, command, now: clock(), actor: actorOf(options.actor, audit) }));
+    execute(guid: string, command: Command, audit?: EventAudit, seen?: SeenRow): StoreResult<ExecuteResult> {
+      return storeResult('write', () => write({ op: 'execute', guid, command, now: clock(), actor: actorOf(options.actor, audit), ...(seen === undefined ? {} : { seen: seen.state }) }));
     },
     recordRequests(records: readonly RequestRecord[]): StoreResult<void> {
       return storeResult('write', async () => {

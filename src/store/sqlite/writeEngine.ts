@@ -5,6 +5,7 @@ import { LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.
 import { foldEvents } from '../../events/evolve.js';
 import type { AppendResult, ExecuteResult, LedgerProjection, RequestRecord } from '../../events/store.js';
 import type { InquiryScheduled } from '../../events/inquirySchedule.js';
+import type { LedgerState } from '../../events/state.js';
 import { inquiryScheduleTable } from './inquiryScheduleTable.js';
 import { leasesTable } from './leasesTable.js';
 import { checkRequestRecord, requestsTable } from './requestsTable.js';
@@ -13,7 +14,8 @@ import { eventsTable, isUniqueViolation } from './appendEvents.js';
 
 /** A unit of work for the writer; plain data, so it can cross to a worker thread. */
 export type WriteOp =
-  | { readonly op: 'execute'; readonly guid: string; readonly command: Command; readonly now: number; readonly actor: Actor | null }
+  /** `seen`: the row as the caller saw it (null: none), decided on first instead of a read (see EventLog.execute). */
+  | { readonly op: 'execute'; readonly guid: string; readonly command: Command; readonly now: number; readonly actor: Actor | null; readonly seen?: LedgerState | null }
   | { readonly op: 'append'; readonly guid: string; readonly expectedSeq: number; readonly events: readonly NewEvent[]; readonly actor: Actor | null }
   /** The channel's requests, buffered by the relay: inserted in the batch's transaction, beside the log. */
   | { readonly op: 'recordRequests'; readonly records: readonly RequestRecord[] }
@@ -100,8 +102,9 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
    * A unique violation (another writer, maybe another process, appended this seq first) undoes this
    * append's own inserts and is "lost"; any other failure while writing fails the whole batch.
    */
-  function appendInTx(guid: string, expectedSeq: number, newEvents: readonly NewEvent[], actor: Actor | null): AppendResult {
-    const current = ledger.read(guid);
+  function appendInTx(guid: string, expectedSeq: number, newEvents: readonly NewEvent[], actor: Actor | null, seen?: LedgerState | null): AppendResult {
+    // A row the caller has seen is not read again: if it is out of date, the (guid, seq) key refuses the insert below.
+    const current = seen === undefined ? ledger.read(guid) : seen;
     if ((current?.lastSeq ?? -1) !== expectedSeq) return { won: false, state: current };
     const state = foldEvents(guid, newEvents, current);
     if (state === null || newEvents.length === 0) return { won: false, state: current };
@@ -132,6 +135,15 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
       case 'append':
         return appendInTx(w.guid, w.expectedSeq, w.events, w.actor);
       case 'execute': {
+        if (w.seen !== undefined) {
+          // What the caller saw is usually the row as it is: decide on it, and let the append's key tell otherwise.
+          // A refusal, or an append the key refuses, is decided again below on the row as read now.
+          const decided = decide(w.seen, w.command, w.now);
+          if (decided._tag === 'Right') {
+            const result = appendInTx(w.guid, w.seen?.lastSeq ?? -1, decided.right, w.actor, w.seen);
+            if (result.won) return { kind: 'applied', state: result.state, events: result.events } satisfies ExecuteResult;
+          }
+        }
         const state = ledger.read(w.guid);
         const decided = decide(state, w.command, w.now);
         if (decided._tag === 'Left') return { kind: 'refused', refusal: decided.left } satisfies ExecuteResult;

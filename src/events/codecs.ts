@@ -117,6 +117,21 @@ export function actorOf(process: ProcessActor | undefined, audit: EventAudit | u
   };
 }
 
+/**
+ * `actorOf` for one process part, made once per audit value: a relay hands the same audit for every request of a
+ * key (`relayAudit`), so each of its events gets the same actor value, which the store encodes once.
+ */
+export function actorsOf(process: ProcessActor | undefined): (audit: EventAudit | undefined) => Actor | null {
+  const made = new WeakMap<EventAudit, Actor | null>();
+  const plain = actorOf(process, undefined);
+  return (audit) => {
+    if (audit === undefined) return plain;
+    let actor = made.get(audit);
+    if (actor === undefined) made.set(audit, (actor = actorOf(process, audit)));
+    return actor;
+  };
+}
+
 /** An event as the log holds it; `actor` is null for events written before actors were recorded (or without one). */
 export type StoredEvent = NewEvent & { guid: string; seq: number; position: number; actor: Actor | null };
 

@@ -25,16 +25,23 @@ export function topLevelMembers(text: string): TopLevelMember[] {
     if (key !== null) members.push({ key, raw: text.slice(valueStart, end).trim() });
     key = null;
   };
+  // Most texts hold no backslash at all: then a string ends at the next quote, found by indexOf, not char by char.
+  const escapes = text.includes('\\');
   for (let i = start; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22) {
       let j = i + 1;
       let escaped = false;
-      for (let d = text.charCodeAt(j); d !== 0x22; d = text.charCodeAt(j)) {
-        if (d === 0x5c) {
-          escaped = true;
-          j += 2;
-        } else j++;
+      if (!escapes) {
+        j = text.indexOf('"', j);
+        if (j < 0) break; // not JSON: cannot happen for a text JSON.parse accepted
+      } else {
+        for (let d = text.charCodeAt(j); d !== 0x22; d = text.charCodeAt(j)) {
+          if (d === 0x5c) {
+            escaped = true;
+            j += 2;
+          } else j++;
+        }
       }
       if (depth === 1 && expectKey) {
         expectKey = false;

@@ -182,11 +182,13 @@ function exchange(pool: Dispatcher, spec: ExchangeSpec): Promise<Exchange> {
 
 type Decoded = { ok: true; code: string; text: string } | { ok: false; detail: string };
 
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
 /** The body as text and JSON, or why it is neither. */
 function parseJsonBody(bytes: Buffer): { ok: true; text: string; parsed: unknown } | { ok: false; detail: string } {
   let text: string;
   try {
-    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+    text = utf8.decode(bytes);
   } catch {
     return { ok: false, detail: 'a body that is not valid UTF-8' };
   }

@@ -47,6 +47,16 @@ export function relayAudit(deps: Pick<RelayDeps, 'timeoutMs' | 'maxAttempts' | '
   };
 }
 
+const auditsByDeps = new WeakMap<RelayDeps, Map<string | undefined, EventAudit>>();
+/** `relayAudit` made once per relay and key (the flags do not change while it runs): the store then encodes its actor once. */
+function auditOf(deps: RelayDeps, channel: string | undefined): EventAudit {
+  let byKey = auditsByDeps.get(deps);
+  if (byKey === undefined) auditsByDeps.set(deps, (byKey = new Map()));
+  let audit = byKey.get(channel);
+  if (audit === undefined) byKey.set(channel, (audit = relayAudit(deps, channel)));
+  return audit;
+}
+
 /** Whether the row (if any) was claimed with this request's fingerprint, for the request record. */
 const knownAs = (state: LedgerState | null, request: TransferRequest): Pick<RelayResult, 'known'> =>
   state === null ? {} : { known: { fingerprintMatch: state.fingerprint === request.fingerprint } };
@@ -90,7 +100,7 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   }
 
   // Past the replay path: the key and the flags in force go into the actor of every event this request writes.
-  const audit = relayAudit(deps, channel);
+  const audit = auditOf(deps, channel);
   const result = existing === null
     ? await store.execute(request.guid, submit, audit, { state: null })
     : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics }, existing, submit, audit);

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { actorOf, type EventAudit, type NewEvent, type ProcessActor, type StoredEvent } from '../../events/codecs.js';
+import { actorsOf, type EventAudit, type NewEvent, type ProcessActor, type StoredEvent } from '../../events/codecs.js';
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, RequestRecord } from '../../events/store.js';
@@ -72,6 +72,7 @@ const types = {
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
   const { url, projection, clock, maxBatch = 512, maxInFlight = 2, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate', create = true } = options;
   if (!isPostgresUrl(url)) throw new LedgerUnavailableError('not a PostgreSQL URL (postgres://… or postgresql://…)');
+  const actorFor = actorsOf(options.actor);
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
@@ -139,13 +140,13 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult> {
       return storeResult('write', () => {
         open();
-        return writes.submit({ op: 'append', guid, expectedSeq, events, actor: actorOf(options.actor, audit) }) as Promise<AppendResult>;
+        return writes.submit({ op: 'append', guid, expectedSeq, events, actor: actorFor(audit) }) as Promise<AppendResult>;
       });
     },
     execute(guid: string, command: Command, audit?: EventAudit): StoreResult<ExecuteResult> {
       return storeResult('write', () => {
         open();
-        return writes.submit({ op: 'execute', guid, command, actor: actorOf(options.actor, audit), ...(clock === undefined ? {} : { now: clock() }) }) as Promise<ExecuteResult>;
+        return writes.submit({ op: 'execute', guid, command, actor: actorFor(audit), ...(clock === undefined ? {} : { now: clock() }) }) as Promise<ExecuteResult>;
       });
     },
     now: (): StoreResult<number> => read('clock', clock === undefined ? () => serverNow(pool) : async () => clock()),

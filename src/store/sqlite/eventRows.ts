@@ -43,7 +43,13 @@ function decodeActor(text: string, where: string): Actor {
   return decoded.right;
 }
 
-/** An actor as `events.actor` holds it (null stays NULL). */
-export const encodeActor = (actor: Actor | null): string | null => (actor === null ? null : JSON.stringify(actor));
+const encoded = new WeakMap<Actor, string>();
+/** An actor as `events.actor` holds it (null stays NULL); an actor value is encoded once (actors are never changed). */
+export function encodeActor(actor: Actor | null): string | null {
+  if (actor === null) return null;
+  let json = encoded.get(actor);
+  if (json === undefined) encoded.set(actor, (json = JSON.stringify(actor)));
+  return json;
+}
 
 export type { EventType };

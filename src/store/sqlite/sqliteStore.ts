@@ -4,7 +4,7 @@ import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import * as t from 'io-ts';
 import { isLeft } from 'fp-ts/lib/Either.js';
-import { STATUSES, Status, actorOf, type EventAudit, type NewEvent, type ProcessActor, type StoredEvent } from '../../events/codecs.js';
+import { STATUSES, Status, actorsOf, type EventAudit, type NewEvent, type ProcessActor, type StoredEvent } from '../../events/codecs.js';
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
@@ -347,6 +347,7 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     : inlineWriter(db, { maxBatch, projection, busyTimeoutMs, wal, fileLost });
   let closed = false;
   const deadlineMs = busyTimeoutMs + WRITE_DEADLINE_MARGIN_MS;
+  const actorFor = actorsOf(options.actor);
 
   function write<O extends WriteOp>(op: O): Promise<WriteResult<O>> {
     if (closed) return Promise.reject(new LedgerClosedError());
@@ -375,10 +376,10 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     path,
     db,
     appendEvents(guid: string, expectedSeq: number, newEvents: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult> {
-      return storeResult('write', () => write({ op: 'append', guid, expectedSeq, events: newEvents, actor: actorOf(options.actor, audit) }));
+      return storeResult('write', () => write({ op: 'append', guid, expectedSeq, events: newEvents, actor: actorFor(audit) }));
     },
     execute(guid: string, command: Command, audit?: EventAudit, seen?: SeenRow): StoreResult<ExecuteResult> {
-      return storeResult('write', () => write({ op: 'execute', guid, command, now: clock(), actor: actorOf(options.actor, audit), ...(seen === undefined ? {} : { seen: seen.state }) }));
+      return storeResult('write', () => write({ op: 'execute', guid, command, now: clock(), actor: actorFor(audit), ...(seen === undefined ? {} : { seen: seen.state }) }));
     },
     recordRequests(records: readonly RequestRecord[]): StoreResult<void> {
       return storeResult('write', async () => {

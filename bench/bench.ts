@@ -21,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { randomUUID } from 'node:crypto';
 import autocannon from 'autocannon';
 import { orThrow } from '../src/events/storeResult.js';
 import { openSqliteStore } from '../src/store/sqlite/sqliteStore.js';
@@ -40,6 +41,7 @@ const { values } = parseArgs({
     fill: { type: 'string', default: '0' },
     filled: { type: 'string' },
     baseline: { type: 'string' },
+    'random-guids': { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
 });
@@ -59,6 +61,8 @@ if (values.help) {
   --filled PATH       as --fill, on a ledger file filled before (node dist/bench/fillLedger.js N PATH); it is written to
   --baseline BIN      also another build of guidgate (path to its bin/guidgate), new GUIDs and replay in every
                       round: before/after figures from one run
+  --random-guids      every new GUID a random UUID (as many channels make them; with --fill, the growth the issue
+                      asks about: keys that land all over the B-trees) instead of tag-pid-counter
   --json              print the summary as JSON
 Prints per round and as the median: req/s, p99 and relay CPU µs per request (user + system of the relay process,
 all threads, from /proc/<pid>/stat, divided by the requests it served).
@@ -165,8 +169,9 @@ async function load(target: string | readonly string[], body: () => string, expe
   };
 }
 
+const newGuid = (tag: string): string => (values['random-guids'] ? randomUUID() : `${tag}-${process.pid}-${seq++}`);
 const uniqueBody = (tag: string) => () =>
-  `{"guid":"${tag}-${process.pid}-${seq++}","from":"ACC-1001","to":"ACC-2002","amount":100,"currency":"CNY"${extraField}}`;
+  `{"guid":"${newGuid(tag)}","from":"ACC-1001","to":"ACC-2002","amount":100,"currency":"CNY"${extraField}}`;
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -369,6 +374,7 @@ try {
     }),
     cores: availableParallelism(),
     extraBytes: Number(values['extra-bytes']),
+    randomGuids: values['random-guids'],
     cpuPerRequest: {
       naive: cpuMedians(perRound.map((r) => r.naive)),
       guidgate: cpuMedians(perRound.map((r) => r.guidgate)),
@@ -381,7 +387,7 @@ try {
     const f = (x: number) => x.toFixed(0).padStart(7);
     const m = (pick: (r: Round) => number | null | undefined) => medianOf(perRound.map(pick));
     const out = [
-      `Relay CPU µs per request (user + system, all threads, ÷ requests served), req/s and p99; new GUIDs and the replay path; bodies carry ${summary.extraBytes} extra bytes:`,
+      `Relay CPU µs per request (user + system, all threads, ÷ requests served), req/s and p99; new GUIDs${summary.randomGuids ? ' (random UUIDs)' : ''} and the replay path; bodies carry ${summary.extraBytes} extra bytes:`,
       '',
       '| round | naive req/s | naive p99 | naive CPU µs | guidgate req/s | guidgate p99 | guidgate CPU µs | replay req/s | replay p99 | replay CPU µs | ratio req/s | ratio p99 | ratio CPU | replay ratio req/s | replay ratio CPU |',
       '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',

@@ -110,10 +110,13 @@ describe('operator commands as library functions', () => {
       const guid = `RACE-${i}`;
       const t = transferBody(guid);
       await seedRow(ledger, guid, 'FAILED', t);
-      // The relay's path starts with an HTTP round trip; give reprocess a random head start or delay around it.
+      // Either side gets a random head start: the relay's path is an HTTP round trip and one commit, reprocess's a
+      // page read, a lease and then its commit, each commit waiting for the disk off the event loop, so reprocess
+      // gets the longer one (up to 8 ms) to win about as often.
+      const lead = Math.random() * 12 - 8; // > 0: reprocess waits this long; < 0: the relay does
       const [reply, summary] = await Promise.all([
-        h.post(t.body),
-        sleep(Math.random() * 4).then(() => reprocessFailed({ store: ledger, account }, { maxAttempts: 3, timeoutMs: 2000, concurrency: 4 })),
+        sleep(Math.max(0, -lead)).then(() => h.post(t.body)),
+        sleep(Math.max(0, lead)).then(() => reprocessFailed({ store: ledger, account }, { maxAttempts: 3, timeoutMs: 2000, concurrency: 4 })),
       ]);
       const relaySent = reply.json()['code'] === '0000' && reply.headers['idempotent-replayed'] === undefined;
       expect(['0000', 'E903']).toContain(reply.json()['code']);

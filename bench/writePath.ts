@@ -1,0 +1,157 @@
+/**
+ * What the store writes per transfer, and what it costs: a new GUID answered 0000, as the relay drives the store
+ * (the row read of the route, `Submit`, `RecordAnswer`, and the request record, 256 to a write), with `--inflight`
+ * transfers at once and random UUID GUIDs. Prints, per transfer: process CPU (user + system, every thread), bytes
+ * the process wrote (/proc/self/io write_bytes: the WAL, checkpoints into the file), write calls, and the
+ * ledger's bytes on disk at the end, with the rows it holds.
+ *
+ * Usage: node dist/bench/writePath.js [--transfers 30000] [--inflight 50] [--writer inline|thread]
+ *          [--build DIR] [--runs 3] [--json]
+ * `--build DIR`: also another build (its `dist` folder, e.g. of the commit before a change), run alternately with
+ * this one, each in a process of its own: before and after from one run, with the ratio.
+ */
+import { spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const { values } = parseArgs({
+  options: {
+    transfers: { type: 'string', default: '30000' },
+    inflight: { type: 'string', default: '50' },
+    writer: { type: 'string', default: 'inline' },
+    build: { type: 'string' },
+    runs: { type: 'string', default: '3' },
+    json: { type: 'boolean', default: false },
+    /** Internal: run once in this process against this build's dist folder and print one JSON line. */
+    child: { type: 'string' },
+  },
+});
+
+interface Measured {
+  cpuUs: number;
+  writeBytes: number;
+  writeCalls: number;
+  fileBytes: number;
+  rows: { events: number; ledger: number; requests: number };
+}
+
+/** The process's I/O counters: bytes that reached the storage layer and write calls. */
+function io(): { writeBytes: number; writeCalls: number } {
+  const text = readFileSync('/proc/self/io', 'utf8');
+  const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return { writeBytes: field('write_bytes'), writeCalls: field('syscw') };
+}
+
+async function once(dist: string): Promise<Measured> {
+  const transfers = Number(values.transfers);
+  const inflight = Number(values.inflight);
+  const writer = values.writer === 'thread' ? 'thread' : 'inline';
+  const url = (p: string) => pathToFileURL(join(dist, p)).href;
+  const { openStore, processActor } = (await import(url('src/store/openStore.js'))) as typeof import('../src/store/openStore.js');
+  const dir = mkdtempSync(join(tmpdir(), 'guidgate-writepath-'));
+  const path = join(dir, 'ledger.db');
+  const store = await openStore(path, { synchronous: 'FULL', writer, actor: processActor('serve') });
+  const audit = { params: { timeoutMs: 3000, maxAttempts: 5, minAgeMs: 60_000 } };
+  const note = `,"note":"${'x'.repeat(150)}"`;
+  let records: Array<{ guid: string; at: number; key: null; code: string; fingerprintMatch: boolean }> = [];
+  const flushRecords = async () => {
+    const batch = records;
+    records = [];
+    if (batch.length > 0) await store.recordRequests(batch);
+  };
+  const one = async (): Promise<void> => {
+    const guid = randomUUID();
+    await store.getLedger(guid);
+    const request = `{"guid":"${guid}","from":"ACC-1001","to":"ACC-2002","amount":100,"currency":"CNY"${note}}`;
+    const claim = await store.execute(guid, { type: 'Submit', request, fingerprint: 'f'.repeat(64), timeoutMs: 3000, maxAttempts: 5 }, audit, { state: null });
+    if (claim._tag !== 'Right' || claim.right.kind !== 'applied') throw new Error(`claim of ${guid} failed`);
+    const response = `{"guid":"${guid}","code":"0000","message":"transfer done","txId":"tx-${randomUUID()}"}`;
+    const answer = await store.execute(guid, { type: 'RecordAnswer', attempt: 1, code: '0000', response, latencyMs: 1 }, audit, { state: claim.right.state });
+    if (answer._tag !== 'Right' || answer.right.kind !== 'applied') throw new Error(`answer of ${guid} failed`);
+    records.push({ guid, at: Date.now(), key: null, code: '0000', fingerprintMatch: true });
+    if (records.length >= 256) await flushRecords();
+  };
+  const run = async (n: number) => {
+    let started = 0;
+    await Promise.all(Array.from({ length: inflight }, async () => {
+      while (started++ < n) await one();
+    }));
+    await flushRecords();
+  };
+  await run(Math.min(2000, transfers)); // warm: the JIT, the page cache
+  const io0 = io();
+  const cpu0 = process.cpuUsage();
+  await run(transfers);
+  const cpu = process.cpuUsage(cpu0);
+  const io1 = io();
+  const count = async (table: string) => {
+    const Database = (await import('better-sqlite3')).default;
+    const db = new Database(path, { readonly: true });
+    try {
+      return Number((db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n);
+    } finally {
+      db.close();
+    }
+  };
+  await store.close();
+  const rows = { events: await count('events'), ledger: await count('ledger'), requests: await count('requests') };
+  const fileBytes = statSync(path).size + (() => { try { return statSync(`${path}-wal`).size; } catch { return 0; } })();
+  rmSync(dir, { recursive: true, force: true });
+  const all = rows.ledger;
+  return {
+    cpuUs: (cpu.user + cpu.system) / transfers,
+    writeBytes: (io1.writeBytes - io0.writeBytes) / transfers,
+    writeCalls: (io1.writeCalls - io0.writeCalls) / transfers,
+    fileBytes: fileBytes / all,
+    rows,
+  };
+}
+
+const here = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+if (values.child !== undefined) {
+  process.stdout.write(`${JSON.stringify(await once(values.child))}\n`);
+} else {
+  const builds: Array<{ name: string; dist: string }> = [{ name: 'this build', dist: here }];
+  if (values.build !== undefined) builds.push({ name: values.build, dist: resolve(values.build) });
+  const script = fileURLToPath(import.meta.url);
+  const results = new Map<string, Measured[]>(builds.map((b) => [b.name, []]));
+  for (let r = 0; r < Number(values.runs); r++) {
+    // Alternating, the order reversed every other run: drift on a shared machine hits both.
+    for (const b of r % 2 === 0 ? builds : [...builds].reverse()) {
+      const args = [script, '--child', b.dist, '--transfers', values.transfers, '--inflight', values.inflight, '--writer', values.writer];
+      const child = spawnSync(process.execPath, args, { encoding: 'utf8' });
+      if (child.status !== 0) throw new Error(`${b.name}: ${child.stderr}`);
+      results.get(b.name)!.push(JSON.parse(child.stdout) as Measured);
+    }
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const summary = builds.map((b) => {
+    const ms = results.get(b.name)!;
+    return {
+      build: b.name,
+      cpuUs: median(ms.map((m) => m.cpuUs)),
+      writeBytes: median(ms.map((m) => m.writeBytes)),
+      writeCalls: median(ms.map((m) => m.writeCalls)),
+      fileBytes: median(ms.map((m) => m.fileBytes)),
+      rows: ms[0]!.rows,
+    };
+  });
+  if (values.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+  else {
+    const lines = [
+      `per transfer (${values.transfers} transfers, ${values.inflight} in flight, random UUID GUIDs, writer ${values.writer}, FULL; medians of ${values.runs} runs):`,
+      '| build | process CPU µs | bytes written | write calls | file bytes | rows: events, ledger, requests |',
+      '|---|---|---|---|---|---|',
+      ...summary.map((s) => `| ${s.build} | ${s.cpuUs.toFixed(0)} | ${s.writeBytes.toFixed(0)} | ${s.writeCalls.toFixed(1)} | ${s.fileBytes.toFixed(0)} | ${s.rows.events}, ${s.rows.ledger}, ${s.rows.requests} |`),
+    ];
+    if (summary.length === 2) {
+      const [a, b] = summary as [typeof summary[0], typeof summary[0]];
+      lines.push(`| ratio (this ÷ other) | ${(a.cpuUs / b.cpuUs).toFixed(2)}x | ${(a.writeBytes / b.writeBytes).toFixed(2)}x | ${(a.writeCalls / b.writeCalls).toFixed(2)}x | ${(a.fileBytes / b.fileBytes).toFixed(2)}x | |`);
+    }
+    process.stdout.write(`${lines.join('\n')}\n`);
+  }
+}

@@ -47,9 +47,9 @@ function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unkn
 /** The SQL of the `ledger` projection: one row per GUID, written in the append transaction. */
 export function ledgerTable(db: Database.Database, projection: LedgerProjection) {
   const { columns, stateToRow, rowToState, rowFromValues } = projection;
-  const placeholders = columns.map((c) => `@${c}`).join(', ');
   const updates = columns.filter((c) => c !== 'guid').map((c) => `${c} = excluded.${c}`).join(', ');
-  const upsert = db.prepare(`INSERT INTO ledger (${columns.join(', ')}) VALUES (${placeholders}) ON CONFLICT(guid) DO UPDATE SET ${updates}`);
+  // Bound by position: binding by name looks every parameter's name up in the row object, from C++, per write.
+  const upsert = db.prepare(`INSERT INTO ledger (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')}) ON CONFLICT(guid) DO UPDATE SET ${updates}`);
   // Rows are read raw (values in column order) and made into the projection's row by its own literal.
   const SELECT = `SELECT ${columns.join(', ')} FROM ledger`;
   const selectOne = db.prepare(`${SELECT} WHERE guid = ?`).raw(true);
@@ -62,7 +62,7 @@ export function ledgerTable(db: Database.Database, projection: LedgerProjection)
     },
     /** Writes a row already made with `stateToRow` (so that only SQLite can fail here). */
     writeRow(row: ProjectionRow): void {
-      upsert.run(row);
+      upsert.run(columns.map((c) => row[c]));
     },
     read(guid: string): LedgerState | null {
       const values = selectOne.get(guid);

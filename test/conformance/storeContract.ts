@@ -125,6 +125,23 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await orThrow(store.verifyProjection())).toEqual([]);
       });
 
+      it('execute with a seen row whose stream has gone since (purged, its tombstone removed): refused as without it, no gap in the log (found in review)', async () => {
+        let now = 1000;
+        const store = await open(await fresh(), { clock: () => now });
+        const claim = await orThrow(store.execute('g', submit()));
+        if (claim.kind !== 'applied') throw new Error('claim refused');
+        await orThrow(store.execute('g', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }));
+        now = 5000;
+        await orThrow(store.execute('g', { type: 'Purge', retentionMs: 0 }));
+        expect(await orThrow(store.removeTombstones(now + 1))).toBe(1);
+        // A late outcome still holding the claim's row: the stream it knew is gone, so seq 2 is free in the log.
+        const late = await orThrow(store.execute('g', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }, undefined, { state: claim.state }));
+        expect(late).toMatchObject({ kind: 'refused', refusal: { reason: 'not-found', state: null } });
+        expect(await orThrow(store.readStream('g'))).toEqual([]);
+        expect(await orThrow(store.getLedger('g'))).toBeNull();
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
+      });
+
       it('a projection behind the log: the append loses and never overwrites the log', async () => {
         const f = await fresh();
         const store = await open(f);

@@ -50,6 +50,9 @@ describe('SQLite migration 7: the ledger as a rowid table', () => {
       expect((await orThrow(store.execute('b-5', { type: 'Submit', request: '{}', fingerprint: 'f', timeoutMs: 1000, maxAttempts: 3 }))).kind).toBe('applied');
       expect(db.prepare('SELECT guid FROM ledger ORDER BY rowid DESC LIMIT 1').pluck().get()).toBe('b-5');
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+      // A rowid table lets a TEXT PRIMARY KEY be NULL unless it says NOT NULL, as WITHOUT ROWID did by itself (found in review).
+      expect(() => db.prepare("INSERT INTO ledger (guid, status, fingerprint, attempts, created_at, updated_at, last_seq) VALUES (NULL, 'SENT', 'f', 1, 1, 1, 1)").run())
+        .toThrow(/NOT NULL constraint failed: ledger.guid/);
     } finally {
       await store.close();
     }

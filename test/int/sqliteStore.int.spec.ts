@@ -1,3 +1,4 @@
+import { realpathSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
@@ -164,8 +165,81 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
     held.fail(new Error('EIO: i/o error, fdatasync'));
     await Promise.all([a, b]);
     await expectLeft(store.execute('c', submit()), 'LEDGER_UNAVAILABLE', /ledger sync failed/);
-    await expectLeft(store.ping(), 'LEDGER_UNAVAILABLE', /ledger sync failed: EIO/);
+    // The batch that could not be synced was copied into the file by a checkpoint (the WAL is empty now).
+    await expectLeft(store.ping(), 'LEDGER_UNAVAILABLE', /ledger sync failed: EIO.*the WAL was checkpointed into the ledger file.*restart serve/);
+    expect((store.db.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>)[0]?.log).toBe(0);
     expect(held.asked()).toBe(0);
+    await store.close();
+  });
+
+  it('a unit whose caller gave up while it was queued (its deadline passed during a sync that hung) is not written', async () => {
+    const held = heldSync();
+    // The deadline is the busy timeout plus 1 s.
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync, busyTimeoutMs: 50 });
+    const a = expectLeft(store.execute('a', submit()), 'LEDGER_UNAVAILABLE', /did not complete within 1050 ms/);
+    await waitFor(() => held.asked() === 1);
+    await expectLeft(store.execute('b', submit()), 'LEDGER_UNAVAILABLE', /did not complete within 1050 ms/);
+    await a;
+    held.release();
+    await new Promise((r) => setTimeout(r, 50));
+    // a was committed before its caller gave up (an orphan claim, which the sweep settles); b never was.
+    expect(held.asked()).toBe(0);
+    expect((await orThrow(store.getLedger('a')))?.status).toBe('SENT');
+    expect(await orThrow(store.getLedger('b'))).toBeNull();
+    await store.close();
+  });
+
+  it('under a lock held past the busy timeout every queued unit fails in its turn and none is written later (found in review)', async () => {
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), busyTimeoutMs: 100, maxBatch: 1 });
+    const other = new Database(store.path);
+    other.exec('BEGIN IMMEDIATE');
+    const early = Array.from({ length: 5 }, (_, i) => expectLeft(store.execute(`e${i}`, submit()), 'LEDGER_UNAVAILABLE', /database is locked/));
+    await new Promise((r) => setTimeout(r, 300));
+    const late = Array.from({ length: 5 }, (_, i) => expectLeft(store.execute(`l${i}`, submit()), 'LEDGER_UNAVAILABLE', /database is locked/));
+    const started = performance.now();
+    await Promise.all([...early, ...late]);
+    // Each waited about its own busy timeout, not one window per batch of maxBatch units.
+    expect(performance.now() - started).toBeLessThan(1000);
+    await new Promise((r) => setTimeout(r, 400));
+    other.exec('ROLLBACK');
+    other.close();
+    expect((await orThrow(store.execute('after', submit()))).kind).toBe('applied');
+    expect((await orThrow(store.queryLedger({}))).map((r) => r.guid)).toEqual(['after']);
+    await store.close();
+  });
+
+  it('a ledger file replaced while its batch was being synced: the batch is answered as unavailable, not applied', async () => {
+    const held = heldSync();
+    const path = join(tmp(), 'l.db');
+    const store = openSqliteStore({ projection: ledgerProjection, path, walSync: held.walSync, watchFile: { intervalMs: 60_000 } });
+    const a = expectLeft(store.execute('a', submit()), 'LEDGER_UNAVAILABLE', /deleted or replaced/);
+    await waitFor(() => held.asked() === 1);
+    renameSync(path, `${path}.moved`);
+    writeFileSync(path, '');
+    held.release();
+    await a;
+    await store.close();
+  });
+
+  it('a ledger opened through a symbolic link syncs the WAL of the file SQLite opened, not a file named after the link (found in review)', async () => {
+    const dir = tmp();
+    await openSqliteStore({ projection: ledgerProjection, path: join(dir, 'real.db') }).close();
+    symlinkSync(join(dir, 'real.db'), join(dir, 'link.db'));
+    // A stray file where a WAL named after the link would be: syncing it would put nothing of the ledger on disk.
+    writeFileSync(join(dir, 'link.db-wal'), '');
+    const synced: string[] = [];
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(dir, 'link.db'), walSync: (file) => (synced.push(file), walSync(file)) });
+    expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');
+    expect(synced).toEqual([realpathSync(join(dir, 'real.db'))]);
+    await store.close();
+  });
+
+  it('a WAL deleted under the running ledger is noticed at the next sync: the write fails and nothing more is written', async () => {
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
+    expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');
+    unlinkSync(`${store.path}-wal`);
+    await expectLeft(store.execute('b', submit()), 'LEDGER_UNAVAILABLE', /-wal was deleted while the ledger had it open/);
+    await expectLeft(store.execute('c', submit()), 'LEDGER_UNAVAILABLE', /ledger sync failed/);
     await store.close();
   });
 

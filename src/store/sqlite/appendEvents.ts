@@ -48,10 +48,14 @@ export function eventsTable(db: Database.Database) {
       } catch (err) {
         // Only a lost seq leaves the transaction open and this append's first rows in it; any other
         // SQLite error fails the whole batch, which may already have been rolled back by SQLite itself.
-        if (isUniqueViolation(err) && db.inTransaction) for (const e of stored) deleteAt.run(e.position);
+        if (isUniqueViolation(err) && db.inTransaction) this.undo(stored);
         throw err;
       }
       return stored;
+    },
+    /** Deletes events this transaction has just inserted (an append found lost after them). */
+    undo(stored: readonly StoredEvent[]): void {
+      for (const e of stored) deleteAt.run(e.position);
     },
     redact(guid: string): void {
       redactRequest.run(guid);

@@ -50,6 +50,8 @@ export function ledgerTable(db: Database.Database, projection: LedgerProjection)
   const updates = columns.filter((c) => c !== 'guid').map((c) => `${c} = excluded.${c}`).join(', ');
   // Bound by position: binding by name looks every parameter's name up in the row object, from C++, per write.
   const upsert = db.prepare(`INSERT INTO ledger (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')}) ON CONFLICT(guid) DO UPDATE SET ${updates}`);
+  const others = columns.filter((c) => c !== 'guid');
+  const updateAt = db.prepare(`UPDATE ledger SET ${others.map((c) => `${c} = ?`).join(', ')} WHERE guid = ? AND last_seq = ?`);
   // Rows are read raw (values in column order) and made into the projection's row by its own literal.
   const SELECT = `SELECT ${columns.join(', ')} FROM ledger`;
   const selectOne = db.prepare(`${SELECT} WHERE guid = ?`).raw(true);
@@ -63,6 +65,10 @@ export function ledgerTable(db: Database.Database, projection: LedgerProjection)
     /** Writes a row already made with `stateToRow` (so that only SQLite can fail here). */
     writeRow(row: ProjectionRow): void {
       upsert.run(columns.map((c) => row[c]));
+    },
+    /** Replaces the row of `row.guid` only if it is still at `lastSeq`; false when there is no such row. */
+    replaceRowAt(row: ProjectionRow, lastSeq: number): boolean {
+      return updateAt.run([...others.map((c) => row[c]), row['guid'], lastSeq]).changes === 1;
     },
     read(guid: string): LedgerState | null {
       const values = selectOne.get(guid);

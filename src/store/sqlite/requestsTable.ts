@@ -35,3 +35,4 @@ export function requestsTable(db: Database.Database) {
     },
   };
 }
+export type RequestsTable = ReturnType<typeof requestsTable>;

@@ -9,10 +9,10 @@ import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
 import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, ProjectionDifference, RequestRecord, SeenRow, StatusSummary, StoredRequestRecord } from '../../events/store.js';
-import { storeResult, type StoreResult } from '../../events/storeResult.js';
-import { ledgerTable } from './ledgerTable.js';
-import { requestsTable } from './requestsTable.js';
-import { eventsTable } from './appendEvents.js';
+import { orThrow, storeResult, type StoreResult } from '../../events/storeResult.js';
+import { ledgerTable, type LedgerTable } from './ledgerTable.js';
+import { requestsTable, type RequestsTable } from './requestsTable.js';
+import { eventsTable, type EventsTable } from './appendEvents.js';
 import { watchFileIdentity, type FileWatch } from './fileWatch.js';
 import { fileIdentity } from './ledgerFile.js';
 import { withDeadline, WRITE_DEADLINE_MARGIN_MS } from './writeDeadline.js';
@@ -100,7 +100,11 @@ interface Pending {
 interface Writer {
   /** Settles once the writer can write (or never will): a write's deadline counts from then, not from a thread's start. */
   readonly started: Promise<void>;
-  submit(op: WriteOp): Promise<unknown>;
+  /**
+   * `expiresAt` (performance.now() time): when the caller stops waiting (the write deadline); a unit still queued
+   * then is not written at all, since its caller has answered E503 and will never call for it.
+   */
+  submit(op: WriteOp, expiresAt: number): Promise<unknown>;
   /** Why this writer writes nothing any more, or null while it works. */
   problem(): string | null;
   close(): Promise<void>;
@@ -113,27 +117,38 @@ function settle(p: Pending, outcome: OpOutcome): void {
 
 /** The longest pause between two tries for a write lock that another connection holds. */
 const LOCK_RETRY_MAX_MS = 16;
+/** Free pages given back per step of `reclaimSpace` (8 MB at 4 KB), and the pause after each, for other writers. */
+const VACUUM_STEP_PAGES = 2000;
+const VACUUM_PAUSE_MS = 2 * LOCK_RETRY_MAX_MS;
+
+interface Queued {
+  readonly op: WriteOp;
+  readonly pending: Pending;
+  /** When it was queued, and when its caller stops waiting (both performance.now()). */
+  readonly at: number;
+  readonly expiresAt: number;
+}
 
 /**
  * Writes on this thread: the units queued while the previous batch committed (and synced) share the next
  * transaction (group commit). With `wal` (synchronous=FULL, see walSync.ts) a committed batch's units are
  * settled only once fdatasync has put the WAL on disk, off the event loop; the next batch waits for that sync,
  * so one sync serves everyone who queued meanwhile. A write lock another connection holds is waited for by a
- * timer, never in SQLite's busy handler, which would stop this thread (the one that answers requests): after
- * the busy timeout the batch fails as SQLite's own wait would.
+ * timer, never in SQLite's busy handler, which would stop this thread (the one that answers requests); a unit
+ * that has waited the busy timeout fails as SQLite's own wait would, and one whose caller gave up (its deadline)
+ * is dropped unwritten.
  */
 function inlineWriter(
   db: Database.Database,
   o: { maxBatch: number; projection: LedgerProjection; busyTimeoutMs: number; wal: WalSync | null; fileLost: () => string | null },
 ): Writer {
   const engine = createWriteEngine(db, o.projection, o.busyTimeoutMs);
-  let queue: Array<{ op: WriteOp; pending: Pending }> = [];
+  let queue: Queued[] = [];
   let scheduled = false;
   /** The batch whose WAL is being synced: nothing else is written until it is on disk. */
   let syncing: Promise<void> | null = null;
   /** Set once a sync failed: what was committed since the last good one may not be on disk, so nothing more is written. */
   let broken: string | null = null;
-  let lockedSince: number | null = null;
   let lockPauseMs = 0;
   let idle: (() => void) | null = null;
   let closing: Promise<void> | null = null;
@@ -143,13 +158,42 @@ function inlineWriter(
     scheduled = true;
     setImmediate(flush);
   };
-  const failAll = (units: ReadonlyArray<{ pending: Pending }>, why: string): void => {
+  const failAll = (units: readonly Queued[], why: string): void => {
     for (const u of units) u.pending.reject(new LedgerUnavailableError(why));
   };
+  /** Takes out of the queue the units `drop` says go (failing them with `why`, if given); returns how many went. */
+  const dropWhere = (drop: (u: Queued) => boolean, why?: string): number => {
+    const gone = queue.filter(drop);
+    if (gone.length === 0) return 0;
+    queue = queue.filter((u) => !drop(u));
+    if (why !== undefined) failAll(gone, why);
+    return gone.length;
+  };
+
+  /**
+   * A failed fdatasync leaves this batch committed (visible to every reader, other processes included) but maybe
+   * not on disk, and Linux may have dropped the pages it could not write, so that a later sync, by anyone,
+   * succeeds over a hole. A checkpoint copies the frames from memory into the database file and syncs that
+   * instead; whether it works or not, this writer writes nothing more: only a restart is safe.
+   */
+  function breakOnFailedSync(err: unknown): string {
+    const why = err instanceof Error ? err.message : String(err);
+    let sealed: string;
+    try {
+      db.pragma('wal_checkpoint(TRUNCATE)');
+      sealed = 'the WAL was checkpointed into the ledger file';
+    } catch (ckptErr) {
+      sealed = `checkpointing the WAL failed too (${ckptErr instanceof Error ? ckptErr.message : String(ckptErr)})`;
+    }
+    return `ledger sync failed: ${why}; ${sealed}; nothing more is written: restart serve`;
+  }
 
   function flush(): void {
     scheduled = false;
     if (syncing !== null) return;
+    // Units whose callers have stopped waiting are not written: a claim nobody will call for would only be an orphan.
+    const now = performance.now();
+    dropWhere((u) => u.expiresAt <= now);
     if (queue.length === 0) {
       idle?.();
       return;
@@ -165,23 +209,14 @@ function inlineWriter(
     }
     const outcomes = engine.tryRun(batch.map((b) => b.op));
     if (outcomes === 'locked') {
-      const now = performance.now();
-      lockedSince ??= now;
-      if (now - lockedSince < o.busyTimeoutMs) {
-        lockPauseMs = Math.min(LOCK_RETRY_MAX_MS, Math.max(1, lockPauseMs * 2));
-        scheduled = true;
-        setTimeout(flush, lockPauseMs);
-        return;
-      }
-      queue = queue.slice(batch.length);
-      lockedSince = null;
-      lockPauseMs = 0;
-      failAll(batch, `ledger write failed: database is locked (by another process, for more than the busy timeout of ${o.busyTimeoutMs} ms)`);
-      schedule();
+      // Each unit waits for the lock as long as SQLite's busy timeout would have let it, counted from its own arrival.
+      dropWhere((u) => now - u.at >= o.busyTimeoutMs, `ledger write failed: database is locked (by another process, for more than the busy timeout of ${o.busyTimeoutMs} ms)`);
+      lockPauseMs = Math.min(LOCK_RETRY_MAX_MS, Math.max(1, lockPauseMs * 2));
+      scheduled = true;
+      setTimeout(flush, lockPauseMs);
       return;
     }
     queue = queue.slice(batch.length);
-    lockedSince = null;
     lockPauseMs = 0;
     const settleAll = () => batch.forEach((b, i) => settle(b.pending, outcomes[i]!));
     if (o.wal === null || !outcomes.some((x) => x.ok)) {
@@ -190,9 +225,14 @@ function inlineWriter(
       return;
     }
     syncing = o.wal.sync().then(
-      settleAll,
+      () => {
+        // The file may have been replaced while the WAL was synced: then these commits went to a file nobody reads.
+        const lostMeanwhile = o.fileLost();
+        if (lostMeanwhile !== null) failAll(batch, lostMeanwhile);
+        else settleAll();
+      },
       (err: unknown) => {
-        broken = `ledger sync failed: ${err instanceof Error ? err.message : String(err)}`;
+        broken = breakOnFailedSync(err);
         failAll(batch, broken);
         failAll(queue, broken);
         queue = [];
@@ -205,13 +245,13 @@ function inlineWriter(
 
   return {
     started: Promise.resolve(),
-    submit: (op) =>
+    submit: (op, expiresAt) =>
       new Promise((resolve, reject) => {
         if (broken !== null) {
           reject(new LedgerUnavailableError(broken));
           return;
         }
-        queue.push({ op, pending: { resolve, reject } });
+        queue.push({ op, pending: { resolve, reject }, at: performance.now(), expiresAt });
         if (syncing === null) schedule();
       }),
     problem: () => broken,
@@ -322,6 +362,13 @@ function watchOpenedFile(path: string, o: NonNullable<SqliteStoreOptions['watchF
   return watchFileIdentity(path, opened, o.intervalMs ?? 1000, o.onLost ?? (() => {}));
 }
 
+/** The database file a connection has open, as SQLite names it (symbolic links resolved). */
+function openedFile(db: Database.Database): string {
+  const main = (db.pragma('database_list') as Array<{ name: string; file: string }>).find((d) => d.name === 'main');
+  if (main === undefined || main.file === '') throw new LedgerUnavailableError('the ledger connection has no file');
+  return main.file;
+}
+
 export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   const { path, projection, synchronous = 'FULL', busyTimeoutMs = 5000, clock = Date.now, maxBatch = 512, writer = 'inline' } = options;
   // FULL on this thread: the commit at NORMAL, then the WAL synced off the event loop before anything is answered.
@@ -330,21 +377,27 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   const db = openDatabase({ path, synchronous: syncsWal ? 'NORMAL' : synchronous, busyTimeoutMs });
   let watch: FileWatch | null = null;
   let wal: WalSync | null = null;
+  let parts: { events: EventsTable; ledger: LedgerTable; requests: RequestsTable; w: Writer };
+  const fileLost = (): string | null => watch?.check() ?? null;
   try {
     if (options.watchFile !== undefined && path !== ':memory:') watch = watchOpenedFile(path, options.watchFile);
-    if (syncsWal) wal = (options.walSync ?? walSync)(path);
+    // The WAL is named after the file SQLite opened, a symbolic link at `path` resolved.
+    if (syncsWal) wal = (options.walSync ?? walSync)(openedFile(db));
+    parts = {
+      events: eventsTable(db),
+      ledger: ledgerTable(db, projection),
+      requests: requestsTable(db),
+      w: writer === 'thread'
+        ? threadWriter({ path, synchronous, busyTimeoutMs, maxBatch, projection })
+        : inlineWriter(db, { maxBatch, projection, busyTimeoutMs, wal, fileLost }),
+    };
   } catch (err) {
     watch?.stop();
+    wal?.close();
     db.close();
     throw unavailable(err, `open of ${path}`);
   }
-  const events = eventsTable(db);
-  const ledger = ledgerTable(db, projection);
-  const requests = requestsTable(db);
-  const fileLost = (): string | null => watch?.check() ?? null;
-  const w = writer === 'thread'
-    ? threadWriter({ path, synchronous, busyTimeoutMs, maxBatch, projection })
-    : inlineWriter(db, { maxBatch, projection, busyTimeoutMs, wal, fileLost });
+  const { events, ledger, requests, w } = parts;
   let closed = false;
   const deadlineMs = busyTimeoutMs + WRITE_DEADLINE_MARGIN_MS;
   const actorFor = actorsOf(options.actor);
@@ -354,9 +407,10 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     // The inline writer checks the file once per batch, as it writes; the thread's batches are checked here.
     const lost = writer === 'thread' ? fileLost() : null;
     if (lost !== null) return Promise.reject(new LedgerUnavailableError(lost));
-    const submitted = w.submit(op) as Promise<WriteResult<O>>;
     // The writes a request waits on get the deadline; maintenance (rebuild, tombstones) may take long.
-    return op.op === 'execute' || op.op === 'append' || op.op === 'probe' ? withDeadline(submitted, deadlineMs, 'write', w.started) : submitted;
+    const hasDeadline = op.op === 'execute' || op.op === 'append' || op.op === 'probe';
+    const submitted = w.submit(op, hasDeadline ? performance.now() + deadlineMs : Infinity) as Promise<WriteResult<O>>;
+    return hasDeadline ? withDeadline(submitted, deadlineMs, 'write', w.started) : submitted;
   }
 
   /** Runs `fn` on this thread's connection: reads, and the few maintenance steps that cannot run in a batch. */
@@ -430,12 +484,26 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     },
     reclaimSpace() {
       // Not a batch unit: a WAL checkpoint cannot run inside the writer's transaction.
-      return onConnection('vacuum', () => {
-        const bytesBefore = fileBytes(path);
-        db.pragma('incremental_vacuum');
+      return storeResult('vacuum', async () => {
+        const bytesBefore = await orThrow(onConnection('vacuum', () => fileBytes(path)));
+        // In steps, each its own short transaction, with a pause between them longer than a waiting writer's retry
+        // (LOCK_RETRY_MAX_MS): a ledger with many free pages (the first purge after migration 7) would otherwise
+        // hold the write lock for as long as moving them all takes, and a serve on the file would answer E503.
+        for (let before = Infinity; ; ) {
+          const left = await orThrow(onConnection('vacuum', () => {
+            db.pragma(`incremental_vacuum(${VACUUM_STEP_PAGES})`);
+            return db.pragma('freelist_count', { simple: true }) as number;
+          }));
+          // Done, or nothing moves (a file made before auto_vacuum was set keeps its free pages for new rows).
+          if (left === 0 || left >= before) break;
+          before = left;
+          await new Promise((r) => setTimeout(r, VACUUM_PAUSE_MS));
+        }
         // Fold the WAL back into the file and truncate it, so the freed pages leave the disk too.
-        db.pragma('wal_checkpoint(TRUNCATE)');
-        return { bytesBefore, bytesAfter: fileBytes(path) };
+        return orThrow(onConnection('vacuum', () => {
+          db.pragma('wal_checkpoint(TRUNCATE)');
+          return { bytesBefore, bytesAfter: fileBytes(path) };
+        }));
       });
     },
     countByStatus() {

@@ -1,5 +1,5 @@
-import { closeSync, fdatasync, fsyncSync, openSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { closeSync, fdatasync, fstatSync, fsyncSync, openSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
 
 /**
  * The durable half of a commit at synchronous=FULL, taken off the event loop. The writing connection runs at
@@ -19,15 +19,21 @@ export interface WalSync {
 }
 
 /**
- * The WAL of the SQLite file at `dbPath`, which must exist (a connection in WAL mode creates it at its first
- * read). Its folder is synced once here, as SQLite syncs the folder of a WAL it has just created, so that the
- * file itself survives a power cut. The WAL keeps its inode while any connection has the database open (this
- * process's does), so the descriptor stays the WAL's.
+ * The WAL of the database file SQLite has open at `dbFile` (its own path, symbolic links resolved: what
+ * `PRAGMA database_list` gives; a WAL is named after that file, not after a link to it). The WAL must exist (a
+ * connection in WAL mode creates it at its first read). Its folder is synced once here, as SQLite syncs the
+ * folder of a WAL it has just created, so that the file itself survives a power cut. The WAL keeps its inode
+ * while any connection has the database open (this process's does); a descriptor whose file has been unlinked
+ * meanwhile is refused at the next sync, since syncing it would put nothing that matters on disk.
  */
-export function walSync(dbPath: string): WalSync {
-  const fd = openSync(`${dbPath}-wal`, 'r');
+export function walSync(dbFile: string): WalSync {
+  const walPath = `${dbFile}-wal`;
+  const fd = openSync(walPath, 'r');
   try {
-    const dir = openSync(dirname(resolve(dbPath)), 'r');
+    const opened = fstatSync(fd);
+    const atPath = statSync(walPath);
+    if (opened.ino !== atPath.ino || opened.dev !== atPath.dev) throw new Error(`${walPath} changed while it was being opened`);
+    const dir = openSync(dirname(walPath), 'r');
     try {
       fsyncSync(dir);
     } finally {
@@ -41,8 +47,17 @@ export function walSync(dbPath: string): WalSync {
   return {
     sync: () =>
       new Promise<void>((ok, fail) => {
-        if (closed) fail(new Error('the WAL is closed'));
-        else fdatasync(fd, (err) => (err ? fail(err) : ok()));
+        if (closed) return fail(new Error('the WAL is closed'));
+        fdatasync(fd, (err) => {
+          if (err) return fail(err);
+          try {
+            // Of the descriptor, not the path: it is the file this descriptor syncs that must still be the WAL.
+            if (fstatSync(fd).nlink === 0) return fail(new Error(`${walPath} was deleted while the ledger had it open`));
+          } catch (statErr) {
+            return fail(statErr);
+          }
+          ok();
+        });
       }),
     close() {
       if (closed) return;

@@ -124,8 +124,15 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
       }
       throw err;
     }
+    // A row the caller saw is replaced only if it is still at that seq: the (guid, seq) key cannot refuse an append
+    // onto a stream that is no longer there (its tombstone removed since), but the row's own seq can.
+    if (seen !== undefined && seen !== null && !ledger.replaceRowAt(row, seen.lastSeq)) {
+      events.undo(stored);
+      writing = false;
+      return { won: false, state: ledger.read(guid) };
+    }
     if (purged) events.redact(guid);
-    ledger.writeRow(row);
+    if (seen === undefined || seen === null) ledger.writeRow(row);
     writing = false;
     return { won: true, state, events: stored };
   }

@@ -27,6 +27,8 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
     expect(store.db.pragma('synchronous', { simple: true })).toBe(writer === 'thread' ? 2 : 1);
     expect(store.db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     expect(store.db.pragma('auto_vacuum', { simple: true })).toBe(2); // INCREMENTAL
+    // A 4 MB page cache, not better-sqlite3's 16 MB: a commit after a B-tree split walks all of it (openDatabase.ts).
+    expect(store.db.pragma('cache_size', { simple: true })).toBe(-4000);
     await store.close();
     const normal = open({ synchronous: 'NORMAL' });
     expect(normal.db.pragma('synchronous', { simple: true })).toBe(1);

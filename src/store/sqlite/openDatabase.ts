@@ -11,6 +11,18 @@ export interface ConnectionOptions {
   readonly busyTimeoutMs: number;
 }
 
+/**
+ * SQLite's page cache per connection, in KiB (better-sqlite3 builds SQLite with 16 MB). Smaller is cheaper here: when an
+ * insert splits a B-tree page and reorders the new siblings (balance_nonroot; random GUIDs do it in nearly every
+ * batch), SQLite parks a page for a moment at the number just past the 1 GiB lock byte, and at the end of that write
+ * transaction, in a ledger file under 1 GiB, it walks the whole hash table of its page cache to drop pages past the
+ * file's end (pcache1TruncateUnsafe), a walk as long as the cache is big. Measured on the store's own SQL with random
+ * GUIDs: 12% less CPU per transfer at 4 MB than at 16 MB on ledgers of 45,000 and 300,000 transfers, the same on one
+ * of 2 million (over 1 GiB: no walk, and no more cache misses either, since what a transfer touches at random, the
+ * index leaves, is far bigger than either cache; README, Performance).
+ */
+const PAGE_CACHE_KIB = 4000;
+
 export function unavailable(err: unknown, what: string): LedgerUnavailableError {
   if (err instanceof LedgerUnavailableError) return err;
   const detail = err instanceof Error ? err.message : String(err);
@@ -27,6 +39,7 @@ export function openDatabase({ path, synchronous, busyTimeoutMs }: ConnectionOpt
     // Created private if new, recognised as a ledger if not, before SQLite writes anything to it.
     if (path !== ':memory:' && setUp) prepareLedgerFile(path);
     const db = new Database(path, { timeout: busyTimeoutMs, fileMustExist: !setUp });
+    db.pragma(`cache_size = -${PAGE_CACHE_KIB}`);
     if (!setUp) {
       db.pragma(`synchronous = ${synchronous}`);
       return db;

@@ -101,10 +101,10 @@ interface Writer {
   /** Settles once the writer can write (or never will): a write's deadline counts from then, not from a thread's start. */
   readonly started: Promise<void>;
   /**
-   * `expiresAt` (performance.now() time): when the caller stops waiting (the write deadline); a unit still queued
-   * then is not written at all, since its caller has answered E503 and will never call for it.
+   * `caller.gaveUp` turns true when the caller stops waiting (the write deadline); a unit still queued then is not
+   * written at all, since its caller has answered E503 and will never call for it.
    */
-  submit(op: WriteOp, expiresAt: number): Promise<unknown>;
+  submit(op: WriteOp, caller: Caller): Promise<unknown>;
   /** Why this writer writes nothing any more, or null while it works. */
   problem(): string | null;
   close(): Promise<void>;
@@ -121,12 +121,17 @@ const LOCK_RETRY_MAX_MS = 16;
 const VACUUM_STEP_PAGES = 2000;
 const VACUUM_PAUSE_MS = 2 * LOCK_RETRY_MAX_MS;
 
+/** Whoever waits for a unit: set by its deadline's own timer, so that the writer sees the same moment the caller acts on. */
+interface Caller {
+  gaveUp: boolean;
+}
+
 interface Queued {
   readonly op: WriteOp;
   readonly pending: Pending;
-  /** When it was queued, and when its caller stops waiting (both performance.now()). */
+  /** When it was queued (performance.now()). */
   readonly at: number;
-  readonly expiresAt: number;
+  readonly caller: Caller;
 }
 
 /**
@@ -193,7 +198,7 @@ function inlineWriter(
     if (syncing !== null) return;
     // Units whose callers have stopped waiting are not written: a claim nobody will call for would only be an orphan.
     const now = performance.now();
-    dropWhere((u) => u.expiresAt <= now);
+    dropWhere((u) => u.caller.gaveUp);
     if (queue.length === 0) {
       idle?.();
       return;
@@ -245,13 +250,13 @@ function inlineWriter(
 
   return {
     started: Promise.resolve(),
-    submit: (op, expiresAt) =>
+    submit: (op, caller) =>
       new Promise((resolve, reject) => {
         if (broken !== null) {
           reject(new LedgerUnavailableError(broken));
           return;
         }
-        queue.push({ op, pending: { resolve, reject }, at: performance.now(), expiresAt });
+        queue.push({ op, pending: { resolve, reject }, at: performance.now(), caller });
         if (syncing === null) schedule();
       }),
     problem: () => broken,
@@ -409,8 +414,9 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     if (lost !== null) return Promise.reject(new LedgerUnavailableError(lost));
     // The writes a request waits on get the deadline; maintenance (rebuild, tombstones) may take long.
     const hasDeadline = op.op === 'execute' || op.op === 'append' || op.op === 'probe';
-    const submitted = w.submit(op, hasDeadline ? performance.now() + deadlineMs : Infinity) as Promise<WriteResult<O>>;
-    return hasDeadline ? withDeadline(submitted, deadlineMs, 'write', w.started) : submitted;
+    const caller: Caller = { gaveUp: false };
+    const submitted = w.submit(op, caller) as Promise<WriteResult<O>>;
+    return hasDeadline ? withDeadline(submitted, deadlineMs, 'write', w.started, () => (caller.gaveUp = true)) : submitted;
   }
 
   /** Runs `fn` on this thread's connection: reads, and the few maintenance steps that cannot run in a batch. */

@@ -17,8 +17,11 @@ export const WRITE_DEADLINE_MARGIN_MS = 1000;
  * (RECEIVED → FAILED never sent; SENT past its timeout plus the grace → UNKNOWN, which an inquiry then
  * settles: the account system answers absent, and a resend may go). A late outcome write (after the call)
  * leaves the reply at E901, which the contract gives whenever an outcome cannot be recorded.
+ *
+ * `onGiveUp` runs at the moment the caller stops waiting, before it is told: a writer that checks it before writing
+ * never writes a unit whose caller has already answered without it.
  */
-export function withDeadline<T>(write: Promise<T>, deadlineMs: number, what: string, startsWhen: Promise<void>): Promise<T> {
+export function withDeadline<T>(write: Promise<T>, deadlineMs: number, what: string, startsWhen: Promise<void>, onGiveUp?: () => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let settled = false;
     let timer: NodeJS.Timeout | undefined;
@@ -27,6 +30,7 @@ export function withDeadline<T>(write: Promise<T>, deadlineMs: number, what: str
       if (settled) return;
       timer = setTimeout(() => {
         settled = true;
+        onGiveUp?.();
         reject(new LedgerUnavailableError(`ledger ${what} did not complete within ${deadlineMs} ms (the busy timeout plus ${WRITE_DEADLINE_MARGIN_MS} ms)`));
       }, deadlineMs);
     });

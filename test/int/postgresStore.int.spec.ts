@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { describe, it, expect, beforeEach, vi } from 'vitest';
 import { openPostgresStore, isPostgresUrl, type PostgresStoreOptions } from '../../src/store/postgres/postgresStore.js';
-import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
+import { migrate, SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
 import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { Command } from '../../src/events/decide.js';
@@ -58,6 +58,71 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     expect(persistence).toEqual([{ relname: 'events', relpersistence: 'p' }, { relname: 'ledger', relpersistence: 'p' }]);
     expect((await store.pool.query('SHOW synchronous_commit')).rows).toEqual([{ synchronous_commit: 'on' }]);
     await store.close();
+  });
+
+  it('indexes only what is searched: one partial index over the unsettled states, used by the queries for them even in a generic plan, and the rows found are the right ones', async () => {
+    const store = await open();
+    const indexes = await sql<{ indexname: string }>(dbs.url(), "SELECT indexname FROM pg_indexes WHERE tablename = 'ledger' ORDER BY indexname");
+    expect(indexes.map((r) => r.indexname)).toEqual(['ledger_pkey', 'ledger_status_updated', 'ledger_unsettled']);
+    for (let i = 0; i < 50; i++) {
+      await orThrow(store.execute(`d${i}`, submit()));
+      await orThrow(store.execute(`d${i}`, answer()));
+    }
+    await orThrow(store.execute('u', submit()));
+    await orThrow(store.execute('u', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
+    await orThrow(store.execute('s', submit()));
+    // What the store sends, to ask PostgreSQL for the plan it would use once it stops planning per execution.
+    const sent: pg.QueryConfig[] = [];
+    const query = store.pool.query.bind(store.pool) as (c: pg.QueryConfig) => Promise<pg.QueryResult>;
+    store.pool.query = ((c: pg.QueryConfig) => (sent.push(c), query(c))) as typeof store.pool.query;
+    const genericPlan = async (c: pg.QueryConfig): Promise<string> => {
+      const client = new pg.Client({ connectionString: dbs.url() });
+      await client.connect();
+      try {
+        await client.query('ANALYZE ledger');
+        await client.query('SET plan_cache_mode = force_generic_plan');
+        await client.query(`PREPARE q AS ${c.text}`);
+        const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE q(${(c.values ?? []).map(() => 'NULL').join(', ')})`);
+        return rows.map((r) => r['QUERY PLAN']).join('\n');
+      } finally {
+        await client.end();
+      }
+    };
+    try {
+      expect((await orThrow(store.queryLedger({ statuses: ['UNKNOWN'], sentAtOrBefore: Date.now() + 1 }))).map((r) => r.guid)).toEqual(['u']);
+      expect(await genericPlan(sent.pop()!)).toContain('ledger_unsettled');
+      expect(await orThrow(store.countLedger({ statuses: ['SENT', 'RECEIVED'] }))).toBe(1);
+      expect(await genericPlan(sent.pop()!)).toContain('ledger_unsettled');
+      expect((await orThrow(store.queryLedger({ statuses: ['DONE', 'SENT'], limit: 2 }))).map((r) => r.guid)).toEqual(['d0', 'd1']);
+      expect(await genericPlan(sent.pop()!)).not.toContain('ledger_unsettled'); // DONE is not in it
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('migration 4 on a ledger of schema 3: the two status indexes over every row give way to the partial index; every row is still found by status', async () => {
+    const url = await dbs.fresh();
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await migrate(client, true, 3);
+      const row = (guid: string, status: string) =>
+        client.query("INSERT INTO ledger (guid, status, fingerprint, attempts, created_at, updated_at, last_seq) VALUES ($1, $2, 'fp', 1, 1000, 1000, 1)", [guid, status]);
+      await Promise.all([row('u', 'UNKNOWN'), row('d', 'DONE'), row('f', 'FAILED')]);
+      const indexes = async () => (await client.query<{ indexname: string }>("SELECT indexname FROM pg_indexes WHERE tablename = 'ledger' ORDER BY indexname")).rows.map((r) => r.indexname);
+      expect(await indexes()).toEqual(['ledger_pkey', 'ledger_status_guid', 'ledger_status_sent', 'ledger_status_updated']);
+      const store = await openPostgresStore({ projection: ledgerProjection, url });
+      try {
+        expect(await indexes()).toEqual(['ledger_pkey', 'ledger_status_updated', 'ledger_unsettled']);
+        expect((await client.query('SELECT max(version) AS v FROM schema_version')).rows).toEqual([{ v: SCHEMA_VERSION }]);
+        expect((await orThrow(store.queryLedger({ statuses: ['UNKNOWN', 'FAILED'] }))).map((r) => r.guid)).toEqual(['f', 'u']);
+        expect((await orThrow(store.queryLedger({ statuses: ['DONE'] }))).map((r) => r.guid)).toEqual(['d']);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await client.end();
+    }
   });
 
   it('migrations started by several stores at once on a fresh database run once', async () => {

@@ -6,6 +6,7 @@ import { LedgerCorruptError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection, LedgerQuery, StatusSummary } from '../../events/store.js';
 import { nextInquiryTimes, type InquiryScheduled } from '../../events/inquirySchedule.js';
+import { onlyUnsettled, UNSETTLED_SQL } from '../unsettledIndex.js';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -25,6 +26,17 @@ const FILTER = `
        WHERE s.guid = ledger.guid AND s.sent_at IS NOT DISTINCT FROM ledger.sent_at AND s.next_at > $7))
   AND ($8::text IS NULL OR guid = $8)`;
 
+/**
+ * The query's statement: the general one, or, when it asks only for unsettled states, the same with the partial
+ * index's WHERE added word for word (a generic plan cannot see that `status = ANY($1)` implies it; see
+ * src/store/unsettledIndex.ts). Each is prepared once per connection under its own name.
+ */
+function filterFor(q: LedgerQuery): { name: string; where: string } {
+  return q.statuses !== undefined && onlyUnsettled(q.statuses)
+    ? { name: 'unsettled', where: `${FILTER}\n  AND ${UNSETTLED_SQL}` }
+    : { name: 'any', where: FILTER };
+}
+
 function filterValues(q: LedgerQuery): unknown[] {
   return [q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null, q.inquiryDueBy ?? null, q.guid ?? null];
 }
@@ -37,16 +49,18 @@ export async function getLedger(db: Db, guid: string, rowToState: LedgerProjecti
 /** Rows matching `q`, in GUID order (byte order: the column's collation is "C", as SQLite compares). */
 export async function queryLedger(db: Db, q: LedgerQuery, rowToState: LedgerProjection['rowToState']): Promise<LedgerState[]> {
   const limit = q.limit === undefined ? null : Math.max(0, Math.floor(q.limit));
+  const filter = filterFor(q);
   const { rows } = await db.query({
-    name: 'guidgate_query_ledger',
-    text: `SELECT * FROM ledger WHERE ${FILTER} ORDER BY guid LIMIT $9`,
+    name: `guidgate_query_ledger_${filter.name}`,
+    text: `SELECT * FROM ledger WHERE ${filter.where} ORDER BY guid LIMIT $9`,
     values: [...filterValues(q), limit],
   });
   return rows.map((r) => rowToState(r));
 }
 
 export async function countLedger(db: Db, q: LedgerQuery): Promise<number> {
-  const { rows } = await db.query<{ n: number }>({ name: 'guidgate_count_ledger', text: `SELECT count(*) AS n FROM ledger WHERE ${FILTER}`, values: filterValues(q) });
+  const filter = filterFor(q);
+  const { rows } = await db.query<{ n: number }>({ name: `guidgate_count_ledger_${filter.name}`, text: `SELECT count(*) AS n FROM ledger WHERE ${filter.where}`, values: filterValues(q) });
   return Number(rows[0]?.n ?? 0);
 }
 

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { LedgerProjection, LedgerQuery, ProjectionRow } from '../../events/store.js';
 import type { LedgerState } from '../../events/state.js';
-import { UNSETTLED, UNSETTLED_SQL } from './schema.js';
+import { onlyUnsettled, UNSETTLED_SQL } from '../unsettledIndex.js';
 
 function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unknown> } | null {
   const where: string[] = [];
@@ -15,7 +15,7 @@ function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unkn
     where.push(`status IN (${q.statuses.map((_, i) => `@s${i}`).join(', ')})`);
     q.statuses.forEach((s, i) => (params[`s${i}`] = s));
     // Only unsettled states: say so in the partial index's own words, so that SQLite may use it.
-    if (q.statuses.every((s) => UNSETTLED.has(s))) where.push(UNSETTLED_SQL);
+    if (onlyUnsettled(q.statuses)) where.push(UNSETTLED_SQL);
   }
   if (q.updatedBefore !== undefined) {
     where.push('updated_at < @updatedBefore');

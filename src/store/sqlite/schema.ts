@@ -1,18 +1,10 @@
 import type Database from 'better-sqlite3';
+import { UNSETTLED_SQL } from '../unsettledIndex.js';
 
 /**
  * Schema migrations, applied in order; `PRAGMA user_version` records how many ran. Never edit a shipped
  * migration: add a new one.
  */
-/**
- * The states a row leaves again (everything but DONE and PURGED), as SQL: the partial index's WHERE. A query
- * must carry this term word for word for SQLite to use that index (it cannot see that `status IN (?)` with a
- * bound UNKNOWN implies it), so `ledgerTable` adds it to every query over these states only. Fixed: it is
- * part of a shipped migration.
- */
-export const UNSETTLED_SQL = "status IN ('RECEIVED', 'SENT', 'UNKNOWN', 'FAILED')";
-export const UNSETTLED: ReadonlySet<string> = new Set(['RECEIVED', 'SENT', 'UNKNOWN', 'FAILED']);
-
 const MIGRATIONS: readonly string[] = [
   `
   CREATE TABLE events (

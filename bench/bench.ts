@@ -15,7 +15,7 @@
  * Usage: node dist/bench/bench.js --help
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -26,6 +26,7 @@ import autocannon from 'autocannon';
 import { orThrow } from '../src/events/storeResult.js';
 import { openSqliteStore } from '../src/store/sqlite/sqliteStore.js';
 import { fillLedger, ledgerRows } from './fillLedger.js';
+import { cpuOf } from './processCpu.js';
 import { isPostgresUrl } from '../src/store/postgres/postgresStore.js';
 import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
@@ -103,17 +104,6 @@ function start(args: string[], marker: RegExp, bin = BIN): Promise<string> {
     });
     child.on('exit', (code) => reject(new Error(`${args[0]} exited ${code}: ${out}`)));
   });
-}
-
-/** CPU time (user + system) a process has used so far, in µs; null where /proc is not there (not Linux). */
-function cpuOf(pid: number | undefined): number | null {
-  if (pid === undefined) return null;
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) / 100) * 1e6; // clock ticks (USER_HZ = 100)
-  } catch {
-    return null;
-  }
 }
 
 interface Load {

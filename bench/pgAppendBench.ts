@@ -4,15 +4,14 @@
  * Usage: node dist/bench/pgAppendBench.js [--url postgres://postgres@127.0.0.1:5432/postgres] [--seconds 3] [--inflight 50] [--json]
  * The URL names a server and a database to connect to first; the bench creates its own database there and drops it.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
 import { openSqliteStore } from '../src/store/sqlite/sqliteStore.js';
 import { openPostgresStore } from '../src/store/postgres/postgresStore.js';
 import { claimsPerSecond } from './claimRate.js';
+import { throwawayDatabase } from './throwawayDatabase.js';
 import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
 const { values } = parseArgs({
@@ -26,28 +25,15 @@ const { values } = parseArgs({
 const seconds = Number(values.seconds);
 const inflight = Number(values.inflight);
 
-async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: values.url });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
 async function postgres(concurrency: number): Promise<number> {
-  const name = `guidgate_bench_${randomBytes(6).toString('hex')}`;
-  await admin(`CREATE DATABASE ${name}`);
+  const database = await throwawayDatabase(values.url, 'bench');
   try {
-    const url = new URL(values.url);
-    url.pathname = `/${name}`;
-    const store = await openPostgresStore({ projection: ledgerProjection, url: url.toString() });
+    const store = await openPostgresStore({ projection: ledgerProjection, url: database.url });
     const rate = await claimsPerSecond(store, concurrency, seconds);
     await store.close();
     return rate;
   } finally {
-    await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await database.drop();
   }
 }
 

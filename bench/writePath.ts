@@ -6,9 +6,12 @@
  * ledger's bytes on disk at the end, with the rows it holds.
  *
  * Usage: node dist/bench/writePath.js [--transfers 30000] [--inflight 50] [--writer inline|thread]
- *          [--build DIR] [--runs 3] [--json]
+ *          [--build DIR] [--runs 3] [--db postgres://…] [--json]
  * `--build DIR`: also another build (its `dist` folder, e.g. of the commit before a change), run alternately with
  * this one, each in a process of its own: before and after from one run, with the ratio.
+ * `--db postgres://…/DB`: the PostgreSQL store instead (each run makes a database of its own on that server and
+ * drops it): this process's CPU, and the server's own (every `postgres` process on this machine, from /proc) per
+ * transfer; the file figures do not apply.
  */
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -17,6 +20,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { cpuOfProcessesNamed } from './processCpu.js';
+import { throwawayDatabase } from './throwawayDatabase.js';
 
 const { values } = parseArgs({
   options: {
@@ -25,6 +30,7 @@ const { values } = parseArgs({
     writer: { type: 'string', default: 'inline' },
     build: { type: 'string' },
     runs: { type: 'string', default: '3' },
+    db: { type: 'string' },
     json: { type: 'boolean', default: false },
     /** Internal: run once in this process against this build's dist folder and print one JSON line. */
     child: { type: 'string' },
@@ -33,6 +39,8 @@ const { values } = parseArgs({
 
 interface Measured {
   cpuUs: number;
+  /** PostgreSQL only: the server's CPU per transfer. */
+  serverCpuUs?: number;
   writeBytes: number;
   writeCalls: number;
   fileBytes: number;
@@ -52,8 +60,9 @@ async function once(dist: string): Promise<Measured> {
   const writer = values.writer === 'thread' ? 'thread' : 'inline';
   const url = (p: string) => pathToFileURL(join(dist, p)).href;
   const { openStore, processActor } = (await import(url('src/store/openStore.js'))) as typeof import('../src/store/openStore.js');
+  const server = values.db === undefined ? null : await throwawayDatabase(values.db, 'writepath');
   const dir = mkdtempSync(join(tmpdir(), 'guidgate-writepath-'));
-  const path = join(dir, 'ledger.db');
+  const path = server?.url ?? join(dir, 'ledger.db');
   const store = await openStore(path, { synchronous: 'FULL', writer, actor: processActor('serve') });
   const audit = { params: { timeoutMs: 3000, maxAttempts: 5, minAgeMs: 60_000 } };
   const note = `,"note":"${'x'.repeat(150)}"`;
@@ -84,10 +93,18 @@ async function once(dist: string): Promise<Measured> {
   };
   await run(Math.min(2000, transfers)); // warm: the JIT, the page cache
   const io0 = io();
+  const server0 = cpuOfProcessesNamed('postgres');
   const cpu0 = process.cpuUsage();
   await run(transfers);
   const cpu = process.cpuUsage(cpu0);
+  const serverCpu = cpuOfProcessesNamed('postgres') - server0;
   const io1 = io();
+  if (server !== null) {
+    await store.close();
+    await server.drop();
+    rmSync(dir, { recursive: true, force: true });
+    return { cpuUs: (cpu.user + cpu.system) / transfers, serverCpuUs: serverCpu / transfers, writeBytes: NaN, writeCalls: NaN, fileBytes: NaN, rows: { events: NaN, ledger: NaN, requests: NaN } };
+  }
   const count = async (table: string) => {
     const Database = (await import('better-sqlite3')).default;
     const db = new Database(path, { readonly: true });
@@ -122,7 +139,7 @@ if (values.child !== undefined) {
   for (let r = 0; r < Number(values.runs); r++) {
     // Alternating, the order reversed every other run: drift on a shared machine hits both.
     for (const b of r % 2 === 0 ? builds : [...builds].reverse()) {
-      const args = [script, '--child', b.dist, '--transfers', values.transfers, '--inflight', values.inflight, '--writer', values.writer];
+      const args = [script, '--child', b.dist, '--transfers', values.transfers, '--inflight', values.inflight, '--writer', values.writer, ...(values.db === undefined ? [] : ['--db', values.db])];
       const child = spawnSync(process.execPath, args, { encoding: 'utf8' });
       if (child.status !== 0) throw new Error(`${b.name}: ${child.stderr}`);
       results.get(b.name)!.push(JSON.parse(child.stdout) as Measured);
@@ -134,6 +151,7 @@ if (values.child !== undefined) {
     return {
       build: b.name,
       cpuUs: median(ms.map((m) => m.cpuUs)),
+      serverCpuUs: median(ms.map((m) => m.serverCpuUs ?? NaN)),
       writeBytes: median(ms.map((m) => m.writeBytes)),
       writeCalls: median(ms.map((m) => m.writeCalls)),
       fileBytes: median(ms.map((m) => m.fileBytes)),
@@ -141,7 +159,19 @@ if (values.child !== undefined) {
     };
   });
   if (values.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
-  else {
+  else if (values.db !== undefined) {
+    const lines = [
+      `per transfer on PostgreSQL (${values.transfers} transfers, ${values.inflight} in flight, random UUID GUIDs; medians of ${values.runs} runs):`,
+      '| build | process CPU µs | PostgreSQL server CPU µs |',
+      '|---|---|---|',
+      ...summary.map((s) => `| ${s.build} | ${s.cpuUs.toFixed(0)} | ${s.serverCpuUs.toFixed(0)} |`),
+    ];
+    if (summary.length === 2) {
+      const [a, b] = summary as [typeof summary[0], typeof summary[0]];
+      lines.push(`| ratio (this ÷ other) | ${(a.cpuUs / b.cpuUs).toFixed(2)}x | ${(a.serverCpuUs / b.serverCpuUs).toFixed(2)}x |`);
+    }
+    process.stdout.write(`${lines.join('\n')}\n`);
+  } else {
     const lines = [
       `per transfer (${values.transfers} transfers, ${values.inflight} in flight, random UUID GUIDs, writer ${values.writer}, FULL; medians of ${values.runs} runs):`,
       '| build | process CPU µs | bytes written | write calls | file bytes | rows: events, ledger, requests |',

@@ -197,7 +197,6 @@ function inlineWriter(
     scheduled = false;
     if (syncing !== null) return;
     // Units whose callers have stopped waiting are not written: a claim nobody will call for would only be an orphan.
-    const now = performance.now();
     dropWhere((u) => u.caller.gaveUp);
     if (queue.length === 0) {
       idle?.();
@@ -212,6 +211,7 @@ function inlineWriter(
       schedule();
       return;
     }
+    const now = performance.now();
     const outcomes = engine.tryRun(batch.map((b) => b.op));
     if (outcomes === 'locked') {
       // Each unit waits for the lock as long as SQLite's busy timeout would have let it, counted from its own arrival.

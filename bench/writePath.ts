@@ -61,71 +61,74 @@ async function once(dist: string): Promise<Measured> {
   const url = (p: string) => pathToFileURL(join(dist, p)).href;
   const { openStore, processActor } = (await import(url('src/store/openStore.js'))) as typeof import('../src/store/openStore.js');
   const server = values.db === undefined ? null : await throwawayDatabase(values.db, 'writepath');
-  const dir = mkdtempSync(join(tmpdir(), 'guidgate-writepath-'));
-  const path = server?.url ?? join(dir, 'ledger.db');
-  const store = await openStore(path, { synchronous: 'FULL', writer, actor: processActor('serve') });
-  const audit = { params: { timeoutMs: 3000, maxAttempts: 5, minAgeMs: 60_000 } };
-  const note = `,"note":"${'x'.repeat(150)}"`;
-  let records: Array<{ guid: string; at: number; key: null; code: string; fingerprintMatch: boolean }> = [];
-  const flushRecords = async () => {
-    const batch = records;
-    records = [];
-    if (batch.length > 0) await store.recordRequests(batch);
-  };
-  const one = async (): Promise<void> => {
-    const guid = randomUUID();
-    await store.getLedger(guid);
-    const request = `{"guid":"${guid}","from":"ACC-1001","to":"ACC-2002","amount":100,"currency":"CNY"${note}}`;
-    const claim = await store.execute(guid, { type: 'Submit', request, fingerprint: 'f'.repeat(64), timeoutMs: 3000, maxAttempts: 5 }, audit, { state: null });
-    if (claim._tag !== 'Right' || claim.right.kind !== 'applied') throw new Error(`claim of ${guid} failed`);
-    const response = `{"guid":"${guid}","code":"0000","message":"transfer done","txId":"tx-${randomUUID()}"}`;
-    const answer = await store.execute(guid, { type: 'RecordAnswer', attempt: 1, code: '0000', response, latencyMs: 1 }, audit, { state: claim.right.state });
-    if (answer._tag !== 'Right' || answer.right.kind !== 'applied') throw new Error(`answer of ${guid} failed`);
-    records.push({ guid, at: Date.now(), key: null, code: '0000', fingerprintMatch: true });
-    if (records.length >= 256) await flushRecords();
-  };
-  const run = async (n: number) => {
-    let started = 0;
-    await Promise.all(Array.from({ length: inflight }, async () => {
-      while (started++ < n) await one();
-    }));
-    await flushRecords();
-  };
-  await run(Math.min(2000, transfers)); // warm: the JIT, the page cache
-  const io0 = io();
-  const server0 = cpuOfProcessesNamed('postgres');
-  const cpu0 = process.cpuUsage();
-  await run(transfers);
-  const cpu = process.cpuUsage(cpu0);
-  const serverCpu = cpuOfProcessesNamed('postgres') - server0;
-  const io1 = io();
-  if (server !== null) {
-    await store.close();
-    await server.drop();
-    rmSync(dir, { recursive: true, force: true });
-    return { cpuUs: (cpu.user + cpu.system) / transfers, serverCpuUs: serverCpu / transfers, writeBytes: NaN, writeCalls: NaN, fileBytes: NaN, rows: { events: NaN, ledger: NaN, requests: NaN } };
+  const dir = server === null ? mkdtempSync(join(tmpdir(), 'guidgate-writepath-')) : null;
+  try {
+    return await measure(server?.url ?? join(dir!, 'ledger.db'), server !== null);
+  } finally {
+    await server?.drop();
+    if (dir !== null) rmSync(dir, { recursive: true, force: true });
   }
-  const count = async (table: string) => {
-    const Database = (await import('better-sqlite3')).default;
-    const db = new Database(path, { readonly: true });
-    try {
-      return Number((db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n);
-    } finally {
-      db.close();
-    }
-  };
-  await store.close();
-  const rows = { events: await count('events'), ledger: await count('ledger'), requests: await count('requests') };
-  const fileBytes = statSync(path).size + (() => { try { return statSync(`${path}-wal`).size; } catch { return 0; } })();
-  rmSync(dir, { recursive: true, force: true });
-  const all = rows.ledger;
-  return {
-    cpuUs: (cpu.user + cpu.system) / transfers,
-    writeBytes: (io1.writeBytes - io0.writeBytes) / transfers,
-    writeCalls: (io1.writeCalls - io0.writeCalls) / transfers,
-    fileBytes: fileBytes / all,
-    rows,
-  };
+
+  async function measure(path: string, onPostgres: boolean): Promise<Measured> {
+    const store = await openStore(path, { synchronous: 'FULL', writer, actor: processActor('serve') });
+    const audit = { params: { timeoutMs: 3000, maxAttempts: 5, minAgeMs: 60_000 } };
+    const note = `,"note":"${'x'.repeat(150)}"`;
+    let records: Array<{ guid: string; at: number; key: null; code: string; fingerprintMatch: boolean }> = [];
+    const flushRecords = async () => {
+      const batch = records;
+      records = [];
+      if (batch.length > 0) await store.recordRequests(batch);
+    };
+    const one = async (): Promise<void> => {
+      const guid = randomUUID();
+      await store.getLedger(guid);
+      const request = `{"guid":"${guid}","from":"ACC-1001","to":"ACC-2002","amount":100,"currency":"CNY"${note}}`;
+      const claim = await store.execute(guid, { type: 'Submit', request, fingerprint: 'f'.repeat(64), timeoutMs: 3000, maxAttempts: 5 }, audit, { state: null });
+      if (claim._tag !== 'Right' || claim.right.kind !== 'applied') throw new Error(`claim of ${guid} failed`);
+      const response = `{"guid":"${guid}","code":"0000","message":"transfer done","txId":"tx-${randomUUID()}"}`;
+      const answer = await store.execute(guid, { type: 'RecordAnswer', attempt: 1, code: '0000', response, latencyMs: 1 }, audit, { state: claim.right.state });
+      if (answer._tag !== 'Right' || answer.right.kind !== 'applied') throw new Error(`answer of ${guid} failed`);
+      records.push({ guid, at: Date.now(), key: null, code: '0000', fingerprintMatch: true });
+      if (records.length >= 256) await flushRecords();
+    };
+    const run = async (n: number) => {
+      let started = 0;
+      await Promise.all(Array.from({ length: inflight }, async () => {
+        while (started++ < n) await one();
+      }));
+      await flushRecords();
+    };
+    await run(Math.min(2000, transfers)); // warm: the JIT, the page cache
+    const io0 = io();
+    const server0 = onPostgres ? cpuOfProcessesNamed('postgres') : 0;
+    const cpu0 = process.cpuUsage();
+    await run(transfers);
+    const cpu = process.cpuUsage(cpu0);
+    const serverCpu = onPostgres ? cpuOfProcessesNamed('postgres') - server0 : NaN;
+    const io1 = io();
+    await store.close();
+    const cpuUs = (cpu.user + cpu.system) / transfers;
+    // On PostgreSQL this process writes no ledger file: the file figures do not apply.
+    if (onPostgres) return { cpuUs, serverCpuUs: serverCpu / transfers, writeBytes: NaN, writeCalls: NaN, fileBytes: NaN, rows: { events: NaN, ledger: NaN, requests: NaN } };
+    const count = async (table: string) => {
+      const Database = (await import('better-sqlite3')).default;
+      const db = new Database(path, { readonly: true });
+      try {
+        return Number((db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n);
+      } finally {
+        db.close();
+      }
+    };
+    const rows = { events: await count('events'), ledger: await count('ledger'), requests: await count('requests') };
+    const fileBytes = statSync(path).size + (() => { try { return statSync(`${path}-wal`).size; } catch { return 0; } })();
+    return {
+      cpuUs,
+      writeBytes: (io1.writeBytes - io0.writeBytes) / transfers,
+      writeCalls: (io1.writeCalls - io0.writeCalls) / transfers,
+      fileBytes: fileBytes / rows.ledger,
+      rows,
+    };
+  }
 }
 
 const here = resolve(dirname(fileURLToPath(import.meta.url)), '..');

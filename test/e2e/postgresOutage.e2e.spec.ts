@@ -4,12 +4,11 @@
  * database refuses new connections at all. The server itself is shared with other tests, so it is never
  * restarted here: `pg_terminate_backend` of this database's sessions stands in for it.
  */
-import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { cli, sleep, transferBody } from '../support/commandsSeed.js';
-import { PG_ADMIN_URL, postgresForTests, useTestDatabases } from '../support/pg.js';
+import { admin, postgresForTests, useTestDatabases } from '../support/pg.js';
 import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
 import { startServe } from '../support/serveProcess.js';
 import { orThrow } from '../../src/events/storeResult.js';
@@ -17,15 +16,7 @@ import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const { available } = await postgresForTests();
 
-async function admin(text: string): Promise<void> {
-  const client = new pg.Client({ connectionString: PG_ADMIN_URL });
-  await client.connect();
-  try {
-    await client.query(text);
-  } finally {
-    await client.end();
-  }
-}
+const adminQuery = (text: string) => admin((c) => c.query(text));
 
 describe.skipIf(!available)('PostgreSQL restarted under a resending load', () => {
   const dbs = useTestDatabases();
@@ -42,7 +33,7 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
     const relay = startServe(['--db', db, '--account-url', sim.url, '--timeout', '500ms', '--grace', '300ms']);
     cleanup.push(() => sigkillAndWait(relay.child));
     const url = await relay.ready;
-    const terminate = () => admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`);
+    const terminate = () => adminQuery(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`);
 
     // The channel: each GUID resent until it gets a definite answer (or 60 tries), 12 at a time.
     const guids = Array.from({ length: 150 }, (_, i) => `OUT-${i}`);
@@ -82,12 +73,12 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
       await terminate();
       await sleep(100);
     }
-    await admin(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
+    await adminQuery(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
     try {
       await terminate();
       await sleep(1000);
     } finally {
-      await admin(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);
+      await adminQuery(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);
     }
     for (let i = 0; i < 5; i++) {
       await terminate();

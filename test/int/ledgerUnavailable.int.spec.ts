@@ -113,4 +113,39 @@ describe('a ledger that cannot be written', () => {
       await store.close();
     }
   });
+  it('a resend of a settled transfer is a pure read: over a socket, with every store call but the row read refused, it is answered byte for byte and nothing is written', async () => {
+    const store = await openStore(join(tmp(), 'l.db'));
+    // Until the first answer is stored every call goes through; after it, only getLedger does (a ledger that lost its disk for writes).
+    let readOnly = false;
+    const called: string[] = [];
+    const reads = refusingStore(store, (m) => {
+      if (readOnly) called.push(m);
+      return readOnly && m !== 'getLedger';
+    });
+    const sim = await startSimulator({ port: 0, host: '127.0.0.1' });
+    const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
+    const { lines, stream } = logLines();
+    const app = buildApp({ store: reads, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3, logger: { level: 'info', stream } });
+    try {
+      const url = `${await app.listen({ port: 0, host: '127.0.0.1' })}/v1/transfers`;
+      const body = JSON.stringify({ guid: 'u-replay', from: 'ACC-1', to: 'ACC-2', amount: 5 });
+      const post = async () => {
+        const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        return { status: res.status, replayed: res.headers.get('idempotent-replayed'), body: await res.text() };
+      };
+      const first = await post();
+      expect([first.status, (JSON.parse(first.body) as { code: string }).code]).toEqual([200, '0000']);
+      readOnly = true;
+      for (let i = 0; i < 5; i++) expect(await post()).toEqual({ ...first, replayed: 'true' });
+      expect(called.filter((m) => m !== 'getLedger' && m !== 'recordRequests')).toEqual([]);
+      expect(called.filter((m) => m === 'getLedger')).toHaveLength(5);
+      expect(sim.stats().totalCalls).toBe(1);
+      expect(lines.filter((l) => l['msg'] === 'ledger unavailable')).toEqual([]);
+    } finally {
+      await app.close();
+      await account.close();
+      await sim.close();
+      await store.close();
+    }
+  });
 });

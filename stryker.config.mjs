@@ -2,7 +2,7 @@
 /**
  * Mutation testing of the safety core: `npm run test:mutation` (not part of `npm test`). The three files decide
  * what may be sent again; the specs that exercise them are listed in vitest.mutation.config.ts.
- * Equivalent survivors (mutants that change no outcome) are listed in README, "Testing".
+ * Equivalent survivors (mutants that change no outcome) are listed in docs/testing.md, "Mutation testing".
  *
  * @type {import('@stryker-mutator/api/core').PartialStrykerOptions}
  */

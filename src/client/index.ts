@@ -1,4 +1,4 @@
-/** `guidgate/client`: a typed client for channels that resends the right way (README, "For channel developers"). */
+/** `guidgate/client`: a typed client for channels that resends the right way (docs/channel-api.md). */
 export {
   createClient,
   type AttemptReport,

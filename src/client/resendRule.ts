@@ -3,7 +3,7 @@ import type { ReplyCode } from '../relay/codes.js';
 
 /**
  * What a channel does with one reply to `POST /v1/transfers` (CONTRACT.md §2). The one table the client
- * follows and the README prints.
+ * follows and docs/channel-api.md prints.
  *
  * `maybeSent` says whether the reply leaves open that the transfer was applied: once any reply did, the
  * client never reports the transfer as failed, only as definite or unknown.

@@ -58,7 +58,7 @@ async function call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Pr
   return { ok: true, value: parsed as T };
 }
 
-// ---- the operator API's shapes (README "The operator API") ----
+// ---- the operator API's shapes (docs/operating.md, "Operator API") ----
 
 export type Status = 'RECEIVED' | 'SENT' | 'DONE' | 'UNKNOWN' | 'FAILED' | 'PURGED';
 export const STATUSES: readonly Status[] = ['RECEIVED', 'SENT', 'DONE', 'UNKNOWN', 'FAILED', 'PURGED'];

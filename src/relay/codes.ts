@@ -1,6 +1,6 @@
 /**
  * The one registry of reply codes (CONTRACT.md §2). Every reply guidgate makes uses one of these; a test
- * checks that the README documents each.
+ * checks that docs/channel-api.md documents each, and no code that is not here.
  */
 export const REPLY_CODES = {
   E400: { http: 400, message: 'invalid request' },

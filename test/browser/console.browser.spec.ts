@@ -13,7 +13,7 @@ import { BIN, exited, startServe } from '../support/serveProcess.js';
 /**
  * The console in a real browser (Debian's Chromium, headless, driven by playwright-core) against a real
  * `serve` process with keys, a real simulator and a real ledger file. Elements are found by their label, role
- * and accessible name, as a screen reader finds them. The screenshots are the README's.
+ * and accessible name, as a screen reader finds them. The screenshots are the docs' (docs/operating.md, docs/auditing.md).
  */
 const { available } = chromiumForTests();
 

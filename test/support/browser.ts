@@ -10,7 +10,7 @@ export const CHROMIUM = process.env['GUIDGATE_CHROMIUM'] ?? '/usr/bin/chromium';
 const ARGS = ['--no-sandbox', '--headless', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 /**
- * Where the browser tests put their screenshots: the README's (`docs/screenshots`) with `GUIDGATE_SCREENSHOTS=1`
+ * Where the browser tests put their screenshots: the docs' (`docs/screenshots`) with `GUIDGATE_SCREENSHOTS=1`
  * (`GUIDGATE_SCREENSHOTS=1 npx vitest run test/browser` refreshes them; commit the result), otherwise a folder
  * under the system's temp (they are still taken, so a page that cannot be captured still fails, but an
  * ordinary `npm test` leaves the working tree as it was: times and ages in them change on every run).

@@ -5,6 +5,7 @@ import { backoffDelay } from '../../src/client/backoff.js';
 import { InvalidRequestError, RESEND_RULES, resendRuleFor } from '../../src/client/index.js';
 import { serialiseTransfer } from '../../src/client/transferBody.js';
 import { REPO_ROOT } from '../support/children.js';
+import { sectionOf, tableRows } from '../support/markdown.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -61,15 +62,14 @@ describe('backoffDelay', () => {
   });
 });
 
-describe('the README states the client\'s resend rules', () => {
-  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## For channel developers'));
-  const rows = section.split('\n').filter((l) => l.startsWith('| ') && !l.startsWith('| reply') && !l.startsWith('|---'));
+describe('docs/channel-api.md states the client\'s resend rules', () => {
+  const guide = readFileSync(join(REPO_ROOT, 'docs', 'channel-api.md'), 'utf8');
+  const rows = tableRows(sectionOf(guide, 'The client: `guidgate/client`'));
 
   it.each(Object.entries(RESEND_RULES))('%s', (code, rule) => {
-    const row = rows.find((l) => (l.split('|')[1] ?? '').includes(code));
+    const row = rows.find(([reply = '']) => reply.includes(code));
     expect(row, `no row for ${code}`).toBeDefined();
-    const [, , , client, applied] = row!.split('|').map((c) => c.trim());
+    const [, , client, applied] = row!;
     if (rule.action === 'resend') {
       expect(client).toContain('resends the same bytes');
       expect(applied).toBe(rule.maybeSent ? 'maybe' : 'no');

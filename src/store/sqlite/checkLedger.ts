@@ -17,7 +17,7 @@ const MAX_PROBLEMS = 20;
  * `guidgate check` and `serve --check`: the guidgate checks every open makes (SQLite header, schema
  * version, tables and columns), then SQLite's `PRAGMA quick_check` over every page (b-tree structure,
  * record formats, NOT NULL and CHECK constraints; not index against table). Reads only: it opens the
- * file read-only and creates nothing. Takes time in proportion to the file's size (README, Security).
+ * file read-only and creates nothing. Takes time in proportion to the file's size (docs/operating.md, `check`).
  */
 export function checkLedger(path: string): LedgerCheck {
   if (!existsSync(path)) return { path, ok: false, problems: [`no ledger at ${path}`], quickCheckMs: null };

@@ -19,7 +19,7 @@ export interface ConnectionOptions {
  * file's end (pcache1TruncateUnsafe), a walk as long as the cache is big. Measured on the store's own SQL with random
  * GUIDs: 12% less CPU per transfer at 4 MB than at 16 MB on ledgers of 45,000 and 300,000 transfers, the same on one
  * of 2 million (over 1 GiB: no walk, and no more cache misses either, since what a transfer touches at random, the
- * index leaves, is far bigger than either cache; README, Performance).
+ * index leaves, is far bigger than either cache; docs/performance.md).
  */
 const PAGE_CACHE_KIB = 4000;
 

@@ -88,7 +88,7 @@ const MIGRATIONS: readonly string[] = [
   // put every claim, and every outcome ms later, on a random page of a tree as big as the ledger, split it often,
   // and wrote that page to the WAL (and again at the checkpoint) for each. Rows in insertion order put both on the
   // newest pages, which one commit shares; only the small GUID index is written at random, once per claim
-  // (README, Performance). Copied in order of creation, so older rows stay together for purge. NOT NULL: in a rowid
+  // (docs/performance.md). Copied in order of creation, so older rows stay together for purge. NOT NULL: in a rowid
   // table SQLite lets a TEXT PRIMARY KEY be NULL, as WITHOUT ROWID did not.
   `
   CREATE TABLE ledger_rowid (

@@ -99,7 +99,7 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
    * The compare-and-set append, inside the write transaction. Everything that can throw in JS (decoding
    * the current row, evolve, encoding the events and the row) happens before the first write, so a unit's
    * own problem leaves nothing behind and needs no savepoint. (A savepoint per unit made SQLite copy every
-   * page the unit touched into its sub-journal: about 40% of the writer's CPU; see README, Performance.)
+   * page the unit touched into its sub-journal: about 40% of the writer's CPU; see docs/performance.md.)
    * A unique violation (another writer, maybe another process, appended this seq first) undoes this
    * append's own inserts and is "lost"; any other failure while writing fails the whole batch.
    */

@@ -8,7 +8,8 @@ export const DEFAULT_KEYS_PATH = './data/keys';
 
 function scopesArg(value: string): Scope[] {
   const parsed = parseScopes(value.trim());
-  if (E.isLeft(parsed)) throw new InvalidArgumentError(`${parsed.left} (transfer, read, admin; several separated by commas)`);
+  // The operator's own argument, not the keys file: saying which word is wrong helps and shows nothing new.
+  if (E.isLeft(parsed)) throw new InvalidArgumentError(`${parsed.left.word === '' ? 'an empty scope' : `unknown scope '${parsed.left.word}'`} (transfer, read, admin; several separated by commas)`);
   return parsed.right;
 }
 

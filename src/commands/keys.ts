@@ -1,7 +1,7 @@
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
-import { formatKeyLine, isKeyLine, KEY_NAME_PATTERN, newToken, parseKeysFile, SCOPES, tokenHash, type Scope } from '../relay/auth/keysFile.js';
+import { formatKeyLine, isKeyLine, isKeyName, newToken, parseKeysFile, SCOPES, tokenHash, type Scope } from '../relay/auth/keysFile.js';
 
 /** `guidgate keys add|list|remove` (CONTRACT.md §5, §6). Nothing here ever writes a token to the file. */
 
@@ -38,7 +38,7 @@ function readExisting(path: string): E.Either<KeysCommandError, KeysFileText | n
 
 /** Appends a new key and returns its token, which exists nowhere else: the caller shows it once. */
 export function addKey(path: string, name: string, scopes: readonly Scope[]): E.Either<KeysCommandError, string> {
-  if (!KEY_NAME_PATTERN.test(name)) return E.left({ exit: 2, message: `'${name}' is not a key name (^[A-Za-z0-9._-]{1,64}$)` });
+  if (!isKeyName(name)) return E.left({ exit: 2, message: `'${name}' is not a key name (^[A-Za-z0-9._-]{1,64}$, and not a token)` });
   if (scopes.length === 0) return E.left({ exit: 2, message: `give at least one scope (${SCOPES.join(', ')})` });
   const existing = readExisting(path);
   if (E.isLeft(existing)) return existing;

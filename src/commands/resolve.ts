@@ -59,6 +59,11 @@ export interface ResolveOptions {
   readonly onProgress?: ((done: number, total: number) => void) | undefined;
   /** Once aborted, no new row is started; the rows in flight finish and the summary counts what was done. */
   readonly signal?: AbortSignal | undefined;
+  /**
+   * The lease holder of a caller whose runs never overlap (serve's settler), so that a run takes over and ends the
+   * leases an earlier run of it could not end; default, one of this run alone (see `forEachLeasedRow`).
+   */
+  readonly leaseHolder?: string | undefined;
   /** Each row as it is settled (or listed, in a dry run), or `not-leased`: selected, but another run held it or it moved (left alone). */
   readonly onRow?: ((row: LedgerState, outcome: ResolveRowOutcome, detail?: string) => void) | undefined;
 }
@@ -184,7 +189,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
 
   try {
     const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
-    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop, notLeased: (row) => progressed(row, 'not-leased') }, settle);
+    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop, notLeased: (row) => progressed(row, 'not-leased'), holder: opts.leaseHolder, signal: opts.signal }, settle);
   } catch (err) {
     // A page of the ledger could not be read, or a lease not taken.
     ledgerFailed(summary, err);

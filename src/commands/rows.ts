@@ -98,14 +98,37 @@ const LEASE_MS = 120_000;
 /** Rows leased at once: a few per worker, so a lease is taken shortly before its row is worked on. */
 const LEASE_BATCH_PER_WORKER = 2;
 
-/** Who holds a lease, as an operator would look for it: host, process, and one run of it. */
-const leaseHolder = (): string => `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+/** Tells this process from an earlier one that had the same pid (a restart, a container's pid 1). */
+const PROCESS_TAG = randomUUID().slice(0, 8);
+
+/**
+ * Who holds a lease, as an operator would look for it: host and process, then `role` (a holder that is the same
+ * for every run of one loop in this process, such as serve's settler) or one run of it.
+ */
+export const leaseHolder = (role?: string): string => `${hostname()}:${process.pid}:${role === undefined ? randomUUID().slice(0, 8) : `${role}:${PROCESS_TAG}`}`;
+
+/** Waits before each retry of ending a run's leases: a lock or a connection lost for a moment, bounded in all. */
+const RELEASE_RETRY_DELAYS_MS = [100, 300, 900] as const;
+
+/**
+ * Ends `holder`'s leases, trying again a few times when the ledger refuses: rows left leased are skipped by every
+ * other run until the lease runs out (`LEASE_MS`). Once `signal` is aborted (serve shutting down) it tries once.
+ */
+async function releaseLeasesRetrying(store: RowLeases, holder: string, signal: AbortSignal | undefined): Promise<boolean> {
+  for (let attempt = 0; ; attempt++) {
+    if (E.isRight(await store.releaseLeases(holder))) return true;
+    const delay = RELEASE_RETRY_DELAYS_MS[attempt];
+    if (delay === undefined || signal?.aborted === true) return false;
+    await new Promise((resolve) => setTimeout(resolve, delay));
+  }
+}
 
 /**
  * The rows of `source` this run may work on: leased a small batch at a time (`RowLeases.leaseRows`), so that
  * several processes running the same maintenance at once each take different rows. A row another process holds,
  * or that moved since it was read, is left out, and handed to `notLeased` (if given): the run did not work on it.
- * The leases end when the run does (`releaseLeases` in the caller's `finally`), or run out after `LEASE_MS` if it dies.
+ * The leases end when the run does (`releaseLeases` in the caller's `finally`, retried), or when the holder's next
+ * run starts (a holder given by the caller), or run out after `LEASE_MS`.
  */
 async function* leasedRows(
   store: RowLeases,
@@ -130,23 +153,36 @@ async function* leasedRows(
   if (batch.length > 0) yield* await take(batch);
 }
 
+export interface LeasedRunOptions {
+  readonly leased: boolean;
+  readonly concurrency: number;
+  readonly stop: () => boolean;
+  readonly notLeased?: ((row: LedgerState) => void) | undefined;
+  /**
+   * The lease holder, for a caller whose runs never overlap (serve's settler: `leaseHolder('settler')`): each run
+   * first ends what an earlier run of it left leased (its release failed: the ledger was down), and takes over
+   * those rows. Default: a holder of this run alone.
+   */
+  readonly holder?: string | undefined;
+  /** Aborted: ending the leases is tried once, not retried (serve shutting down must not wait on it). */
+  readonly signal?: AbortSignal | undefined;
+}
+
 /**
  * `forEachBounded` over the rows of a maintenance run that calls the account system (inquiries, sends): with
  * `leased`, only rows this run leased (`leasedRows`), the leases ended when it is over, done or failed; a row it
  * could not lease (another run holds it, or it moved since it was read) goes to `notLeased` instead of `work`.
  */
-export async function forEachLeasedRow(
-  store: RowLeases,
-  source: AsyncIterable<LedgerState>,
-  opts: { readonly leased: boolean; readonly concurrency: number; readonly stop: () => boolean; readonly notLeased?: ((row: LedgerState) => void) | undefined },
-  work: (row: LedgerState) => Promise<void>,
-): Promise<void> {
+export async function forEachLeasedRow(store: RowLeases, source: AsyncIterable<LedgerState>, opts: LeasedRunOptions, work: (row: LedgerState) => Promise<void>): Promise<void> {
   if (!opts.leased) return forEachBounded(source, opts.concurrency, work, opts.stop);
-  const holder = leaseHolder();
+  const holder = opts.holder ?? leaseHolder();
+  // Once is enough here: a lease still ours is taken over anyway when its row comes up (leaseRows keeps ours).
+  if (opts.holder !== undefined) await store.releaseLeases(holder);
   try {
     await forEachBounded(leasedRows(store, source, { holder, workers: opts.concurrency, notLeased: opts.notLeased }), opts.concurrency, work, opts.stop);
   } finally {
-    // Leases left behind run out by themselves; failing to end them early (a Left) is no failure of the run.
-    await store.releaseLeases(holder);
+    // Leases left behind run out by themselves (or go at the holder's next run); failing to end them early is no
+    // failure of the run.
+    await releaseLeasesRetrying(store, holder, opts.signal);
   }
 }

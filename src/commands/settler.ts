@@ -2,6 +2,7 @@ import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel, RowLeases
 import type { AccountClient } from '../relay/accountClient.js';
 import type { Metrics } from '../relay/metrics.js';
 import { resolveUnknown, type ResolveSummary } from './resolve.js';
+import { leaseHolder } from './rows.js';
 
 export interface SettlerDeps {
   readonly store: EventLog & LedgerReadModel & InquirySchedule & RowLeases & LedgerClock;
@@ -20,6 +21,12 @@ export interface SettlerOptions {
   readonly graceMs: number;
   /** Inquiries in flight at once. */
   readonly concurrency: number;
+  /**
+   * The lease holder of every run (default: `leaseHolder('settler')`, one per process). The same for each run, so
+   * that leases a run could not end (the ledger failed under it) are taken over and ended by the next one rather
+   * than keeping their rows from being settled until they run out.
+   */
+  readonly leaseHolder?: string | undefined;
 }
 
 export interface Settler {
@@ -31,7 +38,7 @@ export interface Settler {
 export async function settleOnce(deps: Omit<SettlerDeps, 'log'>, opts: Omit<SettlerOptions, 'everyMs'>, signal?: AbortSignal): Promise<ResolveSummary> {
   const summary = await resolveUnknown(
     { store: deps.store, account: deps.account, metrics: deps.metrics },
-    { minAgeMs: opts.minAgeMs, graceMs: opts.graceMs, concurrency: opts.concurrency, onlyDue: true, signal },
+    { minAgeMs: opts.minAgeMs, graceMs: opts.graceMs, concurrency: opts.concurrency, onlyDue: true, signal, leaseHolder: opts.leaseHolder },
   );
   deps.metrics.settleRunFinished(deps.clock());
   return summary;
@@ -42,7 +49,8 @@ export async function settleOnce(deps: Omit<SettlerDeps, 'log'>, opts: Omit<Sett
  * only about rows whose next inquiry is due. It never calls POST /transfer. Several processes may settle one
  * ledger: an inquiry may repeat, but each settlement is a compare-and-set on the row as asked about.
  */
-export function startSettler(deps: SettlerDeps, opts: SettlerOptions): Settler {
+export function startSettler(deps: SettlerDeps, options: SettlerOptions): Settler {
+  const opts: SettlerOptions = { ...options, leaseHolder: options.leaseHolder ?? leaseHolder('settler') };
   const abort = new AbortController();
   let timer: NodeJS.Timeout | null = null;
   let running: Promise<void> = Promise.resolve();

@@ -16,19 +16,17 @@
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'node:http';
-import { isRight } from 'fp-ts/lib/Either.js';
-import * as t from 'io-ts';
-import { DefiniteCode, type CallFailedReason, type CallUnknownReason } from '../events/codecs.js';
-import { topLevelMembers } from '../json/topLevelMembers.js';
+import type { CallFailedReason, CallUnknownReason } from '../events/codecs.js';
+import { decodeDefinite, namesGuid } from './accountAnswer.js';
 import { classifyFailure } from './classifyFailure.js';
 
 export type CallOutcome =
-  | { kind: 'definite'; code: string; body: string; status: 200; latencyMs: number } // HTTP 200 + JSON object whose code matches /^(0000|B2\d\d|E500)$/
+  | { kind: 'definite'; code: string; body: string; status: 200; latencyMs: number } // decodeDefinite: HTTP 200, a definite code, no other GUID
   | { kind: 'unknown'; reason: CallUnknownReason; detail: string; latencyMs: number }
   | { kind: 'failed'; reason: CallFailedReason; detail: string; latencyMs: number };
 
 export type InquiryOutcome =
-  | { kind: 'processed'; code: string; body: string } // 200 + definite code
+  | { kind: 'processed'; code: string; body: string } // decodeDefinite, as for a POST
   | { kind: 'absent' } // 404
   /** Anything else. `reached`: the account system answered (with something we cannot use), or no answer came at all. */
   | { kind: 'unknown'; reached: boolean; detail: string; status?: number };
@@ -53,8 +51,11 @@ export interface AccountClientOptions {
 }
 
 export interface AccountClient {
-  /** POST {base}/transfer with `body` byte for byte (a string is sent as its UTF-8 bytes). */
-  transfer(body: string | Uint8Array): Promise<CallOutcome>;
+  /**
+   * POST {base}/transfer with `body` byte for byte (a string is sent as its UTF-8 bytes). `guid` is the
+   * transfer's GUID: an answer naming another GUID is not definite.
+   */
+  transfer(body: string | Uint8Array, guid: string): Promise<CallOutcome>;
   /** GET {base}/transfer/{guid}. Never `failed`: a GET is harmless, so every doubt is `unknown`. */
   inquire(guid: string): Promise<InquiryOutcome>;
   close(): Promise<void>;
@@ -75,8 +76,6 @@ const MAX_RESPONSE_BYTES = 1024 * 1024;
 const KEEP_ALIVE_TIMEOUT_MS = 4_000;
 const KEEP_ALIVE_MAX_TIMEOUT_MS = 4_000;
 const KEEP_ALIVE_THRESHOLD_MS = 2_000;
-
-const AnswerBody = t.type({ code: DefiniteCode });
 
 type Exchange =
   | { type: 'response'; status: number; bytes: Buffer }
@@ -180,52 +179,6 @@ function exchange(pool: Dispatcher, spec: ExchangeSpec): Promise<Exchange> {
   });
 }
 
-type Decoded = { ok: true; code: string; text: string } | { ok: false; detail: string };
-
-const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-
-/** The body as text and JSON, or why it is neither. */
-function parseJsonBody(bytes: Buffer): { ok: true; text: string; parsed: unknown } | { ok: false; detail: string } {
-  let text: string;
-  try {
-    text = utf8.decode(bytes);
-  } catch {
-    return { ok: false, detail: 'a body that is not valid UTF-8' };
-  }
-  try {
-    return { ok: true, text, parsed: JSON.parse(text) };
-  } catch {
-    return { ok: false, detail: 'a body that is not JSON' };
-  }
-}
-
-/** How many times the top level of `text` (parsed JSON) gives `key`: parsers disagree on which of several counts. */
-const timesGiven = (text: string, key: string): number => topLevelMembers(text).filter((m) => m.key === key).length;
-
-/**
- * An inquiry's 404 means "no record" only when the account system itself says so about this GUID: a proxy, a
- * wrong base URL or an HTML error page also answer 404, and taking that for "absent" would allow a resend.
- */
-function namesGuid(bytes: Buffer, guid: string): boolean {
-  const body = parseJsonBody(bytes);
-  if (!body.ok || typeof body.parsed !== 'object' || body.parsed === null || Array.isArray(body.parsed)) return false;
-  return timesGiven(body.text, 'guid') === 1 && (body.parsed as Record<string, unknown>)['guid'] === guid;
-}
-
-/** A definite answer: HTTP 200, UTF-8, a JSON object giving `code` once, and that code definite. `text` is the exact bytes as text. */
-function decodeDefinite(status: number, bytes: Buffer): Decoded {
-  if (status !== 200) return { ok: false, detail: `HTTP ${status}` };
-  const body = parseJsonBody(bytes);
-  if (!body.ok) return { ok: false, detail: `HTTP 200 with ${body.detail}` };
-  const { text, parsed } = body;
-  if (timesGiven(text, 'code') > 1) return { ok: false, detail: 'HTTP 200 with code given more than once' };
-  const decoded = AnswerBody.decode(parsed);
-  if (isRight(decoded)) return { ok: true, code: decoded.right.code, text };
-  const code: unknown = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>)['code'] : undefined;
-  if (code === undefined) return { ok: false, detail: 'HTTP 200 without a code' };
-  return { ok: false, detail: `code ${typeof code === 'string' ? code.slice(0, 40) : JSON.stringify(code)?.slice(0, 40) ?? String(code)}` };
-}
-
 function joinPath(prefix: string, suffix: string): string {
   return `${prefix.replace(/\/+$/, '')}${suffix}`;
 }
@@ -254,7 +207,7 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
 
   const transferPath = joinPath(base.pathname, '/transfer');
 
-  async function transfer(body: string | Uint8Array): Promise<CallOutcome> {
+  async function transfer(body: string | Uint8Array, guid: string): Promise<CallOutcome> {
     const t0 = performance.now();
     const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
     const result = await exchange(pool, {
@@ -267,7 +220,7 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
     const latencyMs = performance.now() - t0;
     switch (result.type) {
       case 'response': {
-        const d = decodeDefinite(result.status, result.bytes);
+        const d = decodeDefinite(result.status, result.bytes, guid);
         if (d.ok) return { kind: 'definite', code: d.code, body: d.text, status: 200, latencyMs };
         return { kind: 'unknown', reason: 'non-definite', detail: d.detail, latencyMs };
       }
@@ -299,7 +252,7 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
     switch (result.type) {
       case 'response': {
         if (result.status === 404) return namesGuid(result.bytes, guid) ? { kind: 'absent' } : { kind: 'unknown', reached: true, detail: 'HTTP 404 without a JSON body naming the GUID', status: 404 };
-        const d = decodeDefinite(result.status, result.bytes);
+        const d = decodeDefinite(result.status, result.bytes, guid);
         return d.ok ? { kind: 'processed', code: d.code, body: d.text } : { kind: 'unknown', reached: true, detail: d.detail, status: result.status };
       }
       case 'deadline':

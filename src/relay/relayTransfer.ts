@@ -145,7 +145,7 @@ export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'm
     permit?.done(null);
     return { sent: false, guid, why: 'no-stored-request' };
   }
-  const call = await deps.account.transfer(claimed.request);
+  const call = await deps.account.transfer(claimed.request, guid);
   permit?.done(call.kind);
   deps.metrics.call(call.kind, call.latencyMs);
   return { sent: true, guid, call, recorded: await recordOutcome(deps.store, claimed, call, audit) };

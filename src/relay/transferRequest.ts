@@ -2,6 +2,7 @@ import { hash } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
 import * as t from 'io-ts';
 import { topLevelMembers } from '../json/topLevelMembers.js';
+import { lookalikeOf } from './fieldLookalike.js';
 
 export const GUID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const ACCOUNT_PATTERN = /^[A-Za-z0-9-]{1,34}$/;
@@ -68,6 +69,8 @@ export function fingerprintOf(f: { guid: string; from: string; to: string; amoun
 /** The contract's fields (see topLevelFieldProblem). */
 const CONTRACT_FIELDS = new Set(['guid', 'from', 'to', 'amount', 'currency']);
 
+const ASCII_KEY = /^[\x00-\x7f]*$/;
+
 /** An amount as the contract writes it: digits only, so every parser reads the same integer. */
 const AMOUNT_SPELLING = /^[0-9]+$/;
 
@@ -75,7 +78,8 @@ const AMOUNT_SPELLING = /^[0-9]+$/;
  * The first problem among the top-level members of `text` (valid JSON, an object) that JSON.parse hides, or
  * null. Each is a way for the account system's parser to read another transfer than the one fingerprinted:
  *  - a contract field given twice: JSON.parse keeps the last, another parser may keep the first;
- *  - a key equal to a contract field but for letter case (`Amount`): a case-insensitive parser reads it;
+ *  - a key equal to a contract field but for letter case (`Amount`), Unicode case included (`guıd`, `GUİD`), or
+ *    NFKC (`ｇｕｉｄ`): a case-insensitive or normalising parser reads it (see lookalikeOf);
  *  - an amount not written as digits (`1.0`, `1e2`, `1500.0000000000001`): JSON.parse rounds it to an
  *    integer, while the account system gets the text as written.
  */
@@ -83,7 +87,8 @@ export function topLevelFieldProblem(text: string): InvalidRequest | null {
   const seen = new Set<string>();
   for (const { key, raw } of topLevelMembers(text)) {
     if (!CONTRACT_FIELDS.has(key)) {
-      if (CONTRACT_FIELDS.has(key.toLowerCase())) return { field: key, message: `${key} differs from the contract field ${key.toLowerCase()} only in letter case` };
+      const field = lookalikeOf(key, CONTRACT_FIELDS);
+      if (field !== null) return { field: key, message: `${key} differs from the contract field ${field} only in letter case${ASCII_KEY.test(key) ? '' : ' or Unicode form'}` };
       continue;
     }
     if (seen.has(key)) return { field: key, message: `${key} appears more than once in the body` };

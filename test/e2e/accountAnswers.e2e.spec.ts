@@ -77,4 +77,40 @@ describe('account answers, contract v2 §3 (real sockets: relay, ledger file, a 
     }
     expect(account.posts()).toBe(1);
   });
+
+  it('an answer about another GUID is not definite: a POST gets E901 (UNKNOWN), an inquiry leaves it UNKNOWN; the answer naming it settles it', async () => {
+    const account = await scriptedAccount();
+    closers.push(account.close);
+    h = await startHarness(tmp(), { relay: { accountUrl: account.url } });
+    const t = transfer();
+    const guid = String(t['guid']);
+    const other = JSON.stringify({ guid: 'SOMEONE-ELSE', code: '0000', message: 'transfer done', txId: 'tx-other' });
+
+    account.answers.post = [200, other];
+    const first = await h.post(JSON.stringify(t));
+    expect([first.status, first.json()['code']]).toEqual([504, 'E901']);
+    expect(first.body).not.toContain('SOMEONE-ELSE');
+
+    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
+    const client = createAccountClient({ baseUrl: account.url, timeoutMs: 1000 });
+    try {
+      expect((await orThrow(store.getLedger(guid)))?.status).toBe('UNKNOWN');
+      const settle = () => resolveUnknown({ store, account: client }, { minAgeMs: 0, graceMs: 1000 });
+      for (const body of [other, `{"guid":"${guid}","code":"0000","guid":"${guid}"}`, JSON.stringify({ guid: null, code: '0000' })]) {
+        account.answers.inquiry = [200, body];
+        expect((await settle()).processed).toBe(0);
+        expect((await orThrow(store.getLedger(guid)))?.status).toBe('UNKNOWN');
+      }
+      const own = JSON.stringify({ guid, code: '0000', message: 'transfer done', txId: 'tx-own' });
+      account.answers.inquiry = [200, own];
+      expect((await settle()).processed).toBe(1);
+      expect(await orThrow(store.getLedger(guid))).toMatchObject({ status: 'DONE', response: own });
+    } finally {
+      await client.close();
+      await store.close();
+    }
+    const resend = await h.post(JSON.stringify(t));
+    expect([resend.status, resend.body]).toEqual([200, JSON.stringify({ guid, code: '0000', message: 'transfer done', txId: 'tx-own' })]);
+    expect(account.posts()).toBe(1);
+  });
 });

@@ -120,4 +120,37 @@ describe('audit trail over HTTP', () => {
     );
     expect(human.stdout).toMatch(/^ {7}response: \{\n {9}"guid": "PRETTY-1",\n {9}"code": "0000",/m);
   });
+
+  it('a request nested 30,000 levels deep (#24): accepted, history prints a bounded text and exits 0, --json stays the stored bytes, the timeline route answers masked', async () => {
+    const dir = tmp();
+    h = await startHarness(dir);
+    const levels = 30_000;
+    const body = `{"guid":"DEEP-1","from":"6222021001","to":"6222021002","amount":1500,"x":${'['.repeat(levels)}${']'.repeat(levels)}}`;
+    expect(Buffer.byteLength(body)).toBeLessThan(64 * 1024);
+    expect((await h.post(body)).json()['code']).toBe('0000');
+
+    const human = await cli(['history', 'DEEP-1', '--db', h.db]);
+    expect([human.code, human.stderr]).toEqual([0, '']);
+    expect(human.stdout.length).toBeLessThan(16 * 1024);
+    // The object and 31 arrays are shown; the array opening level 33 stands for the 29,969 levels left.
+    expect(human.stdout).toContain(`…(nested ${levels + 1 - 32} levels deeper)`);
+    expect(human.stdout).toContain('"from": "6222021001"');
+
+    for (const args of [['--json'], ['--json', '--requests']]) {
+      const json = await cli(['history', 'DEEP-1', ...args, '--db', h.db]);
+      expect(json.code).toBe(0);
+      const entries = JSON.parse(json.stdout) as Array<{ type: string; data: { request?: string } }>;
+      expect(entries.find((e) => e.type === 'Claimed')?.data.request).toBe(body);
+    }
+
+    const view = await h.get('/v1/transfers/DEEP-1/events');
+    expect(view.status).toBe(200);
+    const claimed = (view.json()['timeline'] as TimelineEntry[]).find((e) => e.kind === 'event' && e.type === 'Claimed');
+    const request = (claimed as { data: { request: Record<string, unknown> } } | undefined)?.data.request;
+    expect(request).toMatchObject({ guid: 'DEEP-1', from: '******1001', to: '******1002' });
+    let shown: unknown = request?.['x'];
+    for (let level = 2; level <= 32; level++) shown = (shown as unknown[])[0];
+    expect(shown).toBe(`…(nested ${levels + 1 - 32} levels deeper)`);
+    expect(view.body).not.toContain('6222021001');
+  });
 });

@@ -162,10 +162,43 @@ describe('keys, open mode and TLS through ./bin/guidgate', () => {
     writeFileSync(keys, '# ops\n\nok read sha256:' + '0'.repeat(64) + '\nbad transfer,superuser sha256:' + '1'.repeat(64) + '\n');
     const s = serve(['--keys', keys, '--db', join(dir, 'l.db')]);
     expect(await s.exited).toBe(2);
-    expect(s.output()).toContain('line 4');
-    expect(s.output()).toContain("unknown scope 'superuser'");
+    expect(s.output()).toContain('line 4: column 2 (SCOPES): an unknown scope (scope 2 of 2): expected transfer, read, admin');
+    expect(s.output()).not.toContain('superuser');
     expect(s.output()).not.toContain('listening');
     expect(existsSync(join(dir, 'l.db'))).toBe(false);
+  });
+
+  it('a token pasted into the scopes column (#24): serve exits 2 naming the line, and SIGHUP logs the refusal, never the token', async () => {
+    const dir = tmp();
+    const keys = join(dir, 'keys');
+    const token = addKey(keys, 'shop-a', 'transfer');
+    const [name, , hash] = readFileSync(keys, 'utf8').trim().split(' ') as [string, string, string];
+    const pasted = `# ops\n${name} ${token} ${hash}\n`;
+    const notQuoted = (output: string) => {
+      for (let at = 0; at + 8 <= token.length; at++) expect(output).not.toContain(token.slice(at, at + 8));
+    };
+
+    writeFileSync(keys, pasted);
+    const refused = serve(['--keys', keys, '--db', join(dir, 'l.db')]);
+    expect(await refused.exited).toBe(2);
+    notQuoted(refused.output());
+    expect(refused.output()).toContain('line 2: column 2 (SCOPES): an unknown scope (scope 1 of 1): expected transfer, read, admin');
+    expect(existsSync(join(dir, 'l.db'))).toBe(false);
+
+    writeFileSync(keys, `${name} transfer ${hash}\n`);
+    const sim = await simulator();
+    const s = serve(['--keys', keys, '--db', join(dir, 'l.db'), '--account-url', sim.url, '--log-level', 'info']);
+    const url = await s.ready;
+    writeFileSync(keys, pasted);
+    s.child.kill('SIGHUP');
+    await until(async () => s.output().includes('keys file refused'), 'the refusal in the log');
+    expect(s.output()).toContain('line 2: column 2 (SCOPES)');
+    // The old keys stay in force.
+    const ok = await httpRequest(`${url}/v1/transfers`, { method: 'POST', body: JSON.stringify(transfer()), headers: bearer(token) });
+    expect(ok.json()['code']).toBe('0000');
+    s.child.kill('SIGTERM');
+    expect(await s.exited).toBe(0);
+    notQuoted(s.output());
   });
 
   it('open mode: refused on a non-loopback host (exit 2), allowed with --insecure-open and a warning', async () => {

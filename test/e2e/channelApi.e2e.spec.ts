@@ -56,10 +56,12 @@ describe('channel API v2 (real sockets, real ledger file, real simulator)', () =
     expect(ok.json()['code']).toBe('0000');
   });
 
-  it('a key equal to a contract field but for letter case is E400 naming that key (escapes decoded)', async () => {
+  it('a key equal to a contract field but for letter case (Unicode case and NFKC included) is E400 naming that key (escapes decoded)', async () => {
     h = await startHarness(tmp());
     const base = '"guid":"CASE-1","from":"ACC-1001","to":"ACC-2002","amount":100';
-    for (const [extra, field] of [['"GUID":"CASE-2"', 'GUID'], ['"Amount":1', 'Amount'], ['"FROM":"ACC-9"', 'FROM'], ['"Currency":"USD"', 'Currency'], ['"\\u0054o":"ACC-9"', 'To']]) {
+    for (const [extra, field] of [['"GUID":"CASE-2"', 'GUID'], ['"Amount":1', 'Amount'], ['"FROM":"ACC-9"', 'FROM'], ['"Currency":"USD"', 'Currency'], ['"\\u0054o":"ACC-9"', 'To'],
+      // Unicode case and compatibility variants (#24): "guıd".toUpperCase() === "GUID", and Java's equalsIgnoreCase agrees.
+      ['"gu\u0131d":"CASE-3"', 'gu\u0131d'], ['"GU\u0130D":"CASE-4"', 'GU\u0130D'], ['"\\u0131":0,"gu\\u0131d":"CASE-5"', 'gu\u0131d'], ['"\uff41\uff4d\uff4f\uff55\uff4e\uff54":1', '\uff41\uff4d\uff4f\uff55\uff4e\uff54']]) {
       refusedUntouched(await h.post(`{${base},${extra}}`), 400, field!);
     }
     // Nested keys are the body's own business and ride along untouched.

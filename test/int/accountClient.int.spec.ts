@@ -5,6 +5,7 @@ import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAccountClient } from '../../src/relay/accountClient.js';
 import type { AccountClient, AccountClientOptions, CallOutcome } from '../../src/relay/accountClient.js';
+import { startSimulator } from '../../src/simulator/index.js';
 import { freePort } from '../support/children.js';
 import { waitFor } from '../support/waitFor.js';
 
@@ -99,6 +100,7 @@ async function blackHole(blockMs?: number): Promise<{ port: number; accepted: ()
   };
 }
 
+const REQUEST_GUID = 'g-1';
 const REQUEST = '{ "guid":"g-1",\t"from":"A-1" ,"to":"B-2","amount":  100,"memo":"转账 ✓ \\u00e9 é","x":[1.50, 1e2 ] }';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -110,7 +112,7 @@ describe('transfer: definite answers', () => {
     ['E500', '\t{"code": "E500" , "message":"core down \\u2603 ☃"}  \n'],
   ])('%s → definite with the body byte for byte', async (code, body) => {
     const s = await httpServer((_req, res) => answer(res, 200, Buffer.from(body, 'utf8')));
-    const out = await client({ baseUrl: s.url }).transfer(REQUEST);
+    const out = await client({ baseUrl: s.url }).transfer(REQUEST, REQUEST_GUID);
     expect(out).toMatchObject({ kind: 'definite', code, status: 200 });
     if (out.kind !== 'definite') throw new Error('unreachable');
     expect(out.body).toBe(body);
@@ -121,9 +123,9 @@ describe('transfer: definite answers', () => {
   it('sends the request body byte for byte, as POST /transfer with content-type application/json', async () => {
     const s = await httpServer((_req, res) => answer(res, 200, '{"code":"0000"}'));
     const c = client({ baseUrl: s.url });
-    expect((await c.transfer(REQUEST)).kind).toBe('definite');
+    expect((await c.transfer(REQUEST, REQUEST_GUID)).kind).toBe('definite');
     const raw = Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xe2, 0x82, 0xac, 0x22, 0x20, 0x7d]); // {"a":"€" }
-    expect((await c.transfer(raw)).kind).toBe('definite');
+    expect((await c.transfer(raw, REQUEST_GUID)).kind).toBe('definite');
     expect(s.received).toHaveLength(2);
     const [first, second] = s.received;
     expect(first?.method).toBe('POST');
@@ -135,7 +137,7 @@ describe('transfer: definite answers', () => {
 
   it('keeps a path prefix of the base URL', async () => {
     const s = await httpServer((_req, res) => answer(res, 200, '{"code":"0000"}'));
-    expect((await client({ baseUrl: `${s.url}/core/v1/` }).transfer('{}')).kind).toBe('definite');
+    expect((await client({ baseUrl: `${s.url}/core/v1/` }).transfer('{}', REQUEST_GUID)).kind).toBe('definite');
     expect(s.received[0]?.url).toBe('/core/v1/transfer');
   });
 });
@@ -158,7 +160,7 @@ describe('transfer: non-definite answers → unknown/non-definite', () => {
     ['200 with code twice, one escaped', 200, Buffer.from('{"code":"0000","c\\u006fde":"E500"}'), 'more than once'],
   ])('%s', async (_n, status, body, detail) => {
     const s = await httpServer((_req, res) => answer(res, status, body));
-    const out = await client({ baseUrl: s.url }).transfer(REQUEST);
+    const out = await client({ baseUrl: s.url }).transfer(REQUEST, REQUEST_GUID);
     expect(out).toMatchObject({ kind: 'unknown', reason: 'non-definite' });
     if (out.kind !== 'unknown') throw new Error('unreachable');
     expect(out.detail).toContain(detail);
@@ -166,10 +168,44 @@ describe('transfer: non-definite answers → unknown/non-definite', () => {
   });
 });
 
+describe('transfer: an answer about another GUID → unknown/non-definite', () => {
+  it.each<[string, string, string]>([
+    ['another GUID', '{"guid":"SOMEONE-ELSE","code":"0000","message":"transfer done"}', 'another GUID (SOMEONE-ELSE)'],
+    ['guid twice', '{"guid":"g-1","code":"0000","guid":"SOMEONE-ELSE"}', 'guid given more than once'],
+    ['guid not a string', '{"guid":1,"code":"0000"}', 'not a string'],
+  ])('%s', async (_n, body, detail) => {
+    const s = await httpServer((_req, res) => answer(res, 200, body));
+    const out = await client({ baseUrl: s.url }).transfer(REQUEST, REQUEST_GUID);
+    expect(out).toMatchObject({ kind: 'unknown', reason: 'non-definite', detail: expect.stringContaining(detail) });
+    expect(s.received).toHaveLength(1);
+  });
+
+  it('an answer naming the GUID asked about is definite, byte for byte', async () => {
+    const body = '{"guid":"g-1","code":"0000","message":"transfer done"}';
+    const s = await httpServer((_req, res) => answer(res, 200, body));
+    expect(await client({ baseUrl: s.url }).transfer(REQUEST, REQUEST_GUID)).toMatchObject({ kind: 'definite', code: '0000', body });
+  });
+});
+
+describe('transfer and inquire against the bundled simulator (it names the GUID in every answer)', () => {
+  it('POST → definite, inquiry → processed with the same bytes', async () => {
+    const sim = await startSimulator({ port: 0 });
+    cleanups.push(() => sim.close());
+    const c = client({ baseUrl: sim.url, timeoutMs: 2000 });
+    const body = JSON.stringify({ guid: 'sim-1', from: 'ACC-A', to: 'ACC-B', amount: 250 });
+    const out = await c.transfer(body, 'sim-1');
+    expect(out).toMatchObject({ kind: 'definite', code: '0000' });
+    if (out.kind !== 'definite') throw new Error('unreachable');
+    expect(JSON.parse(out.body)).toMatchObject({ guid: 'sim-1' });
+    expect(await c.inquire('sim-1')).toEqual({ kind: 'processed', code: '0000', body: out.body });
+    expect(await c.inquire('sim-2')).toEqual({ kind: 'absent' });
+  });
+});
+
 describe('transfer: failures', () => {
   it('connection refused → failed/refused (nothing listens, so no byte reached anyone)', async () => {
     const port = await freePort();
-    const out = await client({ baseUrl: `http://127.0.0.1:${port}` }).transfer(REQUEST);
+    const out = await client({ baseUrl: `http://127.0.0.1:${port}` }).transfer(REQUEST, REQUEST_GUID);
     expect(out).toMatchObject({ kind: 'failed', reason: 'refused' });
     expect(out.latencyMs).toBeLessThan(400);
   });
@@ -178,7 +214,7 @@ describe('transfer: failures', () => {
     it('undici connect timeout → failed/connect-timeout', async () => {
       const hole = await blackHole();
       // undici's connect timer has ~0.5 s granularity (its "fast timers"), so 200 ms fires after 200–1000 ms.
-      const out = await client({ baseUrl: `http://127.0.0.1:${hole.port}`, timeoutMs: 3000, connectTimeoutMs: 200 }).transfer(REQUEST);
+      const out = await client({ baseUrl: `http://127.0.0.1:${hole.port}`, timeoutMs: 3000, connectTimeoutMs: 200 }).transfer(REQUEST, REQUEST_GUID);
       expect(out).toMatchObject({ kind: 'failed', reason: 'connect-timeout' });
       if (out.kind !== 'failed') throw new Error('unreachable');
       expect(out.detail).toContain('UND_ERR_CONNECT_TIMEOUT');
@@ -190,7 +226,7 @@ describe('transfer: failures', () => {
       // The listener stops ignoring us after 400 ms; our SYN is retransmitted ~1 s in and then the connect succeeds.
       const hole = await blackHole(400);
       const c = client({ baseUrl: `http://127.0.0.1:${hole.port}`, timeoutMs: 200, connectTimeoutMs: 3000 });
-      const out = await c.transfer(REQUEST);
+      const out = await c.transfer(REQUEST, REQUEST_GUID);
       expect(out).toMatchObject({ kind: 'failed', reason: 'connect-timeout' });
       if (out.kind !== 'failed') throw new Error('unreachable');
       expect(out.detail).toContain('not handed to a socket');
@@ -204,7 +240,7 @@ describe('transfer: failures', () => {
 
   it('server reads the request and never answers → unknown/timeout after ~timeoutMs', async () => {
     const s = await httpServer(() => undefined);
-    const out = await client({ baseUrl: s.url, timeoutMs: 300 }).transfer(REQUEST);
+    const out = await client({ baseUrl: s.url, timeoutMs: 300 }).transfer(REQUEST, REQUEST_GUID);
     expect(out).toMatchObject({ kind: 'unknown', reason: 'timeout' });
     expect(out.latencyMs).toBeGreaterThanOrEqual(280);
     expect(out.latencyMs).toBeLessThan(1000);
@@ -219,14 +255,14 @@ describe('transfer: failures', () => {
       res.on('close', () => clearInterval(iv));
       cleanups.push(() => clearInterval(iv));
     });
-    const out = await client({ baseUrl: s.url, timeoutMs: 300 }).transfer(REQUEST);
+    const out = await client({ baseUrl: s.url, timeoutMs: 300 }).transfer(REQUEST, REQUEST_GUID);
     expect(out).toMatchObject({ kind: 'unknown', reason: 'timeout' });
     expect(out.latencyMs).toBeLessThan(800);
   });
 
   it('server reads the request and destroys the socket → unknown/reset', async () => {
     const s = await httpServer((req) => req.socket.destroy());
-    const out = await client({ baseUrl: s.url }).transfer(REQUEST);
+    const out = await client({ baseUrl: s.url }).transfer(REQUEST, REQUEST_GUID);
     expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
     expect(s.received).toHaveLength(1);
   });
@@ -236,7 +272,7 @@ describe('transfer: failures', () => {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
       res.write('{"code":"0000"', () => req.socket.destroy());
     });
-    const out = await client({ baseUrl: s.url }).transfer(REQUEST);
+    const out = await client({ baseUrl: s.url }).transfer(REQUEST, REQUEST_GUID);
     expect(out.kind).toBe('unknown');
   });
 
@@ -251,7 +287,7 @@ describe('transfer: failures', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     cleanups.push(() => new Promise<void>((r) => server.close(() => r())));
     const { port } = server.address() as net.AddressInfo;
-    const out = await client({ baseUrl: `http://127.0.0.1:${port}` }).transfer(REQUEST);
+    const out = await client({ baseUrl: `http://127.0.0.1:${port}` }).transfer(REQUEST, REQUEST_GUID);
     expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
     expect(bytes).toBeGreaterThan(0);
   });
@@ -263,8 +299,8 @@ describe('never a second copy', () => {
     const c = client({ baseUrl: s.url });
     const bodies = Array.from({ length: 6 }, (_, i) => `{"guid":"nr-${i}","amount":${i + 1}}`);
     const sequential: CallOutcome[] = [];
-    for (const b of bodies.slice(0, 3)) sequential.push(await c.transfer(b));
-    const concurrent = await Promise.all(bodies.slice(3).map((b) => c.transfer(b)));
+    for (const [i, b] of bodies.slice(0, 3).entries()) sequential.push(await c.transfer(b, `nr-${i}`));
+    const concurrent = await Promise.all(bodies.slice(3).map((b, i) => c.transfer(b, `nr-${i + 3}`)));
     for (const out of [...sequential, ...concurrent]) expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
     await sleep(100); // let any (wrong) automatic resend arrive
     expect(s.received).toHaveLength(bodies.length);
@@ -281,10 +317,10 @@ describe('never a second copy', () => {
       else req.socket.destroy();
     });
     const c = client({ baseUrl: s.url });
-    expect((await c.transfer('{"guid":"ka-1"}')).kind).toBe('definite');
+    expect((await c.transfer('{"guid":"ka-1"}', 'ka-1')).kind).toBe('definite');
     mode = 'kill';
     await sleep(10); // undici's Pool marks the client drained in a microtask; give it a turn so it reuses the socket
-    const out = await c.transfer('{"guid":"ka-2"}');
+    const out = await c.transfer('{"guid":"ka-2"}', 'ka-2');
     expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
     await sleep(100);
     expect(sockets.size).toBe(1); // the second request really went over the reused socket
@@ -310,9 +346,9 @@ describe('never a second copy', () => {
     cleanups.push(() => new Promise<void>((r) => server.close(() => r())));
     const { port } = server.address() as net.AddressInfo;
     const c = client({ baseUrl: `http://127.0.0.1:${port}` });
-    expect((await c.transfer('{"guid":"s-1"}')).kind).toBe('definite');
+    expect((await c.transfer('{"guid":"s-1"}', 's-1')).kind).toBe('definite');
     await sleep(10);
-    const out = await c.transfer('{"guid":"s-2"}');
+    const out = await c.transfer('{"guid":"s-2"}', 's-2');
     expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
     await sleep(100);
     expect(requestsPerSocket).toEqual([1]); // one socket, reused; no second connection carrying a resend
@@ -334,7 +370,7 @@ describe('never a second copy', () => {
     for (let i = 0; i < 400 && races < 3; i++) {
       const body = `{"guid":"stale-${i}","amount":1}`;
       bodies.push(body);
-      const out = await c.transfer(body);
+      const out = await c.transfer(body, `stale-${i}`);
       outcomes.push(out);
       if (out.kind === 'unknown') races++;
       await sleep(i % 3); // 0–2 ms between calls: sometimes before the FIN, sometimes after
@@ -379,6 +415,21 @@ describe('inquire', () => {
     const s = await httpServer((_req, res) => answer(res, 404, body));
     const out = await client({ baseUrl: s.url }).inquire('g-404');
     expect(out).toMatchObject({ kind: 'unknown', detail: expect.stringContaining('404') });
+  });
+
+  it.each<[string, string]>([
+    ['another GUID', '{"guid":"SOMEONE-ELSE","code":"0000","message":"transfer done"}'],
+    ['guid twice', '{"guid":"g-2","code":"0000","guid":"g-2"}'],
+    ['guid not a string', '{"guid":null,"code":"0000"}'],
+  ])('200 naming %s → unknown, the account system reached (not processed)', async (_n, body) => {
+    const s = await httpServer((_req, res) => answer(res, 200, body));
+    expect(await client({ baseUrl: s.url }).inquire('g-2')).toMatchObject({ kind: 'unknown', reached: true, status: 200 });
+  });
+
+  it('200 naming the GUID asked about → processed', async () => {
+    const body = '{"guid":"g-2","code":"B201"}';
+    const s = await httpServer((_req, res) => answer(res, 200, body));
+    expect(await client({ baseUrl: s.url }).inquire('g-2')).toEqual({ kind: 'processed', code: 'B201', body });
   });
 
   it('200 with code twice → unknown, not processed', async () => {

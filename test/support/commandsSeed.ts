@@ -75,9 +75,9 @@ export function countingAccount(inner: AccountClient, onInquire?: (guid: string)
   const inquiries = new Map<string, number>();
   const transfers: string[] = [];
   const client: AccountClient = {
-    async transfer(body: string | Uint8Array): Promise<CallOutcome> {
+    async transfer(body: string | Uint8Array, guid: string): Promise<CallOutcome> {
       transfers.push(typeof body === 'string' ? body : Buffer.from(body).toString('utf8'));
-      return inner.transfer(body);
+      return inner.transfer(body, guid);
     },
     async inquire(guid: string): Promise<InquiryOutcome> {
       inquiries.set(guid, (inquiries.get(guid) ?? 0) + 1);

@@ -306,7 +306,7 @@ export class CallTracker {
   }
   wrap(client: AccountClient, dead: () => boolean, who: string): AccountClient {
     return {
-      transfer: async (body: string | Uint8Array): Promise<CallOutcome> => {
+      transfer: async (body: string | Uint8Array, asked: string): Promise<CallOutcome> => {
         const text = typeof body === 'string' ? body : Buffer.from(body).toString('utf8');
         const guid = String((JSON.parse(text) as { guid?: unknown }).guid);
         // The process is gone: its call never leaves (and nothing it learns will be recorded).
@@ -324,7 +324,7 @@ export class CallTracker {
         e.reachable++;
         e.inflight++;
         try {
-          const out = await client.transfer(body);
+          const out = await client.transfer(body, asked);
           if (out.kind === 'failed') e.reachable--;
           return out;
         } finally {

@@ -2,7 +2,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import fc from 'fast-check';
 import { describe, it, expect } from 'vitest';
 import { accessFor, bearerToken } from '../../src/relay/auth/authHook.js';
-import { findKey, newToken, parseKeysFile, tokenHash } from '../../src/relay/auth/keysFile.js';
+import { findKey, isKeyName, newToken, parseKeysFile, tokenHash } from '../../src/relay/auth/keysFile.js';
 import { isLoopbackHost } from '../../src/cli/serveSecurity.js';
 
 const hash = (c: string) => `sha256:${c.repeat(64)}`;
@@ -16,33 +16,65 @@ describe('the keys file (CONTRACT.md §6)', () => {
     }
   });
   it.each([
-    [`bank-a transfer ${hash('a')} extra`, 'expected NAME SCOPES HASH'],
-    ['bank-a transfer', 'expected NAME SCOPES HASH'],
-    [`bank/a transfer ${hash('a')}`, 'the name must match'],
-    [`${'n'.repeat(65)} transfer ${hash('a')}`, 'the name must match'],
-    [`bank-a transfer,root ${hash('a')}`, "unknown scope 'root'"],
-    [`bank-a Transfer ${hash('a')}`, "unknown scope 'Transfer'"],
-    [`bank-a transfer, ${hash('a')}`, 'an empty scope'],
-    ['bank-a transfer sha256:abc', 'the hash must be'],
-    [`bank-a transfer ${hash('A')}`, 'the hash must be'],
-    [`bank-a transfer md5:${'a'.repeat(64)}`, 'the hash must be'],
-  ])('refuses %s, naming the line', (line, why) => {
+    [`bank-a transfer ${hash('a')} extra`, 'line 3: expected NAME SCOPES HASH, found 4 field(s)'],
+    ['bank-a transfer', 'line 3: expected NAME SCOPES HASH, found 2 field(s)'],
+    [`bank/a transfer ${hash('a')}`, 'line 3: column 1 (NAME): the name must match ^[A-Za-z0-9._-]{1,64}$'],
+    [`${'n'.repeat(65)} transfer ${hash('a')}`, 'line 3: column 1 (NAME): the name must match'],
+    [`bank-a transfer,root ${hash('a')}`, 'line 3: column 2 (SCOPES): an unknown scope (scope 2 of 2): expected transfer, read, admin, separated by commas'],
+    [`bank-a Transfer ${hash('a')}`, 'line 3: column 2 (SCOPES): an unknown scope (scope 1 of 1): expected transfer, read, admin'],
+    [`bank-a transfer, ${hash('a')}`, 'line 3: column 2 (SCOPES): an empty scope (scope 2 of 2)'],
+    ['bank-a transfer sha256:abc', 'line 3: column 3 (HASH): the hash must be sha256: and 64 lowercase hex digits'],
+    [`bank-a transfer ${hash('A')}`, 'line 3: column 3 (HASH): the hash must be'],
+    [`bank-a transfer md5:${'a'.repeat(64)}`, 'line 3: column 3 (HASH): the hash must be'],
+  ])('refuses %s, naming the line and the column', (line, why) => {
     const parsed = parseKeysFile(`# first\n\n${line}\n`);
     expect(E.isLeft(parsed)).toBe(true);
     if (E.isLeft(parsed)) {
       expect(parsed.left.line).toBe(3);
-      expect(parsed.left.message).toContain('line 3');
       expect(parsed.left.message).toContain(why);
     }
+    // Nothing of the file is quoted: not the scope that is wrong, not the name.
+    if (E.isLeft(parsed)) for (const word of ['root', 'Transfer', 'bank']) expect(parsed.left.message).not.toContain(word);
   });
-  it('refuses a name given twice', () => {
-    const parsed = parseKeysFile(`a read ${hash('a')}\na admin ${hash('b')}\n`);
-    expect(E.isLeft(parsed) && parsed.left.message).toContain('line 2: the name a is given twice');
+  it('refuses a name given twice, naming both lines and not the name', () => {
+    const parsed = parseKeysFile(`shop-a read ${hash('a')}\n# x\nshop-a admin ${hash('b')}\n`);
+    expect(E.isLeft(parsed) && parsed.left.message).toBe('line 3: column 1 (NAME): the same name as line 1 (names are unique)');
   });
-  it('a refusal never quotes a hash field (it may be a token pasted by mistake)', () => {
+  it('refuses a token in the NAME column (it would be logged with every request), and keys add refuses it too', () => {
+    const parsed = parseKeysFile(`${newToken()} read ${hash('a')}\n`);
+    expect(E.isLeft(parsed) && parsed.left.message).toBe('line 1: column 1 (NAME): a token, not a name (a name is logged with every request)');
+    expect(isKeyName(newToken())).toBe(false);
+    expect(isKeyName('gg_short')).toBe(true);
+  });
+  it.each([
+    ['NAME, with a space (four fields)', (t: string) => `shop a${t} read ${hash('a')}`],
+    ['NAME', (t: string) => `${t} read ${hash('a')}`],
+    ['SCOPES, alone', (t: string) => `shop-a ${t} ${hash('a')}`],
+    ['SCOPES, after a good scope', (t: string) => `shop-a read,${t} ${hash('a')}`],
+    ['HASH', (t: string) => `shop-a read ${t}`],
+    ['HASH, after sha256:', (t: string) => `shop-a read sha256:${t}`],
+    ['a fourth column', (t: string) => `shop-a read ${hash('a')} ${t}`],
+  ])('a real token pasted into %s: refused, naming the line, never quoting any of it', (_where, lineWith) => {
     const token = newToken();
-    const parsed = parseKeysFile(`a read ${token}\n`);
-    expect(E.isLeft(parsed) && parsed.left.message).not.toContain(token);
+    const parsed = parseKeysFile(`ok read ${hash('f')}\n${lineWith(token)}\n`);
+    expect(E.isLeft(parsed)).toBe(true);
+    if (E.isRight(parsed)) return;
+    expect(parsed.left.message).toMatch(/^line 2: /);
+    for (let at = 0; at + 8 <= token.length; at++) expect(parsed.left.message).not.toContain(token.slice(at, at + 8));
+  });
+  it('property: whatever is in the file, a refusal quotes none of it beyond what the rules themselves say', () => {
+    const secret = fc.stringMatching(/^[A-Za-z0-9_-]{12,60}$/);
+    const column = fc.constantFrom(0, 1, 2, 3);
+    fc.assert(
+      fc.property(secret, column, (word, at) => {
+        const fields = ['shop-a', 'read', hash('a')];
+        fields.splice(at, at === 3 ? 0 : 1, `x${word}!`); // the ! makes the word wrong wherever it is
+        const parsed = parseKeysFile(`${fields.join(' ')}\n`);
+        expect(E.isLeft(parsed)).toBe(true);
+        if (E.isLeft(parsed)) expect(parsed.left.message).not.toContain(word);
+      }),
+      { numRuns: 500 },
+    );
   });
 });
 

@@ -7,7 +7,7 @@ import * as E from 'fp-ts/lib/Either.js';
 export const SCOPES = ['transfer', 'read', 'admin'] as const;
 export type Scope = (typeof SCOPES)[number];
 
-export const KEY_NAME_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
+const KEY_NAME_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
 const HASH_PATTERN = /^sha256:[0-9a-f]{64}$/;
 
 export interface Key {
@@ -23,16 +23,30 @@ export interface KeysFileError {
   readonly message: string;
 }
 
+/** Why a SCOPES text is refused: the position (1-based) of the first word that is not a scope, and that word. */
+export interface BadScope {
+  readonly position: number;
+  readonly of: number;
+  /** Not for a message about the keys file: an operator may have pasted a token into the column. */
+  readonly word: string;
+}
+
 /** `transfer,read` → the scopes, or the first word that is not one. */
-export function parseScopes(text: string): E.Either<string, Scope[]> {
+export function parseScopes(text: string): E.Either<BadScope, Scope[]> {
   const words = text.split(',');
   const scopes: Scope[] = [];
-  for (const w of words) {
-    if (!(SCOPES as readonly string[]).includes(w)) return E.left(w === '' ? 'an empty scope' : `unknown scope '${w}'`);
+  for (const [i, w] of words.entries()) {
+    if (!(SCOPES as readonly string[]).includes(w)) return E.left({ position: i + 1, of: words.length, word: w });
     if (!scopes.includes(w as Scope)) scopes.push(w as Scope);
   }
   return E.right(scopes);
 }
+
+/** A token as `newToken` makes it: refused as a NAME, which is logged with every request the key makes. */
+const TOKEN_SHAPE = /^gg_[A-Za-z0-9_-]{43}$/;
+
+/** A key's NAME (CONTRACT.md §6), and not a token pasted in its place. */
+export const isKeyName = (name: string): boolean => KEY_NAME_PATTERN.test(name) && !TOKEN_SHAPE.test(name);
 
 /** Blank lines and lines starting with `#` hold no key. */
 export function isKeyLine(line: string): boolean {
@@ -40,25 +54,35 @@ export function isKeyLine(line: string): boolean {
   return trimmed !== '' && !trimmed.startsWith('#');
 }
 
+const COLUMNS = ['NAME', 'SCOPES', 'HASH'] as const;
+
 /**
- * Parses the whole file; the first bad line fails it. The message names the line and never quotes a hash
- * field in full (an operator may have pasted a token there by mistake).
+ * Parses the whole file; the first bad line fails it. The message names the line and the column and says what
+ * is allowed, and never quotes a value from the file: an operator may have pasted a token into any column, and
+ * the message goes to the terminal, serve's log (SIGHUP) and whatever collects them.
  */
 export function parseKeysFile(text: string): E.Either<KeysFileError, Key[]> {
   const keys: Key[] = [];
+  const lineOf = new Map<string, number>();
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!.replace(/\r$/, '');
     if (!isKeyLine(line)) continue;
     const fail = (message: string) => E.left({ line: i + 1, message: `line ${i + 1}: ${message}` });
+    const failIn = (column: number, message: string) => fail(`column ${column + 1} (${COLUMNS[column]!}): ${message}`);
     const fields = line.trim().split(/[ \t]+/);
     if (fields.length !== 3) return fail(`expected NAME SCOPES HASH, found ${fields.length} field(s)`);
     const [name, scopesText, hashText] = fields as [string, string, string];
-    if (!KEY_NAME_PATTERN.test(name)) return fail('the name must match ^[A-Za-z0-9._-]{1,64}$');
+    if (!isKeyName(name)) return failIn(0, TOKEN_SHAPE.test(name) ? 'a token, not a name (a name is logged with every request)' : 'the name must match ^[A-Za-z0-9._-]{1,64}$');
     const scopes = parseScopes(scopesText);
-    if (E.isLeft(scopes)) return fail(`${scopes.left} (scopes are ${SCOPES.join(', ')})`);
-    if (!HASH_PATTERN.test(hashText)) return fail('the hash must be sha256: and 64 lowercase hex digits');
-    if (keys.some((k) => k.name === name)) return fail(`the name ${name} is given twice`);
+    if (E.isLeft(scopes)) {
+      const { position, of, word } = scopes.left;
+      return failIn(1, `${word === '' ? 'an empty scope' : 'an unknown scope'} (scope ${position} of ${of}): expected ${SCOPES.join(', ')}, separated by commas`);
+    }
+    if (!HASH_PATTERN.test(hashText)) return failIn(2, 'the hash must be sha256: and 64 lowercase hex digits');
+    const first = lineOf.get(name);
+    if (first !== undefined) return failIn(0, `the same name as line ${first} (names are unique)`);
+    lineOf.set(name, i + 1);
     keys.push({ name, scopes: new Set(scopes.right), hash: Buffer.from(hashText.slice('sha256:'.length), 'hex') });
   }
   return E.right(keys);

@@ -19,6 +19,8 @@ function shownJson(text: unknown): unknown {
 export function timelineView(entry: TimelineEntry): TimelineEntry {
   if (entry.kind !== 'event' || entry.data === null || typeof entry.data !== 'object') return entry;
   const { fingerprint: _fingerprint, ...data } = entry.data as Record<string, unknown>;
-  for (const key of ['request', 'response'] as const) if (key in data) data[key] = shownJson(data[key]);
-  return { ...entry, data: maskAccountsIn(data) };
+  // Masked before the raw texts are parsed: a second walk over a shown text would cut its depth short again.
+  const shown = maskAccountsIn(data) as Record<string, unknown>;
+  for (const key of ['request', 'response'] as const) if (key in data) shown[key] = shownJson(data[key]);
+  return { ...entry, data: shown };
 }

@@ -233,6 +233,23 @@ describe('reconcile: the ledger source and the temporary file', () => {
     expect(readdirSync(stage)).toEqual([]);
   });
 
+  it('reports progress: the journal in bytes up to its size, then the merge in staged entries up to their number', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'j.ndjson');
+    const text = ndjsonText(Array.from({ length: 8000 }, (_, i) => ({ guid: `P-${i}`, appliedAt: at(1) + i })));
+    (await import('node:fs')).writeFileSync(path, text);
+    const seen: Array<{ phase: string; done: number; total: number | null }> = [];
+    await reconcile({ window: W, journal: await openJournalFile(path), ledger: memoryLedger([]), onBreak: () => {}, onProgress: (p) => void seen.push(p), tempDir: dir });
+    const journalPhase = seen.filter((p) => p.phase === 'journal');
+    const comparePhase = seen.filter((p) => p.phase === 'compare');
+    expect(journalPhase.length).toBeGreaterThan(1);
+    expect(journalPhase.at(-1)).toEqual({ phase: 'journal', done: Buffer.byteLength(text), total: Buffer.byteLength(text) });
+    expect(comparePhase.at(-1)).toEqual({ phase: 'compare', done: 8000, total: 8000 });
+    expect(seen.findIndex((p) => p.phase === 'compare')).toBeGreaterThan(seen.findLastIndex((p) => p.phase === 'journal'));
+    const dones = comparePhase.map((p) => p.done);
+    expect(dones).toEqual([...dones].sort((a, b) => a - b));
+  });
+
   it('lookups go in batches and breaks still come out in GUID order', async () => {
     const entries: EntrySpec[] = Array.from({ length: 1203 }, (_, i) => ({ guid: `J-${String(i).padStart(5, '0')}`, appliedAt: at(1) + i }));
     // J-00300x sorts among the journal's GUIDs: its break must wait for the lookups of those before it.

@@ -3,4 +3,4 @@ export type { Simulator, SimulatorOptions } from './server.js';
 export { DEFAULT_FAULTS, decodeFaultsPatch } from './faults.js';
 export type { Faults, FaultMode } from './faults.js';
 export { accountExists } from './store.js';
-export type { SimulatorStats, GuidStats } from './store.js';
+export type { SimulatorStats, GuidStats, JournalEntry } from './store.js';

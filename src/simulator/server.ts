@@ -1,4 +1,5 @@
 import type { Socket } from 'node:net';
+import { Readable } from 'node:stream';
 import Fastify from 'fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
@@ -10,7 +11,7 @@ import {
   type FaultMode,
   type Faults,
 } from './faults.js';
-import { SimStore, type GuidStats, type Outcome, type SimulatorStats, type TransferInput } from './store.js';
+import { SimStore, type GuidStats, type JournalCursor, type Outcome, type SimulatorStats, type TransferInput } from './store.js';
 
 export interface SimulatorOptions {
   /** 0 (the default) picks an ephemeral port. */
@@ -81,7 +82,7 @@ export function parseTransfer(raw: string): ParsedTransfer {
   if (currency !== undefined && (typeof currency !== 'string' || !CURRENCY_RE.test(currency))) {
     return bad('currency');
   }
-  return { ok: true, value: { guid, from, to, amount } };
+  return { ok: true, value: { guid, from, to, amount, currency: currency ?? null } };
 }
 
 function render(guid: string, o: Outcome): string {
@@ -250,6 +251,30 @@ export async function startSimulator(opts: SimulatorOptions): Promise<Simulator>
       return sendJson(reply, 404, JSON.stringify({ guid, code: 'E404', message: 'no record of this transfer' }));
     }
     return sendJson(reply, 200, answer.body);
+  });
+
+  // The journal (CONTRACT.md §8): every posting applied in [from, to), one JSON object a line, read in pages so
+  // that a long journal never sits in memory and transfers go on being applied while it is sent.
+  app.get<{ Querystring: Record<string, unknown> }>('/journal', async (request, reply) => {
+    const bounds: Record<'from' | 'to', number> = { from: 0, to: 0 };
+    for (const field of ['from', 'to'] as const) {
+      const text = request.query[field];
+      const value = typeof text === 'string' && /^[0-9]+$/.test(text) ? Number(text) : NaN;
+      if (!Number.isSafeInteger(value)) {
+        const message = text === undefined ? `${field} is required (ms since the epoch)` : `${field} must be ms since the epoch, digits only`;
+        return sendJson(reply, 400, JSON.stringify({ code: 'E400', field, message }));
+      }
+      bounds[field] = value;
+    }
+    if (bounds.to < bounds.from) return sendJson(reply, 400, JSON.stringify({ code: 'E400', field: 'to', message: 'to must not be before from' }));
+    async function* pages(): AsyncGenerator<string> {
+      for (let after: JournalCursor | null = null, first = true; first || after !== null; first = false) {
+        const page = store.journalPage(bounds.from, bounds.to, after, 1000);
+        if (page.entries.length > 0) yield page.entries.map((e) => `${JSON.stringify(e)}\n`).join('');
+        after = page.next;
+      }
+    }
+    return reply.code(200).header('content-type', 'application/x-ndjson').send(Readable.from(pages(), { objectMode: false }));
   });
 
   app.get('/stats', async (_request, reply) => sendJson(reply, 200, JSON.stringify(store.stats())));

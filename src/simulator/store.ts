@@ -29,6 +29,27 @@ export interface TransferInput {
   from: string;
   to: string;
   amount: number;
+  /** null when the body gave none. */
+  currency: string | null;
+}
+
+/** One posting of the journal (CONTRACT.md §8): every application of a transfer with code 0000. */
+export interface JournalEntry {
+  guid: string;
+  /** The simulator's own id of the posting (the `txId` of its answer). */
+  ref: string;
+  from: string;
+  to: string;
+  amount: number;
+  currency: string | null;
+  /** ms since the epoch. */
+  appliedAt: number;
+}
+
+/** Where a page of the journal ended: the next page starts after it. */
+export interface JournalCursor {
+  at: number;
+  id: number;
 }
 
 export type Outcome =
@@ -79,6 +100,7 @@ export class SimStore {
         at      INTEGER NOT NULL
       );
       CREATE INDEX IF NOT EXISTS applications_guid ON applications (guid);
+      CREATE INDEX IF NOT EXISTS applications_at ON applications (at, id);
       CREATE TABLE IF NOT EXISTS answers (
         guid TEXT PRIMARY KEY,
         body TEXT    NOT NULL,
@@ -93,6 +115,9 @@ export class SimStore {
         value INTEGER NOT NULL
       ) WITHOUT ROWID;
     `);
+    // Files made before the journal existed have no currency column; their old postings keep null.
+    const columns = this.db.prepare(`SELECT name FROM pragma_table_info('applications')`).pluck().all();
+    if (!columns.includes('currency')) this.db.exec('ALTER TABLE applications ADD COLUMN currency TEXT');
     this.stmts = {
       bumpTotal: this.db.prepare(
         `INSERT INTO counters (name, value) VALUES ('totalCalls', 1)
@@ -105,7 +130,11 @@ export class SimStore {
       balance: this.db.prepare(`SELECT balance FROM accounts WHERE id = ?`).pluck(),
       addBalance: this.db.prepare(`UPDATE accounts SET balance = balance + ? WHERE id = ?`),
       insertApplication: this.db.prepare(
-        `INSERT INTO applications (guid, tx_id, from_id, to_id, amount, at) VALUES (?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO applications (guid, tx_id, from_id, to_id, amount, currency, at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      journalPage: this.db.prepare(
+        `SELECT id, guid, tx_id, from_id, to_id, amount, currency, at FROM applications
+         WHERE at < @to AND (at, id) > (@afterAt, @afterId) ORDER BY at, id LIMIT @limit`,
       ),
       insertAnswer: this.db.prepare(`INSERT OR IGNORE INTO answers (guid, body, at) VALUES (?, ?, ?)`),
       answer: this.db.prepare(`SELECT body, at FROM answers WHERE guid = ?`),
@@ -152,8 +181,21 @@ export class SimStore {
     this.stmts.addBalance.run(-input.amount, input.from);
     this.stmts.addBalance.run(input.amount, input.to);
     const txId = `tx-${randomUUID()}`;
-    this.stmts.insertApplication.run(input.guid, txId, input.from, input.to, input.amount, now);
+    this.stmts.insertApplication.run(input.guid, txId, input.from, input.to, input.amount, input.currency, now);
     return { kind: 'done', txId, fromBalance: fromBalance - input.amount };
+  }
+
+  /**
+   * A page of the journal: postings applied in [from, to) after `after` (null: from the start), in the order they
+   * were applied, and where the page ended. Pages, not one cursor held open: a POST may run between two pages.
+   */
+  journalPage(from: number, to: number, after: JournalCursor | null, limit: number): { entries: JournalEntry[]; next: JournalCursor | null } {
+    const rows = this.stmts.journalPage.all({ to, afterAt: after?.at ?? from, afterId: after === null ? -1 : after.id, limit }) as Array<{
+      id: number; guid: string; tx_id: string; from_id: string; to_id: string; amount: number; currency: string | null; at: number;
+    }>;
+    const entries = rows.map((r) => ({ guid: r.guid, ref: r.tx_id, from: r.from_id, to: r.to_id, amount: r.amount, currency: r.currency, appliedAt: r.at }));
+    const last = rows[rows.length - 1];
+    return { entries, next: rows.length < limit || last === undefined ? null : { at: last.at, id: last.id } };
   }
 
   /** The first stored answer for a GUID and when it was processed. */

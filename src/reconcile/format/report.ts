@@ -1,0 +1,36 @@
+import type { Writable } from 'node:stream';
+import type { Break, ReconcileSummary, ReconcileWindow } from '../types.js';
+import type { ReportOptions } from './breakView.js';
+import { csvReport } from './csvReport.js';
+import { jsonReport } from './jsonReport.js';
+import { terminalReport } from './terminalReport.js';
+
+/** What a run's output knows before the first break. */
+export interface ReportHead {
+  readonly window: ReconcileWindow;
+  readonly source: string;
+}
+
+/**
+ * One run's output, written as the run goes: `start`, then `write` per break (in GUID order), then `end` with
+ * the summary, or `fail` when the run could not finish (the JSON form still closes its object, saying why).
+ */
+export interface ReportWriter {
+  start(head: ReportHead): Promise<void>;
+  write(b: Break): Promise<void>;
+  end(summary: ReconcileSummary): Promise<void>;
+  fail(err: Error & { code?: string }): Promise<void>;
+}
+
+export type ReportFormat = 'terminal' | 'json' | 'csv';
+
+export function reportWriter(format: ReportFormat, out: Writable, opts: ReportOptions = {}): ReportWriter {
+  switch (format) {
+    case 'terminal':
+      return terminalReport(out, opts);
+    case 'json':
+      return jsonReport(out, opts);
+    case 'csv':
+      return csvReport(out, opts);
+  }
+}

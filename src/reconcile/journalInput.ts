@@ -1,0 +1,153 @@
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { extname } from 'node:path';
+import { request, type Dispatcher } from 'undici';
+import { JournalSourceError } from './errors.js';
+
+export type JournalFormat = 'ndjson' | 'csv';
+
+/** A journal's bytes, not yet read, and what they are. */
+export interface JournalInput {
+  /** The file's path or the URL asked (credentials removed): what the run records as its source. */
+  readonly source: string;
+  readonly format: JournalFormat;
+  /** The bytes, to be read once; a failure to read throws a JournalSourceError. */
+  readonly bytes: AsyncIterable<Uint8Array>;
+  /** How many bytes there are when known (a file's size, a Content-Length), for progress. */
+  readonly size: number | null;
+  /** Lets go of the file or the connection when the run stops before reading to the end. */
+  close(): Promise<void>;
+}
+
+/** `.csv` → csv; `.ndjson` or `.jsonl` → ndjson; anything else is not a journal we can tell. */
+export function journalFormatOf(path: string): JournalFormat | null {
+  const ext = extname(path).toLowerCase();
+  if (ext === '.csv') return 'csv';
+  if (ext === '.ndjson' || ext === '.jsonl') return 'ndjson';
+  return null;
+}
+
+async function* wrapped(bytes: AsyncIterable<Uint8Array>, what: string): AsyncGenerator<Uint8Array> {
+  let read = 0;
+  try {
+    for await (const chunk of bytes) {
+      read += chunk.byteLength;
+      yield chunk;
+    }
+  } catch (err) {
+    throw new JournalSourceError(`${what} could not be read to its end (after ${read} bytes): ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** A journal file (`--journal FILE`); its format from the name unless given. */
+export async function openJournalFile(path: string, format?: JournalFormat): Promise<JournalInput> {
+  const fmt = format ?? journalFormatOf(path);
+  if (fmt === null) throw new JournalSourceError(`cannot tell the format of ${path}: name it .csv, .ndjson or .jsonl`);
+  let size: number;
+  try {
+    const s = await stat(path);
+    if (!s.isFile()) throw new JournalSourceError(`${path} is not a file`);
+    size = s.size;
+  } catch (err) {
+    if (err instanceof JournalSourceError) throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new JournalSourceError(code === 'ENOENT' ? `no journal at ${path}` : `cannot read ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  const stream = createReadStream(path, { highWaterMark: 256 * 1024 });
+  return {
+    source: path,
+    format: fmt,
+    bytes: wrapped(stream, `the journal ${path}`),
+    size,
+    close: async () => {
+      stream.destroy();
+    },
+  };
+}
+
+/** The URL without user name and password, for messages and the run's record. */
+function shownUrl(url: URL): string {
+  const shown = new URL(url.href);
+  shown.username = '';
+  shown.password = '';
+  return shown.href;
+}
+
+export interface JournalUrlOptions {
+  /** An undici dispatcher (an `https://` account system with its own CA); undici's global one otherwise. */
+  readonly dispatcher?: Dispatcher;
+  /** Longest wait for the headers and between two pieces of the body (default 60 s). */
+  readonly timeoutMs?: number;
+}
+
+/** Lets go of a body not read to its end (undici reports that as an 'error' event, which nobody needs). */
+function discard(body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => {});
+  body.destroy();
+}
+
+/** The first bytes of a refused answer, as one line of printable text (for the error only). */
+async function excerpt(body: Dispatcher.ResponseData['body']): Promise<string> {
+  let text = '';
+  try {
+    for await (const chunk of body) {
+      text += Buffer.from(chunk as Uint8Array).toString('utf8');
+      if (text.length >= 200) break;
+    }
+  } catch {
+    // the excerpt is only a hint
+  } finally {
+    discard(body);
+  }
+  const shown = text.slice(0, 200).replace(/[^\x20-\x7e]+/g, ' ').trim();
+  return shown === '' ? '' : `: ${shown}`;
+}
+
+/**
+ * The account system's journal over HTTP: `GET {base}/journal?from=&to=` (CONTRACT.md §8). Only a 200 with
+ * `Content-Type: application/x-ndjson` is a journal: any other answer, or none, is a JournalSourceError, never an
+ * empty journal. Resolves once the headers are in; the body is read by the run.
+ */
+export async function openJournalUrl(baseUrl: string, range: { readonly from: number; readonly to: number }, opts: JournalUrlOptions = {}): Promise<JournalInput> {
+  let url: URL;
+  try {
+    url = new URL(`${baseUrl.replace(/\/+$/, '')}/journal`);
+  } catch {
+    throw new JournalSourceError('the account URL is not a URL');
+  }
+  url.searchParams.set('from', String(range.from));
+  url.searchParams.set('to', String(range.to));
+  const source = shownUrl(url);
+  const timeoutMs = opts.timeoutMs ?? 60_000;
+  let res: Dispatcher.ResponseData;
+  try {
+    res = await request(url, {
+      method: 'GET',
+      headers: { accept: 'application/x-ndjson' },
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      ...(opts.dispatcher === undefined ? {} : { dispatcher: opts.dispatcher }),
+    });
+  } catch (err) {
+    throw new JournalSourceError(`the journal at ${source} did not answer: ${(err as Error).message}`, { cause: err });
+  }
+  if (res.statusCode !== 200) {
+    throw new JournalSourceError(`the journal at ${source} answered HTTP ${res.statusCode}${await excerpt(res.body)}`);
+  }
+  const type = res.headers['content-type'];
+  const mediaType = (Array.isArray(type) ? type[0] : type)?.split(';', 1)[0]?.trim().toLowerCase();
+  if (mediaType !== 'application/x-ndjson') {
+    discard(res.body);
+    throw new JournalSourceError(`the journal at ${source} answered ${mediaType === undefined ? 'without a Content-Type' : `Content-Type ${mediaType}`}, not application/x-ndjson`);
+  }
+  const length = Number(res.headers['content-length']);
+  return {
+    source,
+    format: 'ndjson',
+    bytes: wrapped(res.body, `the journal at ${source}`),
+    size: Number.isSafeInteger(length) ? length : null,
+    close: async () => {
+      discard(res.body);
+    },
+  };
+}

@@ -5,7 +5,6 @@ import Fastify, { LogController, type FastifyInstance, type FastifyReply, type F
 import * as E from 'fp-ts/lib/Either.js';
 import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
 import { isStoreError } from '../events/errors.js';
-import type { LedgerState } from '../events/state.js';
 import type { EventStore } from '../events/store.js';
 import type { AccountClient } from './accountClient.js';
 import { registerAuth, requestKey } from './auth/authHook.js';
@@ -21,6 +20,7 @@ import { relayTransfer, type RelayDeps } from './relayTransfer.js';
 import { maskAccount } from '../shared/maskAccount.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
+import { transferView } from './rowViews.js';
 import { GUID_PATTERN, isJsonMediaType } from './transferRequest.js';
 
 export const BODY_LIMIT = 64 * 1024;
@@ -67,12 +67,6 @@ export function storeReadiness(store: EventStore): () => Promise<string | null> 
     const pinged = await store.ping();
     return E.isLeft(pinged) ? reasonOf(pinged.left) : null;
   };
-}
-
-/** What GET /v1/transfers/{guid} shows of a row: never the request nor the fingerprint (account numbers). */
-function transferView(row: LedgerState): Record<string, unknown> {
-  const { guid, status, code, attempts, createdAt, updatedAt, lastSeq, sentAt, timeoutMs, channel } = row;
-  return { guid, status, code, attempts, createdAt, updatedAt, lastSeq, sentAt, timeoutMs, channel, ...(status === 'DONE' ? { response: row.response } : {}) };
 }
 
 /** The contract's shape for a request refused before it is read as a transfer: E400 with the fitting status. */

@@ -1,15 +1,12 @@
 import type { TimelineEntry } from '../../commands/history.js';
 import { maskAccountsIn } from '../../shared/maskAccount.js';
+import { shownStoredJson } from '../rowViews.js';
 
-/** Raw JSON text (a request or an answer) as the API shows it: parsed, account numbers masked. */
+/** Raw JSON text (a request or an answer) as every view shows it (`shownStoredJson`), parsed: not JSON inside JSON. */
 function shownJson(text: unknown): unknown {
   if (typeof text !== 'string') return text;
-  try {
-    return maskAccountsIn(JSON.parse(text));
-  } catch {
-    // Only a definite (JSON) answer or a decoded request is ever stored; anything else is shown as it is.
-    return text;
-  }
+  const shown = shownStoredJson(text);
+  return shown === null ? null : (JSON.parse(shown) as unknown);
 }
 
 /**

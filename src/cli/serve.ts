@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { stopSignal } from './interrupt.js';
 import { keepRunningWhenStdoutCloses } from './output.js';
+import { DEFAULT_MAX_CONNECTIONS_PER_ADDRESS } from '../relay/connections.js';
 import { addSecurityOptions, securityOptionsOrExit, type SecurityFlags } from './serveSecurity.js';
 import { durationOrOffArg, minAgeFlag, choiceArg, dbFlag, durationArg, flag, intArg, LOG_LEVELS, timeLimitArg, urlArg } from './options.js';
 
@@ -17,7 +18,8 @@ export function registerServe(program: Command): void {
     .addOption(flag('--synchronous <mode>', 'SQLite synchronous: FULL (durable, default) or NORMAL (faster; a power cut may lose the last claims)').argParser(choiceArg(['FULL', 'NORMAL', 'EXTRA'] as const)).default('FULL'))
     .addOption(flag('--busy-timeout <duration>', 'how long to wait for another process holding the ledger lock').argParser(timeLimitArg).default(5000, '5s'))
     .addOption(flag('--body-timeout <duration>', 'a request body not received in full within this gets 408 (E400); nothing is stored').argParser(timeLimitArg).default(10_000, '10s'))
-    .addOption(flag('--max-connections <n>', 'connections held at most').argParser(intArg(1)).default(1024))
+    .addOption(flag('--max-connections <n>', 'connections held at most; a new one takes the slot of the longest idle one').argParser(intArg(1)).default(1024))
+    .addOption(flag('--max-connections-per-address <n>', 'connections held at most from one client address (an IPv6 /64); behind a proxy, all come from the proxy').argParser(intArg(1)).default(DEFAULT_MAX_CONNECTIONS_PER_ADDRESS))
     .addOption(flag('--log-level <level>', LOG_LEVELS.join(', ')).argParser(choiceArg(LOG_LEVELS)).default('info'))
     .addOption(flag('--settle-every <duration>', 'settle UNKNOWN rows by inquiry in the background this often (0: off)').argParser(durationOrOffArg).default(10_000, '10s'))
     .addOption(minAgeFlag('settle (and resend a row an inquiry made FAILED) only once its last Sent is this old'))
@@ -25,7 +27,7 @@ export function registerServe(program: Command): void {
     .addOption(flag('--breaker-cooldown <duration>', 'how long the breaker stays open before one trial call').argParser(timeLimitArg).default(5000, '5s'))
     .addOption(flag('--check', 'run the full ledger check (guidgate check) before listening; refuse to start if it fails'))
     .addOption(flag('--writer <where>', 'where ledger commits run: inline (the request thread; at FULL the WAL is synced off the event loop) or thread (a worker thread with its own connection)').argParser(choiceArg(['inline', 'thread'] as const)).default('inline'))
-    .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; logLevel: string; writer: 'thread' | 'inline'; check?: boolean; settleEvery: number; minAge: number; breakerFailures: number; breakerCooldown: number } & SecurityFlags, cmd: Command) => {
+    .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; maxConnectionsPerAddress: number; logLevel: string; writer: 'thread' | 'inline'; check?: boolean; settleEvery: number; minAge: number; breakerFailures: number; breakerCooldown: number } & SecurityFlags, cmd: Command) => {
       const security = securityOptionsOrExit(cmd, o);
       const stopped = stopSignal();
       keepRunningWhenStdoutCloses();
@@ -34,7 +36,7 @@ export function registerServe(program: Command): void {
       const relay = await serve({
         port: o.port, host: o.host, db: o.db, accountUrl: o.accountUrl, timeoutMs: o.timeout, graceMs: o.grace,
         maxAttempts: o.maxAttempts, synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, bodyTimeoutMs: o.bodyTimeout,
-        maxConnections: o.maxConnections, logLevel: o.logLevel, writer: o.writer, check: o.check === true,
+        maxConnections: o.maxConnections, maxConnectionsPerAddress: o.maxConnectionsPerAddress, logLevel: o.logLevel, writer: o.writer, check: o.check === true,
         settleEveryMs: o.settleEvery, minAgeMs: o.minAge, breakerFailures: o.breakerFailures, breakerCooldownMs: o.breakerCooldown,
         ...security,
       });

@@ -34,6 +34,8 @@ export interface ServeOptions {
   readonly bodyTimeoutMs?: number | undefined;
   /** Connections held at most (CONTRACT.md §2 v2). */
   readonly maxConnections?: number | undefined;
+  /** Connections held at most from one address (an IPv6 /64). */
+  readonly maxConnectionsPerAddress?: number | undefined;
   readonly logLevel: string;
   /** Where ledger commits run: `inline` (default; at FULL the WAL is synced off the event loop) or a worker `thread`. */
   readonly writer?: 'inline' | 'thread';
@@ -102,6 +104,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     ...(opts.tls === undefined ? {} : { https: httpsOptions(opts.tls) }),
     ...(opts.bodyTimeoutMs === undefined ? {} : { bodyTimeoutMs: opts.bodyTimeoutMs }),
     ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections }),
+    ...(opts.maxConnectionsPerAddress === undefined ? {} : { maxConnectionsPerAddress: opts.maxConnectionsPerAddress }),
   });
   const reloadKeys = (): void => {
     if (opts.keys === undefined) return;

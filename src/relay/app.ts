@@ -5,13 +5,13 @@ import Fastify, { LogController, type FastifyInstance, type FastifyReply, type F
 import * as E from 'fp-ts/lib/Either.js';
 import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
 import { isStoreError } from '../events/errors.js';
-import type { LedgerState } from '../events/state.js';
 import type { EventStore } from '../events/store.js';
 import type { AccountClient } from './accountClient.js';
 import { registerAuth, requestKey } from './auth/authHook.js';
 import type { Key } from './auth/keysFile.js';
 import type { Breaker } from './breaker.js';
 import { REPLY_CODES } from './codes.js';
+import { DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, guardConnections, OTHER_KEEP_ALIVE_MS } from './connections.js';
 import { defaultConsoleDir, registerConsole } from './console.js';
 import type { Metrics } from './metrics.js';
 import { registerOpenApi, type RouteDoc } from './openapi.js';
@@ -21,6 +21,7 @@ import { relayTransfer, type RelayDeps } from './relayTransfer.js';
 import { maskAccount } from '../shared/maskAccount.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
+import { transferView } from './rowViews.js';
 import { GUID_PATTERN, isJsonMediaType } from './transferRequest.js';
 
 export const BODY_LIMIT = 64 * 1024;
@@ -46,8 +47,10 @@ export interface AppDeps {
   readonly https?: HttpsServerOptions;
   /** A request (headers and body) not received in full within this gets 408/E400 and its connection closed. */
   readonly bodyTimeoutMs?: number;
-  /** Connections held at most; more are closed as they arrive. */
+  /** Connections held at most; a new one over it takes an idle one's slot, or is closed if none is idle. */
   readonly maxConnections?: number;
+  /** Connections held at most from one address (an IPv6 /64), the same way. */
+  readonly maxConnectionsPerAddress?: number;
   /**
    * Why a new transfer would get E503 right now, or null when it would not: what /healthz reports.
    * Default: the store's ping (a rejection's message is the reason).
@@ -67,12 +70,6 @@ export function storeReadiness(store: EventStore): () => Promise<string | null> 
     const pinged = await store.ping();
     return E.isLeft(pinged) ? reasonOf(pinged.left) : null;
   };
-}
-
-/** What GET /v1/transfers/{guid} shows of a row: never the request nor the fingerprint (account numbers). */
-function transferView(row: LedgerState): Record<string, unknown> {
-  const { guid, status, code, attempts, createdAt, updatedAt, lastSeq, sentAt, timeoutMs, channel } = row;
-  return { guid, status, code, attempts, createdAt, updatedAt, lastSeq, sentAt, timeoutMs, channel, ...(status === 'DONE' ? { response: row.response } : {}) };
 }
 
 /** The contract's shape for a request refused before it is read as a transfer: E400 with the fitting status. */
@@ -125,6 +122,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
     // Node measures the request from its first byte to its last; the headers get no longer than the whole.
     requestTimeout: bodyTimeoutMs,
+    // Every connection's idle keep-alive until it carries a channel's request (connections.ts).
+    keepAliveTimeout: OTHER_KEEP_ALIVE_MS,
     // Fastify hands `http` to http.createServer, or only `https` to https.createServer: the limits go in whichever is used.
     ...(deps.https === undefined ? { http: serverTimeouts } : { https: { ...deps.https, ...serverTimeouts } }),
     frameworkErrors: (err, _req, reply) => send(reply, refusal(err.statusCode ?? 400, err.code)),
@@ -143,7 +142,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       socket.destroy(err);
     },
   });
-  app.server.maxConnections = deps.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+  const connections = guardConnections(app.server, {
+    maxConnections: deps.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
+    maxPerAddress: deps.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+    onClosed: (reason) => deps.metrics.connectionClosed(reason),
+  });
 
   const send = (reply: FastifyReply, r: Reply) => {
     deps.metrics.reply(r.code);
@@ -187,6 +190,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.post('/v1/transfers', { config: { openapi: TRANSFER_DOC } }, async (req, reply) => {
     const started = performance.now();
     const arrivedAt = Date.now();
+    connections.carriesChannel(req.raw, reply.raw);
     if (!isJsonMediaType(req.headers['content-type'])) return send(reply, refusal(415));
     const header = req.headers['idempotency-key'];
     if (Array.isArray(header)) return send(reply, codeReply('E400', undefined, { message: 'Idempotency-Key given more than once', field: 'Idempotency-Key' }));
@@ -210,6 +214,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   app.get<{ Params: { guid: string } }>('/v1/transfers/:guid', { config: { openapi: ROW_DOC } }, async (req, reply) => {
     const { guid } = req.params;
+    connections.carriesChannel(req.raw, reply.raw);
     if (!GUID_PATTERN.test(guid)) return send(reply, codeReply('E400', undefined, { message: 'guid does not match the GUID pattern', field: 'guid' }));
     const read = await deps.store.getLedger(guid);
     if (E.isLeft(read)) return send(reply, ledgerUnavailableReply(guid, read.left, ledgerLog(req.log)));

@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
 import type { LedgerReadModel } from '../events/store.js';
 import { orThrow } from '../events/storeResult.js';
+import type { ConnectionClosedReason } from './connections.js';
 import { createReplyWindow, type RecentReplies } from './replyWindow.js';
 
 export type InquiryMetricOutcome = 'processed' | 'absent' | 'unknown' | 'unreachable';
@@ -74,6 +75,12 @@ export function createMetrics(store: LedgerReadModel, clock: () => number, opts:
     help: 'Channel request records (the audit trail) not written: the buffer bound reached, or the ledger refused the write',
     registers: [registry],
   });
+  const connectionsClosed = new Counter({
+    name: 'guidgate_connections_closed_total',
+    help: 'Connections closed to keep --max-connections and --max-connections-per-address: a new one refused (all busy), or an idle one closed for a new one',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
   const maxAttempts = opts.maxAttempts;
   if (maxAttempts !== undefined) {
     new Gauge({
@@ -102,6 +109,9 @@ export function createMetrics(store: LedgerReadModel, clock: () => number, opts:
     },
     settleRunFinished(at: number): void {
       lastSettle.set(at / 1000);
+    },
+    connectionClosed(reason: ConnectionClosedReason): void {
+      connectionsClosed.inc({ reason });
     },
     requestRecordsLost(n: number): void {
       recordsLost.inc(n);

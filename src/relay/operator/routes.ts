@@ -20,6 +20,7 @@ import type { RouteDoc } from '../openapi.js';
 import * as S from './schemas.js';
 import { readTimeline } from '../../commands/history.js';
 import { timelineView } from './timeline.js';
+import { operatorRow } from '../rowViews.js';
 
 export interface OperatorDeps {
   readonly store: EventStore;
@@ -39,12 +40,6 @@ export interface OperatorDeps {
 
 const LEDGER_PAGE_DEFAULT = 50;
 const LEDGER_PAGE_MAX = 500;
-
-/** What the operator API shows of a row: never the request nor the fingerprint (account numbers). */
-export function operatorRow(row: LedgerState) {
-  const { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel } = row;
-  return { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel };
-}
 
 /** Marks a body that named a key twice (the parser cannot answer E400 naming the field itself). */
 const DUPLICATE = Symbol('duplicate key');

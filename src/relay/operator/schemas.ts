@@ -83,7 +83,7 @@ export const transferRow = {
     ...operatorRow.properties,
     lastSeq: { type: 'integer', minimum: 0 },
     timeoutMs: nullable({ type: 'integer', minimum: 0 }),
-    response: nullable({ type: 'string', description: 'DONE only: the account system answer, as text' }),
+    response: nullable({ type: 'string', description: 'DONE only: the account system answer, as JSON text with every from/to (at any depth) masked to its last 4 characters; null if it is not JSON' }),
   },
 } as const;
 

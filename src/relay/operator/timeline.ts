@@ -1,15 +1,19 @@
 import type { TimelineEntry } from '../../commands/history.js';
 import { maskAccountsIn } from '../../shared/maskAccount.js';
 
-/** Raw JSON text (a request or an answer) as the API shows it: parsed, account numbers masked. */
+/**
+ * Raw JSON text (a request or an answer) as every view shows it, parsed (not JSON inside JSON): masked by the rule of
+ * `shownStoredJson` and bounded in depth (maskAccountsIn); null when it is not JSON, since nothing in it could be masked.
+ */
 function shownJson(text: unknown): unknown {
   if (typeof text !== 'string') return text;
+  let parsed: unknown;
   try {
-    return maskAccountsIn(JSON.parse(text));
+    parsed = JSON.parse(text);
   } catch {
-    // Only a definite (JSON) answer or a decoded request is ever stored; anything else is shown as it is.
-    return text;
+    return null;
   }
+  return maskAccountsIn(parsed);
 }
 
 /**

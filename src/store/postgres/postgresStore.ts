@@ -3,9 +3,10 @@ import { actorsOf, type EventAudit, type NewEvent, type ProcessActor, type Store
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, RequestRecord } from '../../events/store.js';
-import { storeResult, type StoreResult } from '../../events/storeResult.js';
+import { orThrow, storeResult, type StoreResult } from '../../events/storeResult.js';
+import { writeHealth } from '../writeHealth.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
-import { groupCommit } from './groupCommit.js';
+import { groupCommit, type SubmittedUnit } from './groupCommit.js';
 import { countByStatus, countLedger, getLedger, queryLedger, recordUnclearInquiry } from './ledgerQueries.js';
 import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyProjection } from './maintenance.js';
 import { leaseRows, releaseLeases } from './leases.js';
@@ -134,23 +135,43 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
       }
     });
 
+  /**
+   * The ping: a write that changes nothing fails where a claim would for a read-only or recovering server, no
+   * privilege, the table locked past lock_timeout or no connection. Not for a full disk: it needs no new space
+   * (an UPDATE that matches no row), nor would any small write (an insert fits a page with room left while a
+   * claim's needs a new one), so that one is seen only in the outcome of the writes themselves (writeHealth).
+   */
+  const health = writeHealth(() =>
+    orThrow(read('ping', async () => {
+      await pool.query({ name: 'guidgate_ping', text: 'UPDATE ledger SET last_seq = last_seq WHERE false' });
+    })),
+  );
+  /** `maintain` for a write whose outcome the ping counts as evidence. */
+  const watched = <T>(what: string, fn: () => Promise<T>): StoreResult<T> =>
+    storeResult(what, () =>
+      health.watch(atBoundary(what, async () => {
+        open();
+        return fn();
+      })),
+    );
+  /** A unit of the group commit (a claim, an outcome), its outcome counted by the ping. */
+  const submitted = <T>(unit: SubmittedUnit): StoreResult<T> =>
+    storeResult('write', () => {
+      open();
+      return health.watch(writes.submit(unit) as Promise<T>);
+    });
+
   return {
     url,
     pool,
     appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult> {
-      return storeResult('write', () => {
-        open();
-        return writes.submit({ op: 'append', guid, expectedSeq, events, actor: actorFor(audit) }) as Promise<AppendResult>;
-      });
+      return submitted({ op: 'append', guid, expectedSeq, events, actor: actorFor(audit) });
     },
     execute(guid: string, command: Command, audit?: EventAudit): StoreResult<ExecuteResult> {
-      return storeResult('write', () => {
-        open();
-        return writes.submit({ op: 'execute', guid, command, actor: actorFor(audit), ...(clock === undefined ? {} : { now: clock() }) }) as Promise<ExecuteResult>;
-      });
+      return submitted({ op: 'execute', guid, command, actor: actorFor(audit), ...(clock === undefined ? {} : { now: clock() }) });
     },
     now: (): StoreResult<number> => read('clock', clock === undefined ? () => serverNow(pool) : async () => clock()),
-    recordRequests: (records: readonly RequestRecord[]) => maintain('request records', () => recordRequests(pool, records)),
+    recordRequests: (records: readonly RequestRecord[]) => watched('request records', () => recordRequests(pool, records)),
     readRequests: (guid: string) => read('read', () => readRequests(pool, guid)),
     readStream: (guid: string): StoreResult<StoredEvent[]> => read('read', () => readStream(pool, guid)),
     readAll: (afterPosition: number, limit: number): StoreResult<StoredEvent[]> => read('read', () => readAll(pool, afterPosition, limit)),
@@ -159,20 +180,19 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     countLedger: (query: LedgerQuery) => read('read', () => countLedger(pool, query)),
     countByStatus: () => read('read', () => countByStatus(pool)),
     recordUnclearInquiry: (guid: string, sentAt: number, at: number, minAgeMs: number) =>
-      maintain('inquiry schedule', () => recordUnclearInquiry(pool, guid, sentAt, at, minAgeMs)),
+      watched('inquiry schedule', () => recordUnclearInquiry(pool, guid, sentAt, at, minAgeMs)),
     leaseRows: (holder: string, rows: readonly LeaseRequest[], forMs: number) =>
-      maintain('lease', () => leaseRows(pool, holder, rows, forMs, clock === undefined ? null : clock())),
-    releaseLeases: (holder: string) => maintain('lease', () => releaseLeases(pool, holder, clock === undefined ? null : clock())),
+      watched('lease', () => leaseRows(pool, holder, rows, forMs, clock === undefined ? null : clock())),
+    releaseLeases: (holder: string) => watched('lease', () => releaseLeases(pool, holder, clock === undefined ? null : clock())),
     removeTombstones: (before: number) => maintain('remove tombstones', () => removeTombstones(pool, before)),
     reclaimSpace: () => maintain('vacuum', () => reclaimSpace(pool)),
     spaceOnDisk: () => read('size', () => tablesBytes(pool)),
     rebuildProjection: () => maintain('rebuild', () => onClient((client) => rebuildProjection(client, projection))),
     verifyProjection: () => read('verify', () => onClient((client) => verifyProjection(client, projection))),
-    // A write that changes nothing: it fails where a claim would (a read-only or recovering server, no
-    // privilege, the table locked past lock_timeout, no connection), so /healthz is 503 exactly then.
     ping: () =>
-      read('ping', async () => {
-        await pool.query({ name: 'guidgate_ping', text: 'UPDATE ledger SET last_seq = last_seq WHERE false' });
+      storeResult('ping', () => {
+        open();
+        return health.check();
       }),
     close() {
       const closing = (closed ??= writes.drain().then(() => pool.end()));

@@ -19,6 +19,7 @@ import { withDeadline, WRITE_DEADLINE_MARGIN_MS } from './writeDeadline.js';
 import { rowToEvent } from './eventRows.js';
 import { openDatabase, unavailable, type Synchronous } from './openDatabase.js';
 import { walSync, type WalSync } from './walSync.js';
+import { writeHealth } from '../writeHealth.js';
 import { createWriteEngine, reviveError, type OpOutcome, type WriteOp, type WriteResult } from './writeEngine.js';
 import type { FromWriter, ToWriter } from './writerWorker.js';
 
@@ -416,8 +417,10 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     const hasDeadline = op.op === 'execute' || op.op === 'append' || op.op === 'probe';
     const caller: Caller = { gaveUp: false };
     const submitted = w.submit(op, caller) as Promise<WriteResult<O>>;
-    return hasDeadline ? withDeadline(submitted, deadlineMs, 'write', w.started, () => (caller.gaveUp = true)) : submitted;
+    return health.watch(hasDeadline ? withDeadline(submitted, deadlineMs, 'write', w.started, () => (caller.gaveUp = true)) : submitted);
   }
+  // What ping asks once no write has settled for a while: a probe that writes a page, so it meets a full disk as a claim would.
+  const health = writeHealth(() => write({ op: 'probe' }));
 
   /** Runs `fn` on this thread's connection: reads, and the few maintenance steps that cannot run in a batch. */
   function onConnection<T>(what: string, fn: () => T): StoreResult<T> {
@@ -535,13 +538,16 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
         if (closed) throw new LedgerClosedError();
         const problem = w.problem();
         if (problem !== null) throw new LedgerUnavailableError(problem);
+        const lost = fileLost();
+        if (lost !== null) throw new LedgerUnavailableError(lost);
         try {
           db.prepare('SELECT 1').get();
         } catch (err) {
           throw unavailable(err, 'ping');
         }
-        // A write goes through now: the file is still the one opened, and no lock or stuck writer holds it past the deadline.
-        await write({ op: 'probe' });
+        // A write goes through now (the last one that settled, or a probe): no full disk, no lock or stuck writer
+        // holding it past the deadline.
+        await health.check();
       });
     },
     close() {

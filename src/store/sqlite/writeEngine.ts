@@ -21,7 +21,7 @@ export type WriteOp =
   | { readonly op: 'recordRequests'; readonly records: readonly RequestRecord[] }
   | { readonly op: 'rebuild' }
   | { readonly op: 'removeTombstones'; readonly before: number }
-  /** Writes nothing: takes the write lock and commits, to learn whether a write would go through now. */
+  /** Changes nothing, but writes: takes the write lock and commits one page, to learn whether a write would go through now. */
   | { readonly op: 'probe' }
   | { readonly op: 'recordUnclearInquiry'; readonly guid: string; readonly sentAt: number; readonly at: number; readonly minAgeMs: number }
   | { readonly op: 'leaseRows'; readonly holder: string; readonly rows: ReadonlyArray<{ readonly guid: string; readonly lastSeq: number }>; readonly now: number; readonly forMs: number }
@@ -170,6 +170,9 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
       case 'removeTombstones':
         return ledger.removeTombstones(w.before);
       case 'probe':
+        // The header page rewritten with the value it holds: a frame in the WAL, so the probe needs space on disk
+        // where a commit that writes nothing would not (a full disk fails only what it has to store).
+        db.pragma(`user_version = ${db.pragma('user_version', { simple: true }) as number}`);
         return null;
       case 'recordRequests':
         w.records.forEach(checkRequestRecord);

@@ -160,6 +160,18 @@ export function applyEvent(prev: MState | null, e: LogEvent): { next: MState } |
     case 'Purged':
       if (prev.status !== 'DONE') return bad('Purged only from DONE');
       return { next: { ...at, status: 'PURGED', response: null } };
+    case 'StaleAnswer': {
+      // An answer the row has moved past: an older attempt's (any state), or this attempt's once an inquiry or purge
+      // settled the row. Kept, never the row's outcome: nothing changes but the seq; a FAILED row may now have arrived.
+      const attempt = num('attempt');
+      const settled = prev.status === 'DONE' || prev.status === 'PURGED';
+      if (num('currentAttempt') !== prev.attempts) return bad('currentAttempt must be the attempt the row is at');
+      if (!(attempt >= 1 && (attempt < prev.attempts || (attempt === prev.attempts && settled)))) return bad('only for an older attempt, or for this one once the row is settled');
+      const code = str('code');
+      if (code === null || !isDefinite(code)) return bad('StaleAnswer with a code that is not definite');
+      if (prev.status === 'PURGED' && e.data['response'] !== null) return bad('a tombstone keeps no answer body');
+      return { next: { ...prev, lastSeq: e.seq, byInquiry: prev.byInquiry || prev.status === 'FAILED' } };
+    }
     default:
       return bad('unknown event type');
   }

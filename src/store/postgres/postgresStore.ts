@@ -5,7 +5,8 @@ import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '.
 import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, RequestRecord } from '../../events/store.js';
 import { storeResult, type StoreResult } from '../../events/storeResult.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
-import { groupCommit } from './groupCommit.js';
+import { groupCommit, type Caller, type SubmittedUnit } from './groupCommit.js';
+import { withDeadline, WRITE_DEADLINE_MARGIN_MS, writeDeadlineMs } from '../writeDeadline.js';
 import { countByStatus, countLedger, getLedger, queryLedger, recordUnclearInquiry } from './ledgerQueries.js';
 import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyProjection } from './maintenance.js';
 import { leaseRows, releaseLeases } from './leases.js';
@@ -42,6 +43,12 @@ export interface PostgresStoreOptions {
    * rebuild) before the ledger counts as unavailable: the busy timeout of the SQLite store.
    */
   readonly lockTimeoutMs?: number;
+  /**
+   * The longest a caller waits for an `execute` or `appendEvents` before it is told the ledger is unavailable (and
+   * the unit, if not yet committed, is left out): at most the lock timeout plus a margin (src/store/writeDeadline.ts);
+   * `serve` gives its send window, half of --grace. The group commit's sessions are bounded by it on the server too.
+   */
+  readonly writeDeadlineMs?: number;
   /** Shown in `pg_stat_activity`, so an operator (or a test) can find this process's connections. */
   readonly applicationName?: string;
   /** False: a database without the schema is refused (`no ledger …`), not migrated (default true). */
@@ -106,7 +113,32 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     throw err;
   });
 
-  const writes = groupCommit(pool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write'), projection });
+  const deadlineMs = writeDeadlineMs(lockTimeoutMs, options.writeDeadlineMs);
+  /**
+   * The group commit's own sessions, bounded on the server, so that a batch ends by itself however it is stuck: a
+   * statement (a lock wait, a slow disk) by statement_timeout, a transaction left open by a relay frozen or cut off
+   * between two statements by idle_in_transaction_session_timeout (its row locks freed for the other relays), both
+   * at the write deadline; and on this side a socket that stops answering (a partition, a reply held back) by
+   * query_timeout, a margin later, after which the connection is closed, never reused (`release(true)`). Reads and
+   * maintenance (rebuild, vacuum) use the other pool, without those limits.
+   */
+  const writePool = new pg.Pool({
+    connectionString: url,
+    max: maxInFlight,
+    connectionTimeoutMillis: connectTimeoutMs,
+    application_name: applicationName,
+    options: `-c lock_timeout=${Math.max(0, Math.floor(Math.min(lockTimeoutMs, deadlineMs)))} -c statement_timeout=${Math.max(1, Math.floor(deadlineMs))} -c idle_in_transaction_session_timeout=${Math.max(1, Math.floor(deadlineMs))}`,
+    query_timeout: Math.floor(deadlineMs) + WRITE_DEADLINE_MARGIN_MS,
+    types,
+  });
+  writePool.on('error', () => undefined);
+  writePool.on('connect', (client) => client.on('error', () => undefined));
+  const writes = groupCommit(writePool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write'), projection });
+  /** A unit for the group commit, given up (and left unwritten if not yet committed) at the write deadline. */
+  const submit = (unit: SubmittedUnit): Promise<AppendResult | ExecuteResult> => {
+    const caller: Caller = { gaveUp: false };
+    return withDeadline(writes.submit(unit, caller), deadlineMs, 'write', undefined, () => (caller.gaveUp = true));
+  };
   let closed: Promise<void> | null = null;
 
   const open = () => {
@@ -140,13 +172,13 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult> {
       return storeResult('write', () => {
         open();
-        return writes.submit({ op: 'append', guid, expectedSeq, events, actor: actorFor(audit) }) as Promise<AppendResult>;
+        return submit({ op: 'append', guid, expectedSeq, events, actor: actorFor(audit) }) as Promise<AppendResult>;
       });
     },
     execute(guid: string, command: Command, audit?: EventAudit): StoreResult<ExecuteResult> {
       return storeResult('write', () => {
         open();
-        return writes.submit({ op: 'execute', guid, command, actor: actorFor(audit), ...(clock === undefined ? {} : { now: clock() }) }) as Promise<ExecuteResult>;
+        return submit({ op: 'execute', guid, command, actor: actorFor(audit), ...(clock === undefined ? {} : { now: clock() }) }) as Promise<ExecuteResult>;
       });
     },
     now: (): StoreResult<number> => read('clock', clock === undefined ? () => serverNow(pool) : async () => clock()),
@@ -175,7 +207,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
         await pool.query({ name: 'guidgate_ping', text: 'UPDATE ledger SET last_seq = last_seq WHERE false' });
       }),
     close() {
-      const closing = (closed ??= writes.drain().then(() => pool.end()));
+      const closing = (closed ??= writes.drain().then(() => Promise.all([pool.end(), writePool.end()])).then(() => undefined));
       return storeResult('close', () => closing);
     },
   };

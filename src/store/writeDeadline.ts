@@ -1,10 +1,19 @@
-import { LedgerUnavailableError } from '../../events/errors.js';
+import { LedgerUnavailableError } from '../events/errors.js';
 
 /**
- * Past the busy timeout a commit is not waiting for a lock any more (SQLite would have given up with
- * SQLITE_BUSY); this margin leaves room for the commit itself (its fsync) under load.
+ * Past the lock wait (SQLite's busy timeout, PostgreSQL's lock_timeout) a commit is not waiting for a lock any
+ * more; this margin leaves room for the commit itself (its fsync) under load.
  */
 export const WRITE_DEADLINE_MARGIN_MS = 1000;
+
+/**
+ * The deadline of the writes a caller waits on before it acts (a claim, an outcome, the health probe): the lock wait
+ * plus the margin, and never longer than `limitMs` when one is given. `serve` gives the send window (half of
+ * --grace, src/relay/sendWindow.ts), so that a claim either commits in time to be called or fails as E503.
+ */
+export function writeDeadlineMs(lockWaitMs: number, limitMs: number | undefined): number {
+  return Math.min(lockWaitMs + WRITE_DEADLINE_MARGIN_MS, limitMs ?? Number.POSITIVE_INFINITY);
+}
 
 /**
  * The caller of a ledger write gets its result, or LedgerUnavailableError once `deadlineMs` has passed (a
@@ -21,7 +30,7 @@ export const WRITE_DEADLINE_MARGIN_MS = 1000;
  * `onGiveUp` runs at the moment the caller stops waiting, before it is told: a writer that checks it before writing
  * never writes a unit whose caller has already answered without it.
  */
-export function withDeadline<T>(write: Promise<T>, deadlineMs: number, what: string, startsWhen: Promise<void>, onGiveUp?: () => void): Promise<T> {
+export function withDeadline<T>(write: Promise<T>, deadlineMs: number, what: string, startsWhen: Promise<void> = Promise.resolve(), onGiveUp?: () => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let settled = false;
     let timer: NodeJS.Timeout | undefined;
@@ -31,7 +40,7 @@ export function withDeadline<T>(write: Promise<T>, deadlineMs: number, what: str
       timer = setTimeout(() => {
         settled = true;
         onGiveUp?.();
-        reject(new LedgerUnavailableError(`ledger ${what} did not complete within ${deadlineMs} ms (the busy timeout plus ${WRITE_DEADLINE_MARGIN_MS} ms)`));
+        reject(new LedgerUnavailableError(`ledger ${what} did not complete within ${deadlineMs} ms (its write deadline)`));
       }, deadlineMs);
     });
     write.then(

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { formatDuration } from '../shared/duration.js';
-import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, durationArg, flag, jsonFlag, limitFlag, timeLimitArg } from './options.js';
+import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, flag, graceFlag, jsonFlag, limitFlag, timeLimitArg } from './options.js';
 import { setExit, type Exit } from './output.js';
+import { sendWindowMs } from '../relay/sendWindow.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
 export interface ResolveCliOptions extends RowCliOptions { minAge: number; grace: number }
@@ -10,6 +11,7 @@ export async function runResolve(o: ResolveCliOptions): Promise<Exit> {
   const { resolveExitCode, resolveUnknown } = await import('../commands/resolve.js');
   return runRowCommand(o, {
     name: 'resolve',
+    writeDeadlineMs: sendWindowMs(o.grace),
     failures: ['unreachable', 'still-unknown', 'ledger-error'],
     failureLabel: 'first inquiry failure',
     run: (deps, hooks) => resolveUnknown(deps, { minAgeMs: o.minAge, graceMs: o.grace, limit: o.limit, concurrency: o.concurrency, ...hooks }),
@@ -32,7 +34,7 @@ export function registerResolve(program: Command): void {
     .addOption(limitFlag())
     .addOption(dryRunFlag('list the candidates; sweep, inquire and change nothing'))
     .addOption(concurrencyFlag('inquiries in flight at once'))
-    .addOption(flag('--grace <duration>', 'grace of the orphan sweep run first').argParser(durationArg).default(5000, '5s'))
+    .addOption(graceFlag("grace of the orphan sweep run first (as serve's --grace)"))
     .addOption(flag('--timeout <duration>', 'deadline of one inquiry').argParser(timeLimitArg).default(3000, '3s'))
     .addOption(dbFlag())
     .addOption(jsonFlag())

@@ -108,9 +108,9 @@ describe('guidgate operator commands as processes', () => {
     const sim = await simulator();
     const db = await ledgerWith([['RP-1', 'FAILED'], ['RP-2', 'FAILED', { attempts: 2 }], ['RP-CAP', 'FAILED', { attempts: 3 }], ['RP-U', 'UNKNOWN']]);
     const first = await cli(['reprocess', '--account-url', sim.url, '--max-attempts', '3', '--limit', '1', '--db', db]);
-    expect([first.code, first.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 ledger-errors=0']);
+    expect([first.code, first.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
     const rest = await cli(['reprocess', '--account-url', sim.url, '--db', db], { GUIDGATE_MAX_ATTEMPTS: '3' });
-    expect([rest.code, rest.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 ledger-errors=0']);
+    expect([rest.code, rest.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
     expect(sim.stats().calls).toEqual({ 'RP-1': 1, 'RP-2': 1 });
     expect(await row(db, 'RP-2')).toMatchObject({ status: 'DONE', attempts: 3 });
     expect(await row(db, 'RP-CAP')).toMatchObject({ status: 'FAILED', attempts: 3 });

@@ -16,7 +16,7 @@ export async function runReprocess(o: ReprocessCliOptions): Promise<Exit> {
   const { reprocessExitCode, reprocessFailed } = await import('../commands/reprocess.js');
   return runRowCommand(o, {
     name: 'reprocess',
-    writeDeadlineMs: sendWindowMs(o.grace),
+    claimDeadlineMs: sendWindowMs(o.grace),
     failures: ['failed', 'unknown', 'withheld', 'ledger-error'],
     failureLabel: 'first failed send',
     run: (deps, hooks) => reprocessFailed({ ...deps, sendLog: stderrSendLog }, { maxAttempts: o.maxAttempts, timeoutMs: o.timeout, graceMs: o.grace, minAgeMs: o.minAge, limit: o.limit, concurrency: o.concurrency, ...hooks }),

@@ -2,7 +2,6 @@ import type { Command } from 'commander';
 import { formatDuration } from '../shared/duration.js';
 import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, flag, graceFlag, jsonFlag, limitFlag, timeLimitArg } from './options.js';
 import { setExit, type Exit } from './output.js';
-import { sendWindowMs } from '../relay/sendWindow.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
 export interface ResolveCliOptions extends RowCliOptions { minAge: number; grace: number }
@@ -11,7 +10,6 @@ export async function runResolve(o: ResolveCliOptions): Promise<Exit> {
   const { resolveExitCode, resolveUnknown } = await import('../commands/resolve.js');
   return runRowCommand(o, {
     name: 'resolve',
-    writeDeadlineMs: sendWindowMs(o.grace),
     failures: ['unreachable', 'still-unknown', 'ledger-error'],
     failureLabel: 'first inquiry failure',
     run: (deps, hooks) => resolveUnknown(deps, { minAgeMs: o.minAge, graceMs: o.grace, limit: o.limit, concurrency: o.concurrency, ...hooks }),

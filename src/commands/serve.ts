@@ -72,7 +72,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   // Inline: commits on this thread (no copy of each unit to another thread and back), their fsync off the event loop.
   // A claim either commits within the send window, and is called, or fails E503 with nothing written (sendWindow.ts).
   const store = await openStore(opts.db, {
-    synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writeDeadlineMs: sendWindowMs(opts.graceMs), writer: opts.writer ?? 'inline',
+    synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, claimDeadlineMs: sendWindowMs(opts.graceMs), writer: opts.writer ?? 'inline',
     watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'),
   });
   const loose = ledgerWarning(opts.db);

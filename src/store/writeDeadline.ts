@@ -1,3 +1,4 @@
+import type { Command } from '../events/decide.js';
 import { LedgerUnavailableError } from '../events/errors.js';
 
 /**
@@ -7,12 +8,22 @@ import { LedgerUnavailableError } from '../events/errors.js';
 export const WRITE_DEADLINE_MARGIN_MS = 1000;
 
 /**
- * The deadline of the writes a caller waits on before it acts (a claim, an outcome, the health probe): the lock wait
- * plus the margin, and never longer than `limitMs` when one is given. `serve` gives the send window (half of
- * --grace, src/relay/sendWindow.ts), so that a claim either commits in time to be called or fails as E503.
+ * The deadline of the writes a caller waits on before it acts (an outcome, a sweep, a settlement): the lock wait
+ * plus the margin; with `limitMs`, never longer than that. A claim (a write that records a Sent: `recordsSent`) and
+ * the health probe get the claim deadline `serve` gives, its send window (half of --grace, src/relay/sendWindow.ts),
+ * so that a claim either commits in time to be called or fails as E503 with nothing written.
  */
-export function writeDeadlineMs(lockWaitMs: number, limitMs: number | undefined): number {
+export function writeDeadlineMs(lockWaitMs: number, limitMs?: number): number {
   return Math.min(lockWaitMs + WRITE_DEADLINE_MARGIN_MS, limitMs ?? Number.POSITIVE_INFINITY);
+}
+
+/**
+ * Whether a command's write may record a Sent, after which its caller calls the account system: those are the
+ * writes the send window bounds. An outcome, a sweep or an inquiry's settlement only records what happened; cutting
+ * one short would turn a call already made into an E901 and an UNKNOWN row, for nothing.
+ */
+export function recordsSent(command: Command): boolean {
+  return command.type === 'Submit' || command.type === 'Send';
 }
 
 /**

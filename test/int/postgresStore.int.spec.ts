@@ -270,18 +270,23 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
   });
 
   it('a claim behind a lock held past the write deadline fails at the deadline with nothing written; the next claim goes through once the lock is gone', async () => {
-    const store = await open({ lockTimeoutMs: 5000, writeDeadlineMs: 300 });
+    const store = await open({ lockTimeoutMs: 5000, claimDeadlineMs: 300 });
     await orThrow(store.execute('warm', submit('warm')));
     const holder = new pg.Client({ connectionString: dbs.url() });
     await holder.connect();
     await holder.query('BEGIN');
     await holder.query('LOCK TABLE ledger IN EXCLUSIVE MODE');
+    // An outcome submitted with the claim is not a claim: it keeps the lock timeout plus the margin.
+    let outcomeSettled = false;
+    const outcome = orThrow(store.execute('warm', answer())).finally(() => (outcomeSettled = true));
     try {
       await expectLeft(store.execute('new', submit()), 'LEDGER_UNAVAILABLE', /did not complete within 300 ms/);
+      expect(outcomeSettled).toBe(false);
     } finally {
       await holder.query('ROLLBACK');
       await holder.end();
     }
+    expect((await outcome).kind).toBe('applied');
     expect((await orThrow(store.execute('after', submit('after')))).kind).toBe('applied');
     expect(await orThrow(store.getLedger('new'))).toBeNull();
     expect((await orThrow(store.execute('new', submit()))).kind).toBe('applied');
@@ -322,21 +327,21 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     }
   });
 
-  it('a COMMIT whose reply never comes (held by a proxy): the claim fails at the write deadline, and the stuck connection is closed after query_timeout, so later writes go through', async () => {
+  it('a COMMIT whose reply never comes (held by a proxy): the claim fails at its deadline, and the stuck connection is closed after query_timeout, so later writes go through', async () => {
     const proxy = await startHoldingProxy({ host: new URL(dbs.url()).hostname, port: Number(new URL(dbs.url()).port || 5432) });
-    const store = await openPostgresStore({ projection: ledgerProjection, url: proxy.through(dbs.url()), writeDeadlineMs: 300, maxInFlight: 1 });
+    const store = await openPostgresStore({ projection: ledgerProjection, url: proxy.through(dbs.url()), claimDeadlineMs: 300, lockTimeoutMs: 300, maxInFlight: 1 });
+    const hold = proxy.arm('ACK-HELD');
     try {
-      proxy.arm('ACK-HELD');
       // The server commits it (a claim nobody will call for: E503 to its channel, the sweep settles it).
       await expectLeft(store.execute('ACK-HELD', submit('ACK-HELD')), 'LEDGER_UNAVAILABLE', /did not complete within 300 ms/);
-      await proxy.holding;
+      await hold.holding;
       expect((await sql<{ status: string }>(dbs.url(), "SELECT status FROM ledger WHERE guid = 'ACK-HELD'"))[0]?.status).toBe('SENT');
-      // The only write connection is stuck until query_timeout (the deadline plus a margin) closes it; then writes go on,
-      // with the reply still held.
+      // The only write connection is stuck until query_timeout (the write deadline, 300 + 1000 ms, plus a margin) closes
+      // it; then writes go on, with the reply still held.
       await until('a write to go through again', async () => E.isRight(await store.execute('after', submit('after'))));
       expect((await orThrow(store.getLedger('after')))?.status).toBe('SENT');
     } finally {
-      proxy.release();
+      hold.release();
       await store.close();
       await proxy.close();
     }

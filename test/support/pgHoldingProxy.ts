@@ -18,13 +18,16 @@ export interface HoldingProxy {
   readonly port: number;
   /** `url` with its host and port replaced by the proxy's. */
   through(url: string): string;
-  /** Hold the acknowledgement of the next COMMIT of a transaction that carried `marker`. */
-  arm(marker: string): void;
-  /** Resolves once an armed COMMIT was forwarded and its acknowledgement is being held. */
-  readonly holding: Promise<void>;
-  /** Lets the held bytes through (if the client is still connected) and stops holding. */
-  release(): void;
+  /** Hold the acknowledgement of the next COMMIT of a transaction that carried `marker` (one at a time). */
+  arm(marker: string): Hold;
   close(): Promise<void>;
+}
+
+export interface Hold {
+  /** Resolves once the armed COMMIT was forwarded and its acknowledgement is being held. */
+  readonly holding: Promise<void>;
+  /** Lets the held bytes through (if the client is still connected), or disarms if nothing was held yet. */
+  release(): void;
 }
 
 export async function startHoldingProxy(target: { host: string; port: number }): Promise<HoldingProxy> {
@@ -32,7 +35,6 @@ export async function startHoldingProxy(target: { host: string; port: number }):
   let held: Array<() => void> = [];
   let holding = false;
   let markHolding = (): void => {};
-  const holdingSeen = new Promise<void>((resolve) => (markHolding = resolve));
   const sockets = new Set<Socket>();
 
   const server = createServer((client) => {
@@ -121,11 +123,15 @@ export async function startHoldingProxy(target: { host: string; port: number }):
     },
     arm(m) {
       marker = Buffer.from(m, 'utf8');
-    },
-    holding: holdingSeen,
-    release() {
-      for (const let_go of held.splice(0)) let_go();
-      holding = false;
+      const seen = new Promise<void>((resolve) => (markHolding = resolve));
+      return {
+        holding: seen,
+        release() {
+          marker = null;
+          for (const letGo of held.splice(0)) letGo();
+          holding = false;
+        },
+      };
     },
     async close() {
       for (const s of sockets) s.destroy();

@@ -15,7 +15,7 @@ import { requestsTable, type RequestsTable } from './requestsTable.js';
 import { eventsTable, type EventsTable } from './appendEvents.js';
 import { watchFileIdentity, type FileWatch } from './fileWatch.js';
 import { fileIdentity } from './ledgerFile.js';
-import { withDeadline, writeDeadlineMs } from '../writeDeadline.js';
+import { recordsSent, withDeadline, writeDeadlineMs } from '../writeDeadline.js';
 import { rowToEvent } from './eventRows.js';
 import { openDatabase, unavailable, type Synchronous } from './openDatabase.js';
 import { walSync, type WalSync } from './walSync.js';
@@ -37,11 +37,12 @@ export interface SqliteStoreOptions {
   /** How long a writer waits for another process's write lock before the ledger counts as unavailable. */
   readonly busyTimeoutMs?: number;
   /**
-   * The longest a caller waits for a write it acts on (execute, append, the probe) before it is told the ledger is
-   * unavailable, and the unit, if not yet written, is dropped: at most the busy timeout plus a margin
-   * (src/store/writeDeadline.ts). `serve` gives its send window, half of --grace.
+   * The longest the caller of a claim (an execute that records a Sent) or of the probe waits before it is told the
+   * ledger is unavailable, and the unit, if not yet written, is dropped: at most the busy timeout plus a margin
+   * (src/store/writeDeadline.ts), which is what the other writes a caller acts on get. `serve` gives its send
+   * window, half of --grace.
    */
-  readonly writeDeadlineMs?: number;
+  readonly claimDeadlineMs?: number;
   readonly clock?: () => number;
   /** Most units of work one shared transaction carries (group commit). */
   readonly maxBatch?: number;
@@ -417,7 +418,8 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   }
   const { events, ledger, requests, w } = parts;
   let closed = false;
-  const deadlineMs = writeDeadlineMs(busyTimeoutMs, options.writeDeadlineMs);
+  const deadlineMs = writeDeadlineMs(busyTimeoutMs);
+  const claimDeadlineMs = writeDeadlineMs(busyTimeoutMs, options.claimDeadlineMs);
   const actorFor = actorsOf(options.actor);
 
   function write<O extends WriteOp>(op: O): Promise<WriteResult<O>> {
@@ -425,12 +427,14 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     // The inline writer checks the file once per batch, as it writes; the thread's batches are checked here.
     const lost = writer === 'thread' ? fileLost() : null;
     if (lost !== null) return Promise.reject(new LedgerUnavailableError(lost));
-    // The writes a request waits on get the deadline; maintenance (rebuild, tombstones) may take long.
+    // The writes a request waits on get a deadline, a claim (and the probe, which asks whether one would go through)
+    // the claim's; maintenance (rebuild, tombstones) may take long.
     const hasDeadline = op.op === 'execute' || op.op === 'append' || op.op === 'probe';
+    const deadline = op.op === 'probe' || (op.op === 'execute' && recordsSent(op.command)) ? claimDeadlineMs : deadlineMs;
     const caller: Caller = { gaveUp: false };
     const submitted = w.submit(op, caller) as Promise<WriteResult<O>>;
     return hasDeadline
-      ? withDeadline(submitted, deadlineMs, 'write', w.started, () => {
+      ? withDeadline(submitted, deadline, 'write', w.started, () => {
           caller.gaveUp = true;
           caller.onGiveUp?.();
         })

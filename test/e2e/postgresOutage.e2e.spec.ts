@@ -31,7 +31,7 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
     cleanup.push(() => sim.close());
     const db = dbs.url();
     const name = new URL(db).pathname.slice(1);
-    const relay = startServe(['--db', db, '--account-url', sim.url, '--timeout', '500ms', '--grace', '300ms']);
+    const relay = startServe(['--db', db, '--account-url', sim.url, '--timeout', '500ms', '--grace', '500ms']);
     cleanup.push(() => sigkillAndWait(relay.child));
     const url = await relay.ready;
     const terminate = () => adminQuery(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`);
@@ -98,8 +98,8 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
     expect(sim.stats().doubleApplied).toEqual([]);
 
     // Past every timeout and grace: settle what the outage left open.
-    await sleep(1200);
-    await settleWithCommands(db, sim.url, '300ms');
+    await sleep(1500);
+    await settleWithCommands(db, sim.url, '500ms');
 
     const store = await openPostgresStore({ projection: ledgerProjection, url: db });
     try {

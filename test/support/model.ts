@@ -317,6 +317,11 @@ export interface ReplyContext {
   readonly maxAttempts: number;
   /** The first definite answer any channel got for this GUID, if one did (checked against a purged row). */
   readonly firstDefinite: string | undefined;
+  /**
+   * The relay was frozen, or its ledger's acknowledgement held, while it answered: a claim may then miss its send
+   * window (issue #24), and E503 (nothing called) is a right answer.
+   */
+  readonly ledgerStalled?: boolean;
 }
 
 /**
@@ -346,7 +351,7 @@ export function judgeReply(r: ObservedReply, ctx: ReplyContext): string[] {
   if (r.replayed && !isDefinite(code)) say('only a definite answer is replayed');
 
   if (code === 'E400' || code === 'E404') say('never for a valid request');
-  if (code === 'E503') say('the ledger was healthy');
+  if (code === 'E503' && ctx.ledgerStalled !== true) say('the ledger was healthy');
 
   const mismatch = ctx.rowFingerprint !== null && ctx.rowFingerprint !== ctx.requestFingerprint;
   if (mismatch && code !== 'E904') say('the GUID was claimed with another fingerprint: must be E904');
@@ -359,7 +364,10 @@ export function judgeReply(r: ObservedReply, ctx: ReplyContext): string[] {
       break;
     case 'E901':
       // §7: a resend of a row FAILED by an inquiry is held (E901) while too young or while the inquiry cannot tell.
-      if (!some((s) => s.status === 'UNKNOWN' || (s.status === 'FAILED' && s.byInquiry))) say('E901 only while UNKNOWN (or FAILED by an inquiry) or right after an unknown outcome');
+      // Issue #24: a claim acknowledged past the send window is not called, and the row stays SENT for the sweep.
+      if (!some((s) => s.status === 'UNKNOWN' || (s.status === 'FAILED' && s.byInquiry)) && ctx.states.at(-1)?.status !== 'SENT') {
+        say('E901 only while UNKNOWN (or FAILED by an inquiry), right after an unknown outcome, or for a claim left SENT uncalled');
+      }
       break;
     case 'E902':
       if (breakerRefusal(json)) {

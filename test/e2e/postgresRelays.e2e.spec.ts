@@ -28,7 +28,7 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
     return sim;
   };
   const relay = async (db: string, accountUrl: string): Promise<{ url: string; child: ChildProcess }> => {
-    const r = startServe(['--db', db, '--account-url', accountUrl, '--timeout', '400ms', '--grace', '300ms']);
+    const r = startServe(['--db', db, '--account-url', accountUrl, '--timeout', '400ms', '--grace', '500ms']);
     cleanup.push(() => sigkillAndWait(r.child));
     return { url: await r.ready, child: r.child };
   };
@@ -79,7 +79,7 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
 
     // Past every call's timeout and grace, and past the late answers: settle what is open.
     await sleep(1500);
-    await settleWithCommands(db, sim.url, '300ms');
+    await settleWithCommands(db, sim.url, '500ms');
 
     const store = await openPostgresStore({ projection: ledgerProjection, url: db });
     try {

@@ -7,7 +7,8 @@
  * file in this process; the figure is process CPU (user + system) per transfer over the writes alone, medians of
  * the rounds, with each variant's ratio to `row` within a round.
  *
- * Usage: node dist/bench/floor.js [--rounds 7] [--transfers 25600] [--batch 64] [--cache-kb 4000] [--json]
+ * Usage: node dist/bench/floor.js [--rounds 7] [--transfers 25600] [--batch 64] [--cache-kb 4000] [--variants row,json,jsonb]
+ *          [--json]
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -22,6 +23,7 @@ const { values } = parseArgs({
     transfers: { type: 'string', default: '25600' },
     batch: { type: 'string', default: '64' },
     'cache-kb': { type: 'string', default: '4000' },
+    variants: { type: 'string', default: Object.keys(FLOOR_WRITERS).join(',') },
     json: { type: 'boolean', default: false },
   },
 });
@@ -29,7 +31,9 @@ const rounds = Number(values.rounds);
 const transfers = Number(values.transfers);
 const batchSize = Number(values.batch);
 const cacheKb = Number(values['cache-kb']);
-const VARIANTS = Object.keys(FLOOR_WRITERS) as FloorVariant[];
+const VARIANTS = values.variants.split(',') as FloorVariant[];
+for (const v of VARIANTS) if (!(v in FLOOR_WRITERS)) throw new Error(`--variants: unknown variant ${v} (known: ${Object.keys(FLOOR_WRITERS).join(', ')})`);
+if (!VARIANTS.includes('row')) VARIANTS.unshift('row'); // the yardstick of every ratio
 const dir = mkdtempSync(join(tmpdir(), 'guidgate-floor-'));
 
 /** `n` transfers as the relay holds them (a 150-character extra field in the request, as `npm run bench` sends). */

@@ -5,13 +5,14 @@
  * `row` (one statement execution per row, five per transfer), `json` and `jsonb` (a batch's rows of one table as
  * one statement over `json_each` or `jsonb_each`). Runs alternate the variants (the order reversed every other round), each run on a new
  * file in this process; the figure is process CPU (user + system) per transfer over the writes alone, medians of
- * the rounds, with each variant's ratio to `row` within a round.
+ * the rounds, with each variant's ratio to `row` within a round, and the bytes the process wrote per transfer (the
+ * WAL's frames and the checkpoints' copies into the file, from /proc/self/io).
  *
  * Usage: node dist/bench/floor.js [--rounds 7] [--transfers 25600] [--batch 64] [--cache-kb 4000] [--variants row,json,jsonb]
  *          [--json]
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -50,13 +51,25 @@ function makeTransfers(n: number): FloorTransfer[] {
   });
 }
 
-/** One run: `transfers` new transfers written in batches on a new file; CPU µs per transfer and transfers/s. */
-function run(variant: FloorVariant, all: readonly FloorTransfer[], tag: string): { cpuUs: number; perSecond: number } {
+/** Bytes this process has handed to write calls so far (`wchar` of /proc/self/io: the WAL's frames and the checkpoints' copies). */
+function bytesWritten(): number {
+  return Number(/^wchar: (\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'))![1]);
+}
+
+interface RunFigures {
+  cpuUs: number;
+  perSecond: number;
+  bytesWritten: number;
+}
+
+/** One run: `transfers` new transfers written in batches on a new file; CPU µs, bytes written per transfer, transfers/s. */
+function run(variant: FloorVariant, all: readonly FloorTransfer[], tag: string): RunFigures {
   const path = join(dir, `${tag}-${variant}.db`);
   const db = openFloorDb(path, cacheKb);
   try {
     const writer = FLOOR_WRITERS[variant](db);
     const cpu = process.cpuUsage();
+    const written = bytesWritten();
     const t0 = performance.now();
     for (let i = 0; i < all.length; i += batchSize) {
       const batch = all.slice(i, i + batchSize);
@@ -66,9 +79,10 @@ function run(variant: FloorVariant, all: readonly FloorTransfer[], tag: string):
     }
     const wallMs = performance.now() - t0;
     const used = process.cpuUsage(cpu);
+    const bytes = bytesWritten() - written;
     const counts = db.prepare(`SELECT (SELECT count(*) FROM events) AS events, (SELECT count(*) FROM ledger WHERE status = 'DONE' AND last_seq = 2) AS done`).get() as { events: number; done: number };
     if (counts.events !== 3 * all.length || counts.done !== all.length) throw new Error(`${variant} wrote ${counts.events} events and ${counts.done} DONE rows for ${all.length} transfers`);
-    return { cpuUs: (used.user + used.system) / all.length, perSecond: all.length / (wallMs / 1000) };
+    return { cpuUs: (used.user + used.system) / all.length, perSecond: all.length / (wallMs / 1000), bytesWritten: bytes / all.length };
   } finally {
     db.close();
     for (const suffix of ['', '-wal', '-shm']) rmSync(path + suffix, { force: true });
@@ -85,13 +99,13 @@ try {
   const loadAtStart = loadavg();
   // Warm up (JIT, the statements' first preparations) on a small run of each.
   for (const v of VARIANTS) run(v, makeTransfers(batchSize * 20), 'warm');
-  const results = new Map<FloorVariant, Array<{ cpuUs: number; perSecond: number }>>(VARIANTS.map((v) => [v, []]));
+  const results = new Map<FloorVariant, RunFigures[]>(VARIANTS.map((v) => [v, []]));
   for (let round = 1; round <= rounds; round++) {
     const order = round % 2 === 1 ? VARIANTS : [...VARIANTS].reverse();
     for (const v of order) {
       const r = run(v, makeTransfers(transfers), `r${round}`);
       results.get(v)!.push(r);
-      if (!values.json) process.stderr.write(`round ${round}: ${v} ${r.cpuUs.toFixed(1)} µs per transfer, ${r.perSecond.toFixed(0)} transfers/s\n`);
+      if (!values.json) process.stderr.write(`round ${round}: ${v} ${r.cpuUs.toFixed(1)} µs, ${r.bytesWritten.toFixed(0)} bytes written per transfer, ${r.perSecond.toFixed(0)} transfers/s\n`);
     }
   }
   const loadAtEnd = loadavg();
@@ -105,6 +119,7 @@ try {
       variant: v,
       cpuUs: median(results.get(v)!.map((r) => r.cpuUs)),
       perSecond: median(results.get(v)!.map((r) => r.perSecond)),
+      bytesWritten: median(results.get(v)!.map((r) => r.bytesWritten)),
       rounds: results.get(v)!,
     })),
   };
@@ -124,10 +139,12 @@ try {
         `${transfers} transfers per run in batches of ${batchSize} (claim + outcome transactions), random UUIDs, WAL, synchronous=OFF, cache ${cacheKb} KB; ` +
           `medians of ${rounds} alternating rounds; load average ${la(loadAtStart)} at the start, ${la(loadAtEnd)} at the end:`,
         '',
-        '| variant | CPU µs per transfer | ÷ row (median of the rounds\' ratios) | transfers/s (wall clock) |',
-        '|---|---|---|---|',
+        '| variant | CPU µs per transfer | ÷ row (median of the rounds\' ratios) | bytes written per transfer (WAL, checkpoints) | transfers/s (wall clock) |',
+        '|---|---|---|---|---|',
         ...summary.variants.map(
-          (v) => `| ${describe[v.variant]} | ${v.cpuUs.toFixed(1)} | ${toRow(v.variant).toFixed(2)} | ${Math.round(v.perSecond).toLocaleString('en-US')} |`,
+          (v) =>
+            `| ${describe[v.variant]} | ${v.cpuUs.toFixed(1)} | ${toRow(v.variant).toFixed(2)} | ${Math.round(v.bytesWritten).toLocaleString('en-US')} | ` +
+            `${Math.round(v.perSecond).toLocaleString('en-US')} |`,
         ),
       ].join('\n') + '\n',
     );

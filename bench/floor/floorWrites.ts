@@ -39,10 +39,9 @@ const SCHEMA = `
 /**
  * A new ledger file at `path`: WAL, and no sync at all (`synchronous=OFF`), as the floor measures CPU and a sync is
  * I/O; SQLite's page cache `cacheKb` (guidgate's is 4 MB). Temporary storage in memory: a statement that changes
- * several rows inside a transaction keeps a statement journal (to undo just that statement if it fails half-way),
- * which SQLite otherwise writes to a temporary file; for the one-statement-per-table variants that was 10 KB more
- * written per transfer and a third more CPU. Row by row, one row per statement, needs none (the same bytes either
- * way).
+ * several rows inside a transaction may need some (a statement journal, to undo just that statement; the rows of an
+ * `UPDATE … FROM`), which SQLite otherwise writes to a temporary file: for the one-statement-per-table variants that
+ * was 10 KB more written per transfer and a third more CPU. Row by row writes the same bytes either way.
  */
 export function openFloorDb(path: string, cacheKb = 4000): Database.Database {
   const db = new Database(path);

@@ -401,7 +401,11 @@ try {
       (c) =>
         new Promise<void>((resolve) => {
           if (c.exitCode !== null || c.signalCode !== null) return resolve();
-          c.once('exit', () => resolve());
+          const stubborn = setTimeout(() => c.kill('SIGKILL'), 5000);
+          c.once('exit', () => {
+            clearTimeout(stubborn);
+            resolve();
+          });
           c.kill('SIGTERM');
         }),
     ),

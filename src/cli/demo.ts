@@ -9,7 +9,7 @@ export function registerDemo(program: Command): void {
     .addOption(flag('--transfers <n>', 'transfers the channel sends').argParser(intArg(10, 100_000)).default(200))
     .addOption(flag('--concurrency <n>', 'transfers in flight at once').argParser(intArg(1, 256)).default(20))
     .action(async (o: { transfers: number; concurrency: number }) => {
-      const { runDemo } = await import('../commands/demo.js');
+      const { runDemo } = await import('../wiring/demo.js');
       const r = await runDemo({ transfers: o.transfers, concurrency: o.concurrency });
       // The demo fails if guidgate itself double-debited or left a transfer unsettled.
       const allDone = r.settled['DONE'] === o.transfers;

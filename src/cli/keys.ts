@@ -1,6 +1,6 @@
 import { type Command, InvalidArgumentError } from 'commander';
 import * as E from 'fp-ts/lib/Either.js';
-import type { KeysCommandError } from '../commands/keys.js';
+import type { KeysCommandError } from '../relay/auth/keysAdmin.js';
 import { parseScopes, type Scope } from '../relay/auth/keysFile.js';
 import { flag } from './options.js';
 
@@ -27,7 +27,7 @@ function finish(cmd: Command, result: E.Either<KeysCommandError, unknown>): void
 export function registerKeysCommand(program: Command): void {
   const keys = program.command('keys').description('make, list and remove the keys `serve --keys` accepts');
   // Loaded when used, like the other commands.
-  const lib = () => import('../commands/keys.js');
+  const lib = () => import('../relay/auth/keysAdmin.js');
 
   keys
     .command('add')

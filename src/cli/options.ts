@@ -1,7 +1,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { parseStatuses, STATUSES, type Status } from '../events/codecs.js';
 import { formatDuration, parseDuration } from '../shared/duration.js';
-import { DEFAULT_GRACE_MS, MIN_GRACE_MS } from '../relay/sendWindow.js';
+import { DEFAULT_GRACE_MS, MIN_GRACE_MS } from '../settle/sendWindow.js';
 
 /** Each boolean flag's environment variable (commander's own `.env()` is used for the others). */
 const booleanVariables = new WeakMap<Option, string>();
@@ -116,7 +116,7 @@ export const jsonFlag = (what = 'print the result as JSON') => flag('--json', wh
 
 /**
  * `--grace`, for every command that sweeps orphans or sends (serve, resolve, reprocess): at least MIN_GRACE_MS, since
- * half of it is the window in which a claim must commit and its call start (src/relay/sendWindow.ts). Every process on
+ * half of it is the window in which a claim must commit and its call start (src/settle/sendWindow.ts). Every process on
  * one ledger should be given the same value.
  */
 export const graceFlag = (what: string) =>

@@ -9,7 +9,7 @@ import { startProgress } from './progress.js';
 export interface PurgeCliOptions { db: string; retention: number; tombstoneRetention: number; dryRun?: boolean; json?: boolean }
 
 export async function runPurge(o: PurgeCliOptions): Promise<Exit> {
-  const { purgeDone, SHORT_RETENTION_MS } = await import('../commands/purge.js');
+  const { purgeDone, SHORT_RETENTION_MS } = await import('../settle/purge.js');
   if (o.retention < SHORT_RETENTION_MS) {
     err(`guidgate purge: warning: retention ${formatDuration(o.retention)} is under a day; channels may still resend within it, and a resend after the purge gets E905 instead of the answer`);
   }

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, flag, graceFlag, intArg, jsonFlag, limitFlag, timeLimitArg } from './options.js';
 import { err, setExit, toJson, type Exit } from './output.js';
-import { sendWindowMs } from '../relay/sendWindow.js';
+import { sendWindowMs } from '../settle/sendWindow.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
 export interface ReprocessCliOptions extends RowCliOptions { maxAttempts: number; minAge: number; grace: number }
@@ -13,7 +13,7 @@ const stderrSendLog = {
 };
 
 export async function runReprocess(o: ReprocessCliOptions): Promise<Exit> {
-  const { reprocessExitCode, reprocessFailed } = await import('../commands/reprocess.js');
+  const { reprocessExitCode, reprocessFailed } = await import('../settle/reprocess.js');
   return runRowCommand(o, {
     name: 'reprocess',
     claimDeadlineMs: sendWindowMs(o.grace),

@@ -7,7 +7,7 @@ import { runRowCommand, type RowCliOptions } from './rowRun.js';
 export interface ResolveCliOptions extends RowCliOptions { minAge: number; grace: number }
 
 export async function runResolve(o: ResolveCliOptions): Promise<Exit> {
-  const { resolveExitCode, resolveUnknown } = await import('../commands/resolve.js');
+  const { resolveExitCode, resolveUnknown } = await import('../settle/resolve.js');
   return runRowCommand(o, {
     name: 'resolve',
     failures: ['unreachable', 'still-unknown', 'ledger-error'],

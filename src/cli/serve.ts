@@ -4,7 +4,7 @@ import { keepRunningWhenStdoutCloses } from './output.js';
 import { DEFAULT_MAX_CONNECTIONS_PER_ADDRESS } from '../relay/connections.js';
 import { addSecurityOptions, securityOptionsOrExit, type SecurityFlags } from './serveSecurity.js';
 import { durationOrOffArg, minAgeFlag, choiceArg, dbFlag, flag, graceFlag, intArg, LOG_LEVELS, timeLimitArg, urlArg } from './options.js';
-import { MIN_GRACE_MS } from '../relay/sendWindow.js';
+import { MIN_GRACE_MS } from '../settle/sendWindow.js';
 
 export function registerServe(program: Command): void {
   addSecurityOptions(program.command('serve'))
@@ -33,7 +33,7 @@ export function registerServe(program: Command): void {
       const stopped = stopSignal();
       keepRunningWhenStdoutCloses();
       // Loaded when used, so that the operator commands start without fastify.
-      const { serve } = await import('../commands/serve.js');
+      const { serve } = await import('../wiring/serve.js');
       const relay = await serve({
         port: o.port, host: o.host, db: o.db, accountUrl: o.accountUrl, timeoutMs: o.timeout, graceMs: o.grace,
         maxAttempts: o.maxAttempts, synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, bodyTimeoutMs: o.bodyTimeout,

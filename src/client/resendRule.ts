@@ -1,5 +1,5 @@
 import { isDefiniteCode } from '../events/codecs.js';
-import type { ReplyCode } from '../relay/codes.js';
+import type { ReplyCode } from '../contract/codes.js';
 
 /**
  * What a channel does with one reply to `POST /v1/transfers` (CONTRACT.md §2). The one table the client

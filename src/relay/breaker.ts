@@ -1,5 +1,5 @@
-import type { CallOutcome } from './accountClient.js';
-import type { Metrics } from './metrics.js';
+import type { CallOutcome } from '../account/accountClient.js';
+import type { Metrics } from '../telemetry/metrics.js';
 
 export interface BreakerOptions {
   /** Calls in a row that ended FAILED or UNKNOWN before the breaker opens; 0 turns it off. */

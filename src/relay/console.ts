@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { packageRoot } from '../packageRoot.js';
+import { packageRoot } from '../shared/packageRoot.js';
 import { codeReply, type Reply } from './replies.js';
 
 /**

@@ -4,14 +4,14 @@ import { decide, DEFAULT_MIN_AGE_MS, type Command } from '../events/decide.js';
 import type { StoreError } from '../events/errors.js';
 import type { EventLog, LedgerClock, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
-import type { AccountClient, CallOutcome } from './accountClient.js';
+import type { AccountClient, CallOutcome } from '../account/accountClient.js';
 import type { Breaker, CallPermit } from './breaker.js';
-import type { Metrics } from './metrics.js';
-import { recordOutcome, type Recorded } from './recordOutcome.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { recordOutcome, type Recorded } from '../settle/recordOutcome.js';
 import { codeReply, definiteReply, ledgerUnavailableReply, replyForRefusal, replyForState, type Reply } from './replies.js';
-import { resendAfterInquiry } from './resendAfterInquiry.js';
-import { DEFAULT_GRACE_MS, monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from './sendWindow.js';
-import { decodeTransferRequest, type TransferRequest } from './transferRequest.js';
+import { resendAfterInquiry } from '../settle/resendAfterInquiry.js';
+import { DEFAULT_GRACE_MS, monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from '../settle/sendWindow.js';
+import { decodeTransferRequest, type TransferRequest } from '../contract/transferRequest.js';
 
 /** Where a send's alarms go (a pino logger fits): a send withheld, an answer the row had moved past. */
 export interface SendLogger {

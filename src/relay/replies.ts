@@ -1,4 +1,4 @@
-import { REPLY_CODES, type ReplyCode } from './codes.js';
+import { REPLY_CODES, type ReplyCode } from '../contract/codes.js';
 import type { Refusal } from '../events/decide.js';
 import type { StoreError } from '../events/errors.js';
 import type { LedgerState } from '../events/state.js';

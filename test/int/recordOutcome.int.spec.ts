@@ -1,13 +1,13 @@
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
-import { recordOutcome } from '../../src/relay/recordOutcome.js';
-import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
+import { recordOutcome } from '../../src/settle/recordOutcome.js';
+import { sweepOrphans } from '../../src/settle/sweepOrphans.js';
 import { useTempDir } from '../support/tmp.js';
-import { createAccountClient, type AccountClient } from '../../src/relay/accountClient.js';
-import { createMetrics } from '../../src/relay/metrics.js';
+import { createAccountClient, type AccountClient } from '../../src/account/accountClient.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
 import { relayTransfer, replyForSend, sendClaimed } from '../../src/relay/relayTransfer.js';
-import { countSend } from '../../src/commands/reprocess.js';
+import { countSend } from '../../src/settle/reprocess.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft, refusingStore } from '../support/storeResult.js';

@@ -4,8 +4,8 @@ import * as E from 'fp-ts/lib/Either.js';
 import type { EventAudit } from '../events/codecs.js';
 import type { EventLog, ExecuteResult, LedgerClock, StoreResult } from '../events/store.js';
 import { ledgerTime } from '../events/storeResult.js';
-import { inquiryHttpStatus, type AccountClient } from './accountClient.js';
-import type { Metrics } from './metrics.js';
+import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
+import type { Metrics } from '../telemetry/metrics.js';
 import { monotonicNow, timedWrite, type MonotonicClock, type TimedWrite } from './sendWindow.js';
 
 export interface ResendDeps {

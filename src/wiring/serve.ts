@@ -4,15 +4,15 @@ import { checkLedger, ledgerWarning, openStore, processActor } from '../store/op
 import type { Synchronous } from '../store/openStore.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
-import { createAccountClient } from '../relay/accountClient.js';
+import { createAccountClient } from '../account/accountClient.js';
 import { buildApp } from '../relay/app.js';
 import type { KeyRing } from '../relay/auth/keyRing.js';
 import { createBreaker } from '../relay/breaker.js';
-import { createMetrics } from '../relay/metrics.js';
-import { sendWindowMs } from '../relay/sendWindow.js';
-import { sweepOrphans } from '../relay/sweepOrphans.js';
+import { createMetrics } from '../telemetry/metrics.js';
+import { sendWindowMs } from '../settle/sendWindow.js';
+import { sweepOrphans } from '../settle/sweepOrphans.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
-import { startSettler } from './settler.js';
+import { startSettler } from '../settle/settler.js';
 
 export interface ServeOptions {
   readonly port: number;

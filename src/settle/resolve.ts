@@ -3,9 +3,9 @@ import { decide, type Command } from '../events/decide.js';
 import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import { ledgerTime } from '../events/storeResult.js';
-import { inquiryHttpStatus, type AccountClient } from '../relay/accountClient.js';
-import type { Metrics } from '../relay/metrics.js';
-import { sweepOrphans } from '../relay/sweepOrphans.js';
+import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { sweepOrphans } from './sweepOrphans.js';
 import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, type LedgerFailures, type RowFilter } from './rows.js';
 
 export interface ResolveSummary extends LedgerFailures {

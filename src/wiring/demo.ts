@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { openStore, processActor } from '../store/openStore.js';
-import { createAccountClient } from '../relay/accountClient.js';
+import { createAccountClient } from '../account/accountClient.js';
 import { startNaive } from '../relay/naive.js';
 import { startSimulator, type Faults, type Simulator } from '../simulator/index.js';
 import { serve } from './serve.js';
-import { resolveUnknown } from './resolve.js';
-import { reprocessFailed } from './reprocess.js';
+import { resolveUnknown } from '../settle/resolve.js';
+import { reprocessFailed } from '../settle/reprocess.js';
 import { orThrow } from '../events/storeResult.js';
 
 export interface DemoOptions {

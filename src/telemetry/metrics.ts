@@ -2,8 +2,10 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
 import type { LedgerReadModel } from '../events/store.js';
 import { orThrow } from '../events/storeResult.js';
-import type { ConnectionClosedReason } from './connections.js';
 import { createReplyWindow, type RecentReplies } from './replyWindow.js';
+
+/** Why the relay closed a connection to keep its connection limits (the label of guidgate_connections_closed_total). */
+export type ConnectionClosedReason = 'max-connections' | 'max-connections-per-address' | 'idle-for-new';
 
 export type InquiryMetricOutcome = 'processed' | 'absent' | 'unknown' | 'unreachable';
 

@@ -1,11 +1,11 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventLog, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
-import type { AccountClient } from '../relay/accountClient.js';
-import { createMetrics, type Metrics } from '../relay/metrics.js';
+import type { AccountClient } from '../account/accountClient.js';
+import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { relayAudit, sendClaimed, type SendLogger, type SendResult } from '../relay/relayTransfer.js';
-import { resendAfterInquiry } from '../relay/resendAfterInquiry.js';
-import { DEFAULT_GRACE_MS, sendWindowMs, type MonotonicClock } from '../relay/sendWindow.js';
+import { resendAfterInquiry } from './resendAfterInquiry.js';
+import { DEFAULT_GRACE_MS, sendWindowMs, type MonotonicClock } from './sendWindow.js';
 import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, type LedgerFailures, type RowFilter } from './rows.js';
 
 export interface ReprocessSummary extends LedgerFailures {

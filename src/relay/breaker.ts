@@ -1,4 +1,4 @@
-import type { CallOutcome } from '../account/accountClient.js';
+import type { CallPermit } from '../settle/sendClaimed.js';
 import type { Metrics } from '../telemetry/metrics.js';
 
 export interface BreakerOptions {
@@ -7,11 +7,6 @@ export interface BreakerOptions {
   readonly cooldownMs: number;
   readonly clock: () => number;
   readonly metrics?: Pick<Metrics, 'breaker' | 'breakerTripped'> | undefined;
-}
-
-/** Leave to make one POST /transfer; `done` says how it ended (null: no call was made after all). */
-export interface CallPermit {
-  done(outcome: CallOutcome['kind'] | null): void;
 }
 
 /** What the operator API shows of the breaker (`GET /v1/stats`). */

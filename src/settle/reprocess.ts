@@ -3,7 +3,7 @@ import type { EventLog, LedgerClock, LedgerReadModel, RowLeases } from '../event
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../account/accountClient.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
-import { relayAudit, sendClaimed, type SendLogger, type SendResult } from '../relay/relayTransfer.js';
+import { sendAudit, sendClaimed, type SendLogger, type SendResult } from './sendClaimed.js';
 import { resendAfterInquiry } from './resendAfterInquiry.js';
 import { DEFAULT_GRACE_MS, sendWindowMs, type MonotonicClock } from './sendWindow.js';
 import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, type LedgerFailures, type RowFilter } from './rows.js';
@@ -113,7 +113,7 @@ export function countSend(r: SendResult): { outcome: Exclude<ReprocessRowOutcome
  * `guidgate reprocess`: sends FAILED rows again (same GUID, the stored original bytes) while attempts < max.
  * Each row is first moved FAILED → SENT by `Send` (compare-and-set in the write transaction, so a channel resend
  * or another reprocess racing for the same GUID wins at most once between them), then sent and recorded by
- * the relay's own `sendClaimed`: one code path for every send. Rows in any other state are never touched.
+ * `sendClaimed`, as the relay's sends are: one code path for every send. Rows in any other state are never touched.
  */
 export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOptions): Promise<ReprocessSummary> {
   const { store, account } = deps;
@@ -122,7 +122,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, withheld: 0, ledgerErrors: 0, dryRun };
   const windowMs = sendWindowMs(opts.graceMs ?? DEFAULT_GRACE_MS);
   const filter: RowFilter = { statuses: ['FAILED'], attemptsBelow: opts.maxAttempts, ...(opts.guid === undefined ? {} : { guid: opts.guid }) };
-  const audit = relayAudit(opts, opts.key);
+  const audit = sendAudit(opts, opts.key);
 
   const counted = await countRows(store, filter, opts.limit);
   if (E.isLeft(counted)) {

@@ -60,7 +60,7 @@ export function runRowCommand<S extends { readonly dryRun: boolean } & LedgerFai
   const name = command.name;
   return withLedger(name, o.db, (store) =>
     withAccount(o.accountUrl, o.timeout, o.concurrency, async (account) => {
-      const { ledgerView } = await import('../settle/ledger.js');
+      const { ledgerView } = await import('../events/policy.js');
       const progress = startProgress(name);
       const stop = interruptible(name);
       const listed: LedgerState[] = [];

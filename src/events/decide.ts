@@ -23,6 +23,11 @@ export function oldEnoughToAsk(state: LedgerState, at: number, minAgeMs: number)
   return at - (state.sentAt ?? state.updatedAt) >= minAgeMs;
 }
 
+/** Whether a row has been sent `maxAttempts` times (refused connections count): no further send (CONTRACT.md §4). */
+export function attemptsUsedUp(state: Pick<LedgerState, 'attempts'>, maxAttempts: number): boolean {
+  return state.attempts >= maxAttempts;
+}
+
 interface ResendRules {
   readonly timeoutMs: number;
   readonly maxAttempts: number;
@@ -122,7 +127,7 @@ function sendAgain(state: LedgerState, rules: ResendRules, now: number): E.Eithe
     if (!oldEnoughToAsk(state, inquiry.at, rules.minAgeMs ?? DEFAULT_MIN_AGE_MS)) return refuse('too-young', state);
     if (inquiry.answer.kind !== 'absent') return refuse('inquiry-unclear', state);
   }
-  if (state.attempts >= rules.maxAttempts) return refuse('attempt-cap', state);
+  if (attemptsUsedUp(state, rules.maxAttempts)) return refuse('attempt-cap', state);
   return E.right([{ type: 'Sent', at: now, data: { attempt: state.attempts + 1, timeoutMs: rules.timeoutMs } }]);
 }
 

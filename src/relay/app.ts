@@ -22,7 +22,7 @@ import { DEFAULT_GRACE_MS, type MonotonicClock } from '../settle/sendWindow.js';
 import { maskAccount } from '../shared/maskAccount.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
-import { transferView } from './rowViews.js';
+import { transferView } from '../events/policy.js';
 import { GUID_PATTERN, isJsonMediaType } from '../contract/transferRequest.js';
 
 export const BODY_LIMIT = 64 * 1024;

@@ -1,6 +1,8 @@
 import type { Status } from '../events/codecs.js';
-import type { LedgerReadModel } from '../events/store.js';
+import { ledgerTime } from '../events/policy.js';
+import type { LedgerClock, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
+import { orThrow } from '../events/storeResult.js';
 import { pagedRows, type RowFilter } from './rows.js';
 
 export interface LedgerListOptions {
@@ -10,23 +12,19 @@ export interface LedgerListOptions {
   readonly limit?: number | undefined;
   /** Only rows after this GUID (the operator API's page cursor). */
   readonly afterGuid?: string | undefined;
-  readonly clock?: () => number;
+  /** What `olderThanMs` is judged by; default the ledger's clock (`store.now()`). */
+  readonly clock?: (() => number) | undefined;
 }
 
-/** The row as `guidgate ledger` shows it: never the raw request (it holds account numbers). */
-export type LedgerView = Omit<LedgerState, 'request'>;
-
-export function ledgerView(row: LedgerState): LedgerView {
-  const { request: _request, ...view } = row;
-  return view;
-}
-
-/** `guidgate ledger`: the matching rows in GUID order, read a page at a time. */
-export function listLedger(store: LedgerReadModel, opts: LedgerListOptions = {}): AsyncGenerator<LedgerState> {
-  const clock = opts.clock ?? Date.now;
+/**
+ * `guidgate ledger`, the operator API's `GET /v1/ledger`: the matching rows in GUID order, read a page at a time.
+ * A failing read (the ledger's clock, a page) is thrown, as `pagedRows` throws it.
+ */
+export async function* listLedger(store: LedgerReadModel & LedgerClock, opts: LedgerListOptions = {}): AsyncGenerator<LedgerState> {
+  const updatedBefore = opts.olderThanMs === undefined ? undefined : (await orThrow(ledgerTime(store, opts.clock))) - opts.olderThanMs;
   const filter: RowFilter = {
     ...(opts.statuses === undefined ? {} : { statuses: opts.statuses }),
-    ...(opts.olderThanMs === undefined ? {} : { updatedBefore: clock() - opts.olderThanMs }),
+    ...(updatedBefore === undefined ? {} : { updatedBefore }),
   };
-  return pagedRows(store, filter, { limit: opts.limit, afterGuid: opts.afterGuid });
+  yield* pagedRows(store, filter, { limit: opts.limit, afterGuid: opts.afterGuid });
 }

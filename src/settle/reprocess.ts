@@ -1,12 +1,13 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventLog, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
+import { isHeld, resendableRows } from '../events/policy.js';
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../account/accountClient.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { sendAudit, sendClaimed, type SendLogger, type SendResult } from './sendClaimed.js';
 import { resendAfterInquiry } from './resendAfterInquiry.js';
 import { DEFAULT_GRACE_MS, sendWindowMs, type MonotonicClock } from './sendWindow.js';
-import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, type LedgerFailures, type RowFilter } from './rows.js';
+import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, unmetCondition, type LedgerFailures, type RowFilter } from './rows.js';
 
 export interface ReprocessSummary extends LedgerFailures {
   /** FAILED rows under the attempt cap (at most `limit`). */
@@ -109,6 +110,23 @@ export function countSend(r: SendResult): { outcome: Exclude<ReprocessRowOutcome
   }
 }
 
+/** The rows a reprocess run sends again: FAILED under the attempt cap (`resendableRows`: every FAILED row that is no dead letter). */
+export function reprocessSelection(opts: Pick<ReprocessOptions, 'maxAttempts' | 'guid'>): RowFilter {
+  return { ...resendableRows(opts.maxAttempts), ...(opts.guid === undefined ? {} : { guid: opts.guid }) };
+}
+
+/** Why reprocess's selection leaves `row` out, in words (the operator API's E409); null when it would take it. */
+export function whyReprocessLeavesOut(row: LedgerState, maxAttempts: number): string | null {
+  switch (unmetCondition(reprocessSelection({ maxAttempts }), row)) {
+    case 'statuses':
+      return `reprocess sends FAILED rows again; this one is ${row.status}`;
+    case 'attemptsBelow':
+      return `the attempt cap (${maxAttempts}) is used up: a person decides (dead letter)`;
+    default:
+      return null;
+  }
+}
+
 /**
  * `guidgate reprocess`: sends FAILED rows again (same GUID, the stored original bytes) while attempts < max.
  * Each row is first moved FAILED → SENT by `Send` (compare-and-set in the write transaction, so a channel resend
@@ -121,7 +139,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   const metrics = deps.metrics ?? createMetrics(store, Date.now);
   const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, withheld: 0, ledgerErrors: 0, dryRun };
   const windowMs = sendWindowMs(opts.graceMs ?? DEFAULT_GRACE_MS);
-  const filter: RowFilter = { statuses: ['FAILED'], attemptsBelow: opts.maxAttempts, ...(opts.guid === undefined ? {} : { guid: opts.guid }) };
+  const filter = reprocessSelection(opts);
   const audit = sendAudit(opts, opts.key);
 
   const counted = await countRows(store, filter, opts.limit);
@@ -151,7 +169,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
     const result = executed.right;
     if (result.kind === 'refused') {
       const { reason } = result.refusal;
-      if (reason === 'too-young' || reason === 'inquiry-unclear' || reason === 'needs-inquiry') {
+      if (isHeld(reason)) {
         summary.held++;
         return progressed(row, 'held', reason);
       }

@@ -3,7 +3,7 @@ import { mayHaveArrived, type LedgerState } from '../events/state.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventAudit } from '../events/codecs.js';
 import type { EventLog, ExecuteResult, LedgerClock, StoreResult } from '../events/store.js';
-import { ledgerTime } from '../events/storeResult.js';
+import { ledgerTime } from '../events/policy.js';
 import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { monotonicNow, timedWrite, type MonotonicClock, type TimedWrite } from './sendWindow.js';

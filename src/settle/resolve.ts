@@ -2,11 +2,11 @@ import * as E from 'fp-ts/lib/Either.js';
 import { decide, type Command } from '../events/decide.js';
 import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
-import { ledgerTime } from '../events/storeResult.js';
+import { ledgerTime } from '../events/policy.js';
 import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { sweepOrphans } from './sweepOrphans.js';
-import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, type LedgerFailures, type RowFilter } from './rows.js';
+import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, unmetCondition, type LedgerFailures, type RowFilter } from './rows.js';
 
 export interface ResolveSummary extends LedgerFailures {
   /** What the orphan sweep before the inquiries did (in a dry run: what it would do). */
@@ -80,6 +80,31 @@ export function resolveExitCode(s: ResolveSummary): 0 | 1 {
 }
 
 /**
+ * The rows a resolve run at `now` asks about: UNKNOWN, their last Sent at least `minAgeMs` old (the account system
+ * may still be processing younger ones), and with `onlyDue` only those whose next inquiry is due.
+ */
+export function resolveSelection(now: number, opts: Pick<ResolveOptions, 'minAgeMs' | 'onlyDue' | 'guid'>): RowFilter {
+  return {
+    statuses: ['UNKNOWN'],
+    sentAtOrBefore: now - opts.minAgeMs,
+    ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}),
+    ...(opts.guid === undefined ? {} : { guid: opts.guid }),
+  };
+}
+
+/** Why resolve's selection at `now` leaves `row` out, in words (the operator API's E409); null when it would take it. */
+export function whyResolveLeavesOut(row: LedgerState, now: number, minAgeMs: number): string | null {
+  switch (unmetCondition(resolveSelection(now, { minAgeMs }), row)) {
+    case 'statuses':
+      return `resolve settles UNKNOWN rows; this one is ${row.status}`;
+    case 'sentAtOrBefore':
+      return `its last Sent is younger than minAge (${minAgeMs} ms): the account system may still be processing it`;
+    default:
+      return null;
+  }
+}
+
+/**
  * `guidgate resolve`: settles UNKNOWN rows by asking the account system (CONTRACT.md §3, §5).
  *
  * First the orphan sweep (a dead relay's SENT rows become UNKNOWN, its RECEIVED rows FAILED). Then every
@@ -113,12 +138,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     return summary;
   }
   const now = started.right;
-  const filter: RowFilter = {
-    statuses: ['UNKNOWN'],
-    sentAtOrBefore: now - opts.minAgeMs,
-    ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}),
-    ...(opts.guid === undefined ? {} : { guid: opts.guid }),
-  };
+  const filter = resolveSelection(now, opts);
   const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun, guid: opts.guid, key: opts.key });
   if (E.isLeft(swept)) {
     ledgerFailed(summary, swept.left);

@@ -5,11 +5,6 @@ import type { LedgerQuery, LedgerReadModel, RowLeases, StoreResult } from '../ev
 import { orThrow } from '../events/storeResult.js';
 import type { LedgerState } from '../events/state.js';
 
-/**
- * Rows per ledger read: small enough never to hold 100k rows at once, big enough that the reads stay cheap.
- * (With the v1 indexes a filtered page sorts every matching row by GUID, ~45 ms at 100k matches, so fewer,
- * bigger pages are what keeps a long run from spending its time re-reading.)
- */
 /** What a row command's summary keeps of its ledger failures: how many, and the first one's code and cause. */
 export interface LedgerFailures {
   /** Ledger reads or writes that failed; the run stops starting new rows after the first. */
@@ -27,9 +22,31 @@ export function ledgerFailed(summary: LedgerFailures, err: unknown): string {
   return cause;
 }
 
+/**
+ * Rows per ledger read: small enough never to hold 100k rows at once, big enough that a long run makes few reads.
+ * The unsettled rows (the sweep, resolve, reprocess) come in GUID order from their partial index
+ * (src/store/unsettledIndex.ts); purge's DONE rows have no index in GUID order, so a page of them may sort every
+ * matching row, and fewer, bigger pages keep a long run from spending its time re-reading.
+ */
 export const PAGE_SIZE = 2000;
 
+/** Which rows a run works on: a ledger query without its paging. */
 export type RowFilter = Omit<LedgerQuery, 'afterGuid' | 'limit'>;
+
+/**
+ * The first condition of `filter` that `row` fails, judged as the store's query judges it, or null when the row
+ * matches: why a run's selection left a row out (the operator API's E409). `inquiryDueBy` needs the inquiry
+ * schedule beside the log and is not judged here.
+ */
+export function unmetCondition(filter: RowFilter, row: LedgerState): Exclude<keyof RowFilter, 'inquiryDueBy'> | null {
+  if (filter.guid !== undefined && row.guid !== filter.guid) return 'guid';
+  if (filter.statuses !== undefined && !filter.statuses.includes(row.status)) return 'statuses';
+  if (filter.updatedBefore !== undefined && !(row.updatedAt < filter.updatedBefore)) return 'updatedBefore';
+  if (filter.sentAtOrBefore !== undefined && !(row.sentAt !== null && row.sentAt <= filter.sentAtOrBefore)) return 'sentAtOrBefore';
+  if (filter.attemptsBelow !== undefined && !(row.attempts < filter.attemptsBelow)) return 'attemptsBelow';
+  if (filter.attemptsAtLeast !== undefined && !(row.attempts >= filter.attemptsAtLeast)) return 'attemptsAtLeast';
+  return null;
+}
 
 /**
  * The ledger rows matching `filter`, in GUID order, read a page at a time (keyset paging on the GUID).

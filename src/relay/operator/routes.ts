@@ -3,11 +3,11 @@ import * as E from 'fp-ts/lib/Either.js';
 import { parseStatuses, STATUSES } from '../../events/codecs.js';
 import type { LedgerState } from '../../events/state.js';
 import type { StoreError } from '../../events/errors.js';
-import type { EventStore } from '../../events/store.js';
-import { toStoreError } from '../../events/storeResult.js';
+import type { EventStore, LedgerClock } from '../../events/store.js';
+import { toStoreError, type StoreResult } from '../../events/storeResult.js';
 import { listLedger } from '../../settle/ledger.js';
-import { reprocessFailed } from '../../settle/reprocess.js';
-import { resolveUnknown } from '../../settle/resolve.js';
+import { reprocessFailed, whyReprocessLeavesOut } from '../../settle/reprocess.js';
+import { resolveUnknown, whyResolveLeavesOut } from '../../settle/resolve.js';
 import { topLevelMembers } from '../../json/topLevelMembers.js';
 import { formatDuration, parseDuration } from '../../shared/duration.js';
 import type { AccountClient } from '../../account/accountClient.js';
@@ -20,8 +20,9 @@ import { GUID_PATTERN } from '../../contract/transferRequest.js';
 import type { RouteDoc } from '../openapi.js';
 import * as S from './schemas.js';
 import { readTimeline } from '../../settle/history.js';
+import { oldestRowOf, readLedgerCounts } from '../../settle/stats.js';
 import { timelineView } from './timeline.js';
-import { operatorRow } from '../rowViews.js';
+import { operatorRow } from '../../events/policy.js';
 
 export interface OperatorDeps {
   readonly store: EventStore;
@@ -160,26 +161,18 @@ export function operatorRoutes(deps: OperatorDeps) {
         } satisfies RouteDoc,
       },
     }, async (req, reply) => {
-      const counted = await store.countByStatus();
+      const counted = await readLedgerCounts(store, { maxAttempts: deps.maxAttempts });
       if (E.isLeft(counted)) return unavailable(req, reply, counted.left);
-      const byStatus = counted.right;
-      const oldest = async (status: 'UNKNOWN' | 'FAILED'): Promise<E.Either<StoreError, ReturnType<typeof operatorRow> | null>> => {
-        const at = byStatus[status].oldestUpdatedAt;
-        if (at === null) return E.right(null);
-        // The row whose last change is that oldest time (the first such GUID); null if it moved meanwhile.
-        const rows = await store.queryLedger({ statuses: [status], updatedBefore: at + 1, limit: 1 });
-        return E.map((found: LedgerState[]) => (found[0] === undefined ? null : operatorRow(found[0])))(rows);
-      };
-      const oldestUnknown = await oldest('UNKNOWN');
+      const counts = counted.right;
+      const oldestUnknown = await oldestRowOf(store, counts, 'UNKNOWN');
       if (E.isLeft(oldestUnknown)) return unavailable(req, reply, oldestUnknown.left);
-      const oldestFailed = await oldest('FAILED');
+      const oldestFailed = await oldestRowOf(store, counts, 'FAILED');
       if (E.isLeft(oldestFailed)) return unavailable(req, reply, oldestFailed.left);
-      const deadLetters = await store.countLedger({ statuses: ['FAILED'], attemptsAtLeast: deps.maxAttempts });
-      if (E.isLeft(deadLetters)) return unavailable(req, reply, deadLetters.left);
+      const shown = (row: LedgerState | null) => (row === null ? null : operatorRow(row));
       return json(reply, 200, {
-        statuses: byStatus,
-        oldest: { UNKNOWN: oldestUnknown.right, FAILED: oldestFailed.right },
-        deadLetters: { maxAttempts: deps.maxAttempts, count: deadLetters.right },
+        statuses: counts.byStatus,
+        oldest: { UNKNOWN: shown(oldestUnknown.right), FAILED: shown(oldestFailed.right) },
+        deadLetters: counts.deadLetters,
         breaker: deps.breaker?.view() ?? { state: 'off' },
         replies: deps.metrics.recentReplies(),
       });
@@ -228,8 +221,9 @@ export function operatorRoutes(deps: OperatorDeps) {
         // Not leased and not moved since the command read it: another run (the settler, another process) holds it.
         const heldElsewhere = ran.outcome === 'not-leased' && after.lastSeq === ran.row?.lastSeq;
         if (ran.outcome === undefined || ran.outcome === 'not-leased') {
-          const message = heldElsewhere ? HELD_ELSEWHERE : whyNotEligible(name, after, minAgeMs, deps.maxAttempts);
-          return send(reply, codeReply('E409', guid, { message, status: after.status, before: operatorRow(before), after: operatorRow(after) }));
+          const why = heldElsewhere ? E.right(HELD_ELSEWHERE) : await whyNotTaken(store, name, after, minAgeMs, deps.maxAttempts);
+          if (E.isLeft(why)) return unavailable(req, reply, why.left, guid);
+          return send(reply, codeReply('E409', guid, { message: why.right, status: after.status, before: operatorRow(before), after: operatorRow(after) }));
         }
         return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
       });
@@ -260,12 +254,9 @@ export function operatorRoutes(deps: OperatorDeps) {
 /** The message of an E409 for a row another run has leased (it is inquiring about or sending it right now). */
 const HELD_ELSEWHERE = 'held by another run (the background settler or another process); try again shortly';
 
-/** The message of an E409: which rule of the command left the row out. */
-function whyNotEligible(name: 'resolve' | 'reprocess', row: LedgerState, minAgeMs: number, maxAttempts: number): string {
-  if (name === 'resolve') {
-    if (row.status !== 'UNKNOWN') return `resolve settles UNKNOWN rows; this one is ${row.status}`;
-    return `its last Sent is younger than minAge (${minAgeMs} ms): the account system may still be processing it`;
-  }
-  if (row.status !== 'FAILED') return `reprocess sends FAILED rows again; this one is ${row.status}`;
-  return `the attempt cap (${maxAttempts}) is used up: a person decides (dead letter)`;
+/** The message of an E409: which condition of the command's own selection leaves the row out (resolve's age by the ledger's clock). */
+async function whyNotTaken(store: LedgerClock, name: 'resolve' | 'reprocess', row: LedgerState, minAgeMs: number, maxAttempts: number): StoreResult<string> {
+  const movedMeanwhile = `${name} did not take it: the row changed while the action ran; try again`;
+  if (name === 'reprocess') return E.right(whyReprocessLeavesOut(row, maxAttempts) ?? movedMeanwhile);
+  return E.map((now: number) => whyResolveLeavesOut(row, now, minAgeMs) ?? movedMeanwhile)(await store.now());
 }

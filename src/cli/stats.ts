@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { orThrow } from '../events/storeResult.js';
-import { dbFlag, flag, intArg, jsonFlag } from './options.js';
+import { dbFlag, jsonFlag, maxAttemptsFlag } from './options.js';
 import { age, iso, out, printJson, setExit, type Exit } from './output.js';
 import { withLedger } from './withLedger.js';
 
@@ -28,7 +28,7 @@ export function registerStats(program: Command): void {
   program
     .command('stats')
     .description('rows per status, the oldest UNKNOWN and FAILED rows, and FAILED rows at the attempt cap')
-    .addOption(flag('--max-attempts <n>', 'the attempt cap the relay and reprocess use').argParser(intArg(1)).default(5))
+    .addOption(maxAttemptsFlag('the attempt cap the relay and reprocess use'))
     .addOption(dbFlag())
     .addOption(jsonFlag())
     .action(async (o: { maxAttempts: number; db: string; json?: boolean }) => {

@@ -3,7 +3,6 @@ import type { ServerOptions as HttpsServerOptions } from 'node:https';
 import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
-import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
 import { isStoreError } from '../events/errors.js';
 import type { EventStore } from '../events/store.js';
 import type { AccountClient } from '../account/accountClient.js';
@@ -11,14 +10,15 @@ import { registerAuth, requestKey } from './auth/authHook.js';
 import type { Key } from './auth/keysFile.js';
 import type { Breaker } from './breaker.js';
 import { REPLY_CODES } from '../contract/codes.js';
-import { DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, guardConnections, OTHER_KEEP_ALIVE_MS } from './connections.js';
+import { guardConnections, OTHER_KEEP_ALIVE_MS } from './connections.js';
 import { defaultConsoleDir, registerConsole } from './console.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { registerOpenApi, type RouteDoc } from './openapi.js';
 import { operatorRoutes } from './operator/routes.js';
 import * as S from './operator/schemas.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
-import { DEFAULT_GRACE_MS, type MonotonicClock } from '../settle/sendWindow.js';
+import type { MonotonicClock } from '../settle/sendWindow.js';
+import { DEFAULTS } from '../shared/defaults.js';
 import { maskAccount } from '../shared/maskAccount.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
@@ -26,8 +26,6 @@ import { transferView } from '../events/policy.js';
 import { GUID_PATTERN, isJsonMediaType } from '../contract/transferRequest.js';
 
 export const BODY_LIMIT = 64 * 1024;
-export const DEFAULT_BODY_TIMEOUT_MS = 10_000;
-export const DEFAULT_MAX_CONNECTIONS = 1024;
 /** A GUID is at most 128 characters; percent-encoded, each may take three. Longer is 414. */
 const MAX_PARAM_LENGTH = 3 * 128;
 
@@ -103,7 +101,7 @@ function clientErrorStatus(code: string | undefined): number {
 
 /** The relay's HTTP surface, separate from the process that listens (tests use it with real sockets too). */
 export function buildApp(deps: AppDeps): FastifyInstance {
-  const bodyTimeoutMs = deps.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+  const bodyTimeoutMs = deps.bodyTimeoutMs ?? DEFAULTS.bodyTimeoutMs;
   const readiness = deps.readiness ?? storeReadiness(deps.store);
   // The HTTPS server has the same request API; fastify's types only tell them apart by a type parameter.
   const serverTimeouts = {
@@ -146,8 +144,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     },
   });
   const connections = guardConnections(app.server, {
-    maxConnections: deps.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
-    maxPerAddress: deps.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+    maxConnections: deps.maxConnections ?? DEFAULTS.maxConnections,
+    maxPerAddress: deps.maxConnectionsPerAddress ?? DEFAULTS.maxConnectionsPerAddress,
     onClosed: (reason) => deps.metrics.connectionClosed(reason),
   });
 
@@ -254,8 +252,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     breaker: deps.breaker,
     timeoutMs: deps.timeoutMs,
     maxAttempts: deps.maxAttempts,
-    minAgeMs: deps.minAgeMs ?? DEFAULT_MIN_AGE_MS,
-    graceMs: deps.graceMs ?? DEFAULT_GRACE_MS,
+    minAgeMs: deps.minAgeMs ?? DEFAULTS.minAgeMs,
+    graceMs: deps.graceMs ?? DEFAULTS.graceMs,
     monotonicNow: deps.monotonicNow,
     send,
   }));

@@ -13,7 +13,6 @@ export const CHANNEL_KEEP_ALIVE_MS = 72_000;
  * refused E401/E403): short, since anyone who can reach the port can open one. Enough for a few requests in a row.
  */
 export const OTHER_KEEP_ALIVE_MS = 5_000;
-export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256;
 
 export interface ConnectionLimits {
   /** Connections held at most. */

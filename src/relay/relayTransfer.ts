@@ -9,7 +9,8 @@ import type { Metrics } from '../telemetry/metrics.js';
 import { codeReply, definiteReply, ledgerUnavailableReply, replyForRefusal, replyForState, type Reply } from './replies.js';
 import { resendAfterInquiry } from '../settle/resendAfterInquiry.js';
 import { sendAudit, sendClaimed, type SendLogger, type SendResult } from '../settle/sendClaimed.js';
-import { DEFAULT_GRACE_MS, monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from '../settle/sendWindow.js';
+import { monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from '../settle/sendWindow.js';
+import { DEFAULTS } from '../shared/defaults.js';
 import { decodeTransferRequest, type TransferRequest } from '../contract/transferRequest.js';
 
 export interface RelayDeps {
@@ -20,7 +21,7 @@ export interface RelayDeps {
   readonly maxAttempts: number;
   /** A resend of a row that may have arrived needs its last Sent this old and a fresh inquiry (CONTRACT.md §7). */
   readonly minAgeMs?: number | undefined;
-  /** The orphan sweep's grace (`--grace`): the send window is half of it (sendWindow.ts). Default DEFAULT_GRACE_MS. */
+  /** The orphan sweep's grace (`--grace`): the send window is half of it (sendWindow.ts). Default: `--grace`'s. */
   readonly graceMs?: number | undefined;
   /** Stops calls while the account system keeps failing (CONTRACT.md §7); none: always call. */
   readonly breaker?: Breaker | undefined;
@@ -118,7 +119,7 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     permit?.done(null);
     return { reply: replyForState(claimed), request, ...knownAs(claimed, request) };
   }
-  const sent = await sendClaimed({ ...deps, sendWindowMs: sendWindowMs(deps.graceMs ?? DEFAULT_GRACE_MS) }, { state: claimed, startedAt }, permit ?? undefined, audit);
+  const sent = await sendClaimed({ ...deps, sendWindowMs: sendWindowMs(deps.graceMs ?? DEFAULTS.graceMs) }, { state: claimed, startedAt }, permit ?? undefined, audit);
   // The call was made and its outcome is not in the ledger (E901 to the channel): the operator must hear of it,
   // with the store's error, since the account system may have applied it.
   if (sent.sent && E.isLeft(sent.recorded)) {

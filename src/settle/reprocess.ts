@@ -6,7 +6,8 @@ import type { AccountClient } from '../account/accountClient.js';
 import { createMetrics, type Metrics } from '../telemetry/metrics.js';
 import { sendAudit, sendClaimed, type SendLogger, type SendResult } from './sendClaimed.js';
 import { resendAfterInquiry } from './resendAfterInquiry.js';
-import { DEFAULT_GRACE_MS, sendWindowMs, type MonotonicClock } from './sendWindow.js';
+import { sendWindowMs, type MonotonicClock } from './sendWindow.js';
+import { DEFAULTS } from '../shared/defaults.js';
 import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, unmetCondition, type LedgerFailures, type RowFilter } from './rows.js';
 
 export interface ReprocessSummary extends LedgerFailures {
@@ -54,7 +55,7 @@ export interface ReprocessOptions {
   readonly maxAttempts: number;
   /** The call timeout recorded in each Sent (the orphan sweep waits this plus its grace). */
   readonly timeoutMs: number;
-  /** The orphan sweep's grace (as serve's --grace): a send is made only within half of it after its claim. Default DEFAULT_GRACE_MS. */
+  /** The orphan sweep's grace (as serve's --grace): a send is made only within half of it after its claim. Default: `--grace`'s. */
   readonly graceMs?: number | undefined;
   /** A row FAILED by an inquiry is sent again only when its last Sent is this old and a fresh inquiry says absent. */
   readonly minAgeMs?: number | undefined;
@@ -63,7 +64,7 @@ export interface ReprocessOptions {
   readonly guid?: string | undefined;
   /** The key that asked (the operator API), recorded in the events' actor. */
   readonly key?: string | undefined;
-  /** Sends in flight at once (default 8). */
+  /** Sends in flight at once (default: `--concurrency`'s). */
   readonly concurrency?: number | undefined;
   /** Change nothing, send nothing: report the candidates. */
   readonly dryRun?: boolean | undefined;
@@ -138,7 +139,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   const dryRun = opts.dryRun === true;
   const metrics = deps.metrics ?? createMetrics(store, Date.now);
   const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, withheld: 0, ledgerErrors: 0, dryRun };
-  const windowMs = sendWindowMs(opts.graceMs ?? DEFAULT_GRACE_MS);
+  const windowMs = sendWindowMs(opts.graceMs ?? DEFAULTS.graceMs);
   const filter = reprocessSelection(opts);
   const audit = sendAudit(opts, opts.key);
 
@@ -193,7 +194,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
 
   try {
     const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
-    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop, notLeased: (row) => progressed(row, 'not-leased') }, resend);
+    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? DEFAULTS.concurrency), stop, notLeased: (row) => progressed(row, 'not-leased') }, resend);
   } catch (err) {
     // A page of the ledger could not be read, or a lease not taken.
     ledgerFailed(summary, err);

@@ -3,6 +3,7 @@ import { decide, type Command } from '../events/decide.js';
 import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import { ledgerTime } from '../events/policy.js';
+import { DEFAULTS } from '../shared/defaults.js';
 import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { sweepOrphans } from './sweepOrphans.js';
@@ -47,7 +48,7 @@ export interface ResolveOptions {
   readonly guid?: string | undefined;
   /** The key that asked (the operator API), recorded in the events' actor. */
   readonly key?: string | undefined;
-  /** Inquiries in flight at once (default 8). */
+  /** Inquiries in flight at once (default: `--concurrency`'s). */
   readonly concurrency?: number | undefined;
   /** Sweep nothing, inquire nothing, change nothing: report the candidates (and what the sweep would do). */
   readonly dryRun?: boolean | undefined;
@@ -209,7 +210,7 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
 
   try {
     const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
-    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop, notLeased: (row) => progressed(row, 'not-leased'), holder: opts.leaseHolder, signal: opts.signal }, settle);
+    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? DEFAULTS.concurrency), stop, notLeased: (row) => progressed(row, 'not-leased'), holder: opts.leaseHolder, signal: opts.signal }, settle);
   } catch (err) {
     // A page of the ledger could not be read, or a lease not taken.
     ledgerFailed(summary, err);

@@ -1,6 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventAudit } from '../events/codecs.js';
-import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
 import type { StoreError } from '../events/errors.js';
 import type { EventLog } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
@@ -8,6 +7,7 @@ import type { AccountClient, CallOutcome } from '../account/accountClient.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { recordOutcome, type Recorded } from './recordOutcome.js';
 import { monotonicNow, type MonotonicClock } from './sendWindow.js';
+import { DEFAULTS } from '../shared/defaults.js';
 
 /** Where a send's alarms go (a pino logger fits): a send withheld, an answer the row had moved past. */
 export interface SendLogger {
@@ -36,7 +36,7 @@ export interface CallPermit {
 export function sendAudit(flags: { readonly timeoutMs: number; readonly maxAttempts: number; readonly minAgeMs?: number | undefined }, channel: string | undefined): EventAudit {
   return {
     ...(channel === undefined ? {} : { key: channel }),
-    params: { timeoutMs: flags.timeoutMs, maxAttempts: flags.maxAttempts, minAgeMs: flags.minAgeMs ?? DEFAULT_MIN_AGE_MS },
+    params: { timeoutMs: flags.timeoutMs, maxAttempts: flags.maxAttempts, minAgeMs: flags.minAgeMs ?? DEFAULTS.minAgeMs },
   };
 }
 

@@ -17,9 +17,6 @@ import type { StoreResult } from '../events/storeResult.js';
  * orphan.
  */
 
-/** `--grace` when none is given: how long past its call timeout a SENT row waits before the sweep takes it over. */
-export const DEFAULT_GRACE_MS = 5000;
-
 /**
  * The smallest `--grace` accepted. Its half, 250 ms, must hold a claim's commit under load, and its other half cover
  * a pause or clock step between the window's check and the request leaving: NTP (ntpd) steps a clock only for an

@@ -3,7 +3,6 @@ import type { FastifyInstance } from 'fastify';
 import { checkLedger, ledgerWarning, openStore, processActor } from '../store/openStore.js';
 import type { Synchronous } from '../store/openStore.js';
 import * as E from 'fp-ts/lib/Either.js';
-import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
 import { createAccountClient } from '../account/accountClient.js';
 import { buildApp } from '../relay/app.js';
 import type { KeyRing } from '../relay/auth/keyRing.js';
@@ -12,6 +11,7 @@ import { createMetrics } from '../telemetry/metrics.js';
 import { sendWindowMs } from '../settle/sendWindow.js';
 import { sweepOrphans } from '../settle/sweepOrphans.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
+import { DEFAULTS } from '../shared/defaults.js';
 import { startSettler } from '../settle/settler.js';
 
 export interface ServeOptions {
@@ -90,8 +90,8 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
 
   const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
   const metrics = createMetrics(store, Date.now, { maxAttempts: opts.maxAttempts });
-  const minAgeMs = opts.minAgeMs ?? DEFAULT_MIN_AGE_MS;
-  const breaker = createBreaker({ failures: opts.breakerFailures ?? 20, cooldownMs: opts.breakerCooldownMs ?? 5000, clock: Date.now, metrics });
+  const minAgeMs = opts.minAgeMs ?? DEFAULTS.minAgeMs;
+  const breaker = createBreaker({ failures: opts.breakerFailures ?? DEFAULTS.breakerFailures, cooldownMs: opts.breakerCooldownMs ?? DEFAULTS.breakerCooldownMs, clock: Date.now, metrics });
   const app = buildApp({
     store,
     account,
@@ -133,11 +133,11 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     void sweep().finally(() => (sweeping = false));
   }, Math.max(250, Math.min(opts.timeoutMs, opts.graceMs)));
   timer.unref();
-  const settleEveryMs = opts.settleEveryMs ?? 10_000;
+  const settleEveryMs = opts.settleEveryMs ?? DEFAULTS.settleEveryMs;
   const settler = settleEveryMs > 0
     ? startSettler(
         { store, account, metrics, clock: Date.now, log: (summary) => app.log.info({ ...summary }, 'settled in the background') },
-        { everyMs: settleEveryMs, minAgeMs, graceMs: opts.graceMs, concurrency: 8 },
+        { everyMs: settleEveryMs, minAgeMs, graceMs: opts.graceMs, concurrency: DEFAULTS.concurrency },
       )
     : null;
 

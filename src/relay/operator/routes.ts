@@ -9,6 +9,7 @@ import { listLedger } from '../../settle/ledger.js';
 import { reprocessFailed, whyReprocessLeavesOut } from '../../settle/reprocess.js';
 import { resolveUnknown, whyResolveLeavesOut } from '../../settle/resolve.js';
 import { topLevelMembers } from '../../json/topLevelMembers.js';
+import { DEFAULTS } from '../../shared/defaults.js';
 import { formatDuration, parseDuration } from '../../shared/duration.js';
 import type { AccountClient } from '../../account/accountClient.js';
 import type { Breaker } from '../breaker.js';
@@ -42,7 +43,6 @@ export interface OperatorDeps {
   readonly send: (reply: FastifyReply, r: Reply) => FastifyReply;
 }
 
-const LEDGER_PAGE_DEFAULT = 50;
 const LEDGER_PAGE_MAX = 500;
 
 /** Marks a body that named a key twice (the parser cannot answer E400 naming the field itself). */
@@ -136,7 +136,7 @@ export function operatorRoutes(deps: OperatorDeps) {
       if (statuses === null) return send(reply, e400('status', `status must be one or more of ${STATUSES.join(', ')}, comma-separated`));
       const olderThanMs = q.olderThan === undefined ? undefined : parseDuration(q.olderThan);
       if (olderThanMs === null) return send(reply, e400('olderThan', 'olderThan must be a duration: 500ms, 30s, 5m, 2h, 7d'));
-      const limit = q.limit === undefined ? LEDGER_PAGE_DEFAULT : Number(q.limit);
+      const limit = q.limit === undefined ? DEFAULTS.ledgerPageRows : Number(q.limit);
       if (limit < 1 || limit > LEDGER_PAGE_MAX) return send(reply, e400('limit', `limit must be from 1 to ${LEDGER_PAGE_MAX}`));
       // The cursor is the last GUID of the page before: rows after it, in GUID order.
       if (q.cursor !== undefined && !GUID_PATTERN.test(q.cursor)) return send(reply, e400('cursor', 'cursor must be a nextCursor this route gave'));

@@ -136,7 +136,7 @@ export const graceFlag = (what: string) =>
     .argParser((value: string): number => {
       const ms = durationArg(value);
       if (ms < MIN_GRACE_MS) {
-        throw new InvalidArgumentError(`'${value}' is under ${MIN_GRACE_MS}ms: half of --grace is the time a claim has to commit and its call to start, and a relay must be able to do that (README, "The grace")`);
+        throw new InvalidArgumentError(`'${value}' is under ${MIN_GRACE_MS}ms: half of --grace is the time a claim has to commit and its call to start, and a relay must be able to do that (docs/architecture.md, "The grace and the send window")`);
       }
       return ms;
     })

@@ -5,7 +5,7 @@ import type { LedgerQuery, LedgerReadModel, RowLeases, StoreResult } from '../ev
 import { orThrow } from '../events/storeResult.js';
 import type { LedgerState } from '../events/state.js';
 
-/** What a row command's summary keeps of its ledger failures: how many, and the first one's code and cause. */
+/** What the summary of a run over rows (resolve, reprocess) keeps of its ledger failures: how many, and the first one's code and cause. */
 export interface LedgerFailures {
   /** Ledger reads or writes that failed; the run stops starting new rows after the first. */
   ledgerErrors: number;

@@ -1,5 +1,5 @@
 /**
- * The operator commands as library calls (src/commands), on a real ledger file, against the real simulator
+ * The operator commands as library calls (src/settle), on a real ledger file, against the real simulator
  * (and the real relay where a channel takes part), over loopback sockets.
  */
 import { createServer, type Server } from 'node:http';

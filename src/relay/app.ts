@@ -5,10 +5,8 @@ import Fastify, { LogController, type FastifyInstance, type FastifyReply, type F
 import * as E from 'fp-ts/lib/Either.js';
 import { isStoreError } from '../events/errors.js';
 import type { EventStore } from '../events/store.js';
-import type { AccountClient } from '../account/accountClient.js';
 import { registerAuth, requestKey } from './auth/authHook.js';
 import type { Key } from './auth/keysFile.js';
-import type { Breaker } from './breaker.js';
 import { guardConnections, OTHER_KEEP_ALIVE_MS, type ConnectionGuard } from './connections.js';
 import { defaultConsoleDir, registerConsole } from './console.js';
 import type { Metrics } from '../telemetry/metrics.js';
@@ -16,7 +14,6 @@ import { registerOpenApi, type RouteDoc } from './openapi.js';
 import { operatorRoutes } from './operator/routes.js';
 import * as S from './operator/schemas.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
-import type { MonotonicClock } from '../settle/sendWindow.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { maskAccount } from '../shared/maskAccount.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from './replies.js';
@@ -28,18 +25,12 @@ export const BODY_LIMIT = 64 * 1024;
 /** A GUID is at most 128 characters; percent-encoded, each may take three. Longer is 414. */
 const MAX_PARAM_LENGTH = 3 * 128;
 
-export interface AppDeps {
+/**
+ * What the relay's routes run on: the channel's POST's own (`graceMs` is also the grace of the operator API's
+ * resolve, `minAgeMs` its floor) and the HTTP server's.
+ */
+export interface AppDeps extends Pick<RelayDeps, 'account' | 'metrics' | 'timeoutMs' | 'maxAttempts' | 'minAgeMs' | 'graceMs' | 'monotonicNow' | 'breaker'> {
   readonly store: EventStore;
-  readonly account: AccountClient;
-  readonly metrics: Metrics;
-  readonly timeoutMs: number;
-  readonly maxAttempts: number;
-  readonly minAgeMs?: number | undefined;
-  /** The orphan sweep's grace (default 5s, as `serve --grace`): the operator API's resolve sweeps with it, and every send keeps to half of it after its claim (sendWindow.ts). */
-  readonly graceMs?: number | undefined;
-  /** What the send window is measured on; default `performance.now` (tests hand in a clock they move). */
-  readonly monotonicNow?: MonotonicClock | undefined;
-  readonly breaker?: Breaker | undefined;
   readonly logger?: FastifyServerOptions['logger'];
   /** Keys on (CONTRACT.md §6): the keys in force now. Absent: open mode. */
   readonly keys?: () => readonly Key[];

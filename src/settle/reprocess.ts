@@ -8,7 +8,7 @@ import { sendAudit, sendClaimed, type SendLogger, type SendResult } from './send
 import { resendAfterInquiry } from './resendAfterInquiry.js';
 import { sendWindowMs, type MonotonicClock } from './sendWindow.js';
 import { DEFAULTS } from '../shared/defaults.js';
-import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, unmetCondition, type LedgerFailures, type RowFilter } from './rows.js';
+import { ledgerFailed, runOverRows, unmetCondition, type LedgerFailures, type RowFilter, type RowRunOptions } from './rows.js';
 
 export interface ReprocessSummary extends LedgerFailures {
   /** FAILED rows under the attempt cap (at most `limit`). */
@@ -51,7 +51,7 @@ export interface ReprocessDeps {
   readonly sendLog?: SendLogger | undefined;
 }
 
-export interface ReprocessOptions {
+export interface ReprocessOptions extends RowRunOptions<ReprocessRowOutcome> {
   readonly maxAttempts: number;
   /** The call timeout recorded in each Sent (the orphan sweep waits this plus its grace). */
   readonly timeoutMs: number;
@@ -59,20 +59,6 @@ export interface ReprocessOptions {
   readonly graceMs?: number | undefined;
   /** A row FAILED by an inquiry is sent again only when its last Sent is this old and a fresh inquiry says absent. */
   readonly minAgeMs?: number | undefined;
-  readonly limit?: number | undefined;
-  /** Only this GUID: the operator API's `POST /v1/transfers/{guid}/reprocess`. */
-  readonly guid?: string | undefined;
-  /** The key that asked (the operator API), recorded in the events' actor. */
-  readonly key?: string | undefined;
-  /** Sends in flight at once (default: `--concurrency`'s). */
-  readonly concurrency?: number | undefined;
-  /** Change nothing, send nothing: report the candidates. */
-  readonly dryRun?: boolean | undefined;
-  readonly onProgress?: ((done: number, total: number) => void) | undefined;
-  /** Once aborted, no new row is started; the rows in flight finish and the summary counts what was done. */
-  readonly signal?: AbortSignal | undefined;
-  /** Each row as it is sent (or listed, in a dry run), or `not-leased`: selected, but another run held it or it moved (left alone). */
-  readonly onRow?: ((row: LedgerState, outcome: ReprocessRowOutcome, detail?: string) => void) | undefined;
 }
 
 /**
@@ -143,45 +129,28 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   const filter = reprocessSelection(opts);
   const audit = sendAudit(opts, opts.key);
 
-  const counted = await countRows(store, filter, opts.limit);
-  if (E.isLeft(counted)) {
-    ledgerFailed(summary, counted.left);
-    return summary;
-  }
-  const total = counted.right;
-  let done = 0;
-  const progressed = (row: LedgerState, outcome: ReprocessRowOutcome, detail?: string): void => {
-    done++;
-    opts.onRow?.(row, outcome, detail);
-    opts.onProgress?.(done, Math.max(total, done));
-  };
-  opts.onProgress?.(0, total);
-
-  const resend = async (row: LedgerState): Promise<void> => {
-    summary.candidates++;
-    if (dryRun) return progressed(row, 'candidate');
-
+  const resend = async (row: LedgerState, progressed: (outcome: ReprocessRowOutcome, detail?: string) => void): Promise<void> => {
     const send = { type: 'Send', timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, ...(opts.minAgeMs === undefined ? {} : { minAgeMs: opts.minAgeMs }) } as const;
     const { startedAt, result: executed } = await resendAfterInquiry({ store, account, metrics, clock: deps.clock, monotonicNow: deps.monotonicNow }, row, send, audit);
     if (E.isLeft(executed)) {
       // Nothing was sent: the Sent is not durable, so the account system is not called.
-      return progressed(row, 'ledger-error', ledgerFailed(summary, executed.left));
+      return progressed('ledger-error', ledgerFailed(summary, executed.left));
     }
     const result = executed.right;
     if (result.kind === 'refused') {
       const { reason } = result.refusal;
       if (isHeld(reason)) {
         summary.held++;
-        return progressed(row, 'held', reason);
+        return progressed('held', reason);
       }
       summary.skipped++;
-      return progressed(row, 'skipped', `${result.refusal.reason}${result.refusal.state === null ? '' : ` (${result.refusal.state.status})`}`);
+      return progressed('skipped', `${result.refusal.reason}${result.refusal.state === null ? '' : ` (${result.refusal.state.status})`}`);
     }
     const claimed = result.state;
     if (claimed.status === 'DONE') {
       summary.done++;
       summary.found++;
-      return progressed(row, 'found', claimed.code ?? 'DONE');
+      return progressed('found', claimed.code ?? 'DONE');
     }
 
     const sent = await sendClaimed({ store, account, metrics, monotonicNow: deps.monotonicNow, sendLog: deps.sendLog, sendWindowMs: windowMs }, { state: claimed, startedAt }, undefined, audit);
@@ -189,15 +158,9 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
     // The store's error when there is one (its code and cause), else what countSend says.
     if (counted.outcome === 'ledger-error') ledgerFailed(summary, sent.sent && E.isLeft(sent.recorded) ? `${sent.recorded.left.code}: ${counted.detail}: ${sent.recorded.left.message}` : counted.detail);
     else summary[counted.outcome]++;
-    return progressed(row, counted.outcome, counted.detail);
+    return progressed(counted.outcome, counted.detail);
   };
 
-  try {
-    const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
-    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? DEFAULTS.concurrency), stop, notLeased: (row) => progressed(row, 'not-leased') }, resend);
-  } catch (err) {
-    // A page of the ledger could not be read, or a lease not taken.
-    ledgerFailed(summary, err);
-  }
+  await runOverRows<ReprocessRowOutcome>(store, filter, opts, summary, resend);
   return summary;
 }

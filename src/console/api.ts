@@ -87,7 +87,7 @@ export interface Row {
   readonly attempts: number;
   readonly createdAt: Instant;
   readonly updatedAt: Instant;
-  /** FAILED through an inquiry that said absent: it was sent, and the account system has no record of it. */
+  /** FAILED, and one of its attempts left (an inquiry said absent, or an older attempt answered): a resend inquires first. */
   readonly failedByInquiry?: boolean;
   readonly [other: string]: unknown;
 }

@@ -114,10 +114,19 @@ function time(t: Instant | null | undefined, withAge = true): Node {
 const badge = (status: string) => h('span', { class: `badge ${status}` }, status);
 
 /**
- * A row's code as an operator should read it. A row FAILED by an inquiry keeps the code E902 ("not sent"), but it
- * was sent: an inquiry found no record of it at the account system.
+ * A row's code as an operator should read it. A FAILED row one of whose attempts left (`failedByInquiry`: an inquiry
+ * found no record of it, or an older attempt was answered after it was sent again) keeps the code E902, "not sent",
+ * but it was sent, and a resend inquires first. In the list the row alone cannot say which; a transfer's timeline can.
  */
-const codeText = (row: Row): string => (row.failedByInquiry === true ? 'sent, account system has no record (inquiry)' : scalar(row.code));
+const codeText = (row: Row): string => (row.failedByInquiry === true ? 'sent, may have arrived (a resend inquires first)' : scalar(row.code));
+
+/** As codeText, for one transfer whose timeline is known: an inquiry that said absent, or an older attempt answered. */
+function transferCodeText(row: Row, timeline: readonly TimelineEntry[]): string {
+  if (row.failedByInquiry !== true) return codeText(row);
+  return timeline.some((e) => e.kind === 'event' && e.type === 'StaleAnswer')
+    ? 'sent: an older attempt was answered after it was sent again (StaleAnswer); a resend inquires first'
+    : 'sent, account system has no record (inquiry); a resend inquires first';
+}
 
 function guidLink(guid: string): HTMLElement {
   return h('a', { href: `#guid=${encodeURIComponent(guid)}` }, guid);
@@ -431,7 +440,7 @@ async function loadTransfer(guid: string): Promise<void> {
   fill(ui.rowFacts, [
     ['GUID', h('span', { class: 'mono' }, guid)],
     ['Status', row === null ? '—' : badge(row.status)],
-    ['Code', row === null ? '—' : codeText(row)],
+    ['Code', row === null ? '—' : transferCodeText(row, timeline)],
     ['Attempts', scalar(row?.attempts)],
     ['Created', time(row?.createdAt)],
     ['Last change', time(row?.updatedAt)],
@@ -475,7 +484,7 @@ function offerActions(guid: string, row: Row | null): void {
     note =
       `FAILED after ${row.attempts} attempt${row.attempts === 1 ? '' : 's'}${cap === undefined ? '' : ` of ${cap}`}: ` +
       (row.failedByInquiry === true
-        ? 'it was sent, and an inquiry found no record of it. Reprocess asks again first, and sends it only if the answer is still absent.'
+        ? 'one of its attempts left, so it may have arrived. Reprocess asks the account system first, and sends it only if the answer is absent.'
         : 'never sent (the connection was refused). Reprocess sends it again, the same GUID and bytes.');
   } else if (deadLetter) {
     note =

@@ -12,7 +12,7 @@ export function shownStoredJson(text: string): string | null {
 
 /**
  * What the operator API shows of a row: never the request, the answer nor the fingerprint (account numbers).
- * `failedByInquiry` tells a FAILED row that was sent (an inquiry found no record) from one never sent: both say E902.
+ * `failedByInquiry` tells a FAILED row one of whose attempts left (a resend inquires first) from one never sent: both say E902.
  */
 export function operatorRow(row: LedgerState) {
   const { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel } = row;

@@ -177,17 +177,17 @@ describe.skipIf(!available)('the console in Chromium', () => {
     expect(await page.locator('#action-note').textContent()).toBe('DONE: settled. Nothing to resolve or reprocess.');
   });
 
-  it('a row FAILED by an inquiry reads "sent, account system has no record", not "not sent"; reprocess is offered, resolve is not', async () => {
+  it('a row FAILED by an inquiry reads "sent", not "not sent" (E902); reprocess is offered, resolve is not', async () => {
     await page.getByRole('checkbox', { name: 'UNKNOWN' }).uncheck();
     await page.getByRole('checkbox', { name: 'FAILED' }).check();
     await page.getByRole('button', { name: 'Show rows' }).click();
     const rows = page.getByRole('table', { name: 'Ledger rows' });
     await expect.poll(() => page.locator('#rows-status').textContent(), WAIT).toMatch(/^1 row \(FAILED\)/);
     const cells = await rows.locator('tbody tr').first().locator('td').allTextContents();
-    expect(cells.slice(0, 2)).toEqual(['FAILED', 'sent, account system has no record (inquiry)']);
+    expect(cells.slice(0, 2)).toEqual(['FAILED', 'sent, may have arrived (a resend inquires first)']);
     await rows.getByRole('link', { name: absent }).click();
     await page.getByRole('table', { name: new RegExp(`^Timeline of ${absent}`) }).waitFor();
-    expect(await page.locator('#row-facts').textContent()).toContain('Codesent, account system has no record (inquiry)');
+    expect(await page.locator('#row-facts').textContent()).toContain('Codesent, account system has no record (inquiry); a resend inquires first');
     expect(await page.getByRole('button', { name: 'Preview resolve' }).count()).toBe(0);
     await page.getByRole('button', { name: 'Preview reprocess' }).click();
     await expect.poll(() => page.locator('#preview').textContent(), WAIT).toMatch(/Could become.*an inquiry first: processed → DONE, nothing sent/);

@@ -67,7 +67,7 @@ export const operatorRow = {
     guid: { type: 'string' },
     status,
     code: nullable({ type: 'string' }),
-    failedByInquiry: { type: 'boolean', description: 'FAILED through an inquiry that said absent: it was sent, and the account system has no record of it (its code is still E902); a resend inquires first' },
+    failedByInquiry: { type: 'boolean', description: 'FAILED, and one of its attempts left: an inquiry said absent, or an older attempt was answered after it was sent again (StaleAnswer). Its code is still E902; a resend inquires first' },
     attempts: { type: 'integer', minimum: 0 },
     createdAt: ms,
     updatedAt: ms,

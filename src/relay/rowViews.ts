@@ -1,4 +1,4 @@
-import type { LedgerState } from '../events/state.js';
+import { mayHaveArrived, type LedgerState } from '../events/state.js';
 import { maskAccountsInJson } from '../shared/maskAccount.js';
 
 /**
@@ -10,10 +10,13 @@ export function shownStoredJson(text: string): string | null {
   return maskAccountsInJson(text);
 }
 
-/** What the operator API shows of a row: never the request, the answer nor the fingerprint (account numbers). */
+/**
+ * What the operator API shows of a row: never the request, the answer nor the fingerprint (account numbers).
+ * `failedByInquiry` tells a FAILED row one of whose attempts left (a resend inquires first) from one never sent: both say E902.
+ */
 export function operatorRow(row: LedgerState) {
   const { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel } = row;
-  return { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel };
+  return { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel, failedByInquiry: mayHaveArrived(row) };
 }
 
 /**
@@ -21,7 +24,7 @@ export function operatorRow(row: LedgerState) {
  * as `shownStoredJson` shows it; never the request nor the fingerprint (CONTRACT.md §2 v2).
  */
 export function transferView(row: LedgerState): Record<string, unknown> {
-  const { guid, status, code, attempts, createdAt, updatedAt, lastSeq, sentAt, timeoutMs, channel } = row;
-  const shown = { guid, status, code, attempts, createdAt, updatedAt, lastSeq, sentAt, timeoutMs, channel };
-  return status === 'DONE' ? { ...shown, response: row.response === null ? null : shownStoredJson(row.response) } : shown;
+  const { lastSeq, timeoutMs } = row;
+  const shown = { ...operatorRow(row), lastSeq, timeoutMs };
+  return row.status === 'DONE' ? { ...shown, response: row.response === null ? null : shownStoredJson(row.response) } : shown;
 }

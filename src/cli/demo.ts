@@ -6,7 +6,7 @@ import { DEFAULTS } from '../shared/defaults.js';
 export function registerDemo(program: Command): void {
   program
     .command('demo')
-    .description("the seed's lesson in under 30 seconds: the same resending load through the naive relay and through guidgate, then settled")
+    .description("the seed's lesson in about 15 seconds: the same resending load through the naive relay and through guidgate, then settled")
     .addOption(flag('--transfers <n>', 'transfers the channel sends').argParser(intArg(10, 100_000)).default(DEFAULTS.demoTransfers))
     .addOption(flag('--concurrency <n>', 'transfers in flight at once').argParser(intArg(1, 256)).default(DEFAULTS.demoConcurrency))
     .action(async (o: { transfers: number; concurrency: number }) => {

@@ -1,7 +1,7 @@
 import type { RefusalReason } from './decide.js';
 import { attemptsUsedUp } from './decide.js';
 import type { LedgerClock, LedgerQuery } from './store.js';
-import type { LedgerState } from './state.js';
+import { mayHaveArrived, type LedgerState } from './state.js';
 import { storeResult, type StoreResult } from './storeResult.js';
 import { maskAccountsInJson } from '../shared/maskAccount.js';
 
@@ -58,8 +58,8 @@ export function heldReplyMessage(reason: HeldReason): string {
 //  response           a DONE row's, accounts masked         never                               as stored
 //  fingerprint        never (CONTRACT.md §2 v2)             never                               shown (#28 decides whether it stays)
 //  lastSeq, timeoutMs shown                                 not shown                           shown
-//  failedByInquiry    not shown                             not shown                           shown
-//  guid, status, code, attempts, createdAt, updatedAt, sentAt, channel: shown to all three.
+//  guid, status, code, attempts, createdAt, updatedAt, sentAt, channel, failedByInquiry: shown to all three (the
+//  HTTP views say failedByInquiry only of a FAILED row, `mayHaveArrived`; the command line shows the column).
 
 /**
  * How every HTTP view shows a request or an answer the ledger stored (its raw JSON text): account numbers masked
@@ -70,10 +70,13 @@ export function shownStoredJson(text: string): string | null {
   return maskAccountsInJson(text);
 }
 
-/** What the operator API shows of a row: never the request, the answer nor the fingerprint (account numbers). */
+/**
+ * What the operator API shows of a row: never the request, the answer nor the fingerprint (account numbers).
+ * `failedByInquiry` tells a FAILED row one of whose attempts left (a resend inquires first) from one never sent: both say E902.
+ */
 export function operatorRow(row: LedgerState) {
   const { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel } = row;
-  return { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel };
+  return { guid, status, code, attempts, createdAt, updatedAt, sentAt, channel, failedByInquiry: mayHaveArrived(row) };
 }
 
 /**
@@ -81,9 +84,9 @@ export function operatorRow(row: LedgerState) {
  * as `shownStoredJson` shows it; never the request nor the fingerprint (CONTRACT.md §2 v2).
  */
 export function transferView(row: LedgerState): Record<string, unknown> {
-  const { guid, status, code, attempts, createdAt, updatedAt, lastSeq, sentAt, timeoutMs, channel } = row;
-  const shown = { guid, status, code, attempts, createdAt, updatedAt, lastSeq, sentAt, timeoutMs, channel };
-  return status === 'DONE' ? { ...shown, response: row.response === null ? null : shownStoredJson(row.response) } : shown;
+  const { lastSeq, timeoutMs } = row;
+  const shown = { ...operatorRow(row), lastSeq, timeoutMs };
+  return row.status === 'DONE' ? { ...shown, response: row.response === null ? null : shownStoredJson(row.response) } : shown;
 }
 
 /** The row as the command line shows it (`guidgate ledger --json`, a dry run's rows): never the raw request (it holds account numbers). */

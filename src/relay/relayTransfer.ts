@@ -147,7 +147,10 @@ export function replyForSend(r: SendResult): Reply {
     // not this call's answer. An answer to a superseded attempt (an E500 from attempt 1 while attempt 2 is
     // in flight or done) must not reach the channel, and a row an inquiry settled replies with the stored
     // bytes, the same ones every later resend gets.
-    return recorded.state === null ? codeReply('E901', guid) : replyForState(recorded.state);
+    if (recorded.state === null) return codeReply('E901', guid);
+    // This call left (answered, or its outcome unknown) while the row became FAILED: "not sent" would be false.
+    if (recorded.state.status === 'FAILED' && call.kind !== 'failed') return codeReply('E901', guid);
+    return replyForState(recorded.state);
   }
   switch (call.kind) {
     case 'definite':

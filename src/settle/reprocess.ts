@@ -84,7 +84,8 @@ export function countSend(r: SendResult): { outcome: Exclude<ReprocessRowOutcome
     // Someone moved first while we called: the row as it is now says how it ended.
     const now = recorded.state;
     if (now?.status === 'DONE') return { outcome: 'done', detail: now.code ?? 'DONE' };
-    if (now?.status === 'FAILED') return { outcome: 'failed', detail: 'E902' };
+    // A call that left is not "failed" (not sent) because the row became FAILED meanwhile: as its reply, E901.
+    if (now?.status === 'FAILED') return call.kind === 'failed' ? { outcome: 'failed', detail: 'E902' } : { outcome: 'unknown', detail: 'E901' };
     return { outcome: 'unknown', detail: now?.status ?? 'E901' };
   }
   switch (call.kind) {

@@ -51,7 +51,6 @@ describe.skipIf(!available)('leases a failed run could not end (real PostgreSQL)
   /** A store whose statements give up on a lock after 300 ms, with GUIDS UNKNOWN, and a connection to lock it with. */
   async function given(): Promise<{ store: PostgresEventStore; locker: pg.Client }> {
     store = await openPostgresStore({ projection: ledgerProjection, url: dbs.url(), lockTimeoutMs: 300 });
-    await store.pool.query('TRUNCATE leases, inquiry_schedule'); // dbs.reset() empties the log and the ledger only
     for (const guid of GUIDS) await seedRow(store, guid, 'UNKNOWN');
     locker = new pg.Client({ connectionString: dbs.url() });
     await locker.connect();

@@ -4,13 +4,15 @@
  * database refuses new connections at all. The server itself is shared with other tests, so it is never
  * restarted here: `pg_terminate_backend` of this database's sessions stands in for it.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
 import { startSimulator } from '../../src/simulator/index.js';
-import { cli, sleep, transferBody } from '../support/commandsSeed.js';
+import { cli, transferBody } from '../support/commandsSeed.js';
 import { admin, postgresForTests, useTestDatabases } from '../support/pg.js';
 import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
 import { startServe } from '../support/serveProcess.js';
+import { useCleanup } from '../support/cleanup.js';
+import { sleep, waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
@@ -20,22 +22,19 @@ const adminQuery = (text: string) => admin((c) => c.query(text));
 
 describe.skipIf(!available)('PostgreSQL restarted under a resending load', () => {
   const dbs = useTestDatabases();
-  const cleanup: Array<() => Promise<unknown>> = [];
-  afterEach(async () => {
-    while (cleanup.length) await cleanup.pop()!();
-  });
+  const cleanup = useCleanup();
 
   it('no GUID applied twice, E503 and no call for what was never claimed, /healthz 503 meanwhile, reconnects by itself; settled and clean afterwards', async () => {
-    const sim = await startSimulator({ port: 0, latencyMs: 30 });
-    cleanup.push(() => sim.close());
+    const sim = cleanup.use(await startSimulator({ port: 0, latencyMs: 30 }));
     const db = dbs.url();
     const name = new URL(db).pathname.slice(1);
     const relay = startServe(['--db', db, '--account-url', sim.url, '--timeout', '500ms', '--grace', '300ms']);
-    cleanup.push(() => sigkillAndWait(relay.child));
+    cleanup.add(() => sigkillAndWait(relay.child));
     const url = await relay.ready;
     const terminate = () => adminQuery(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`);
 
-    // The channel: each GUID resent until it gets a definite answer (or 60 tries), 12 at a time.
+    // The channel: each GUID resent until it gets a definite answer (or 60 tries), 12 at a time, 40 ms apart (the
+    // pace of the load is the point: sleep).
     const guids = Array.from({ length: 150 }, (_, i) => `OUT-${i}`);
     const replies: Record<string, string[]> = {};
     let running = true;
@@ -59,6 +58,8 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
       }));
       running = false;
     })();
+    let channelEnded = 0;
+    void channel.then(() => (channelEnded = Date.now()));
     const health: number[] = [];
     const prober = (async () => {
       while (running) {
@@ -67,8 +68,9 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
       }
     })();
 
-    // The outage: sessions killed every 100 ms for 1.5 s, then 1 s of refused connections, then killed again.
-    await sleep(300);
+    // The outage, once transfers go through: sessions killed every 100 ms for 1.5 s, then connections refused
+    // until the relay has answered E503 and /healthz 503 for it, then killed again (its pace is the point: sleep).
+    await waitFor(() => Object.values(replies).flat().includes('0000'), { what: 'the load under way' });
     for (let i = 0; i < 15; i++) {
       await terminate();
       await sleep(100);
@@ -76,7 +78,8 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
     await adminQuery(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
     try {
       await terminate();
-      await sleep(1000);
+      const [replied, probed] = [Object.values(replies).flat().length, health.length];
+      await waitFor(() => Object.values(replies).flat().slice(replied).includes('E503') && health.slice(probed).includes(503), { what: 'E503 and /healthz 503 while connections are refused' });
     } finally {
       await adminQuery(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);
     }
@@ -96,8 +99,9 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
     expect(((await after.json()) as { code: string }).code).toBe('0000');
     expect(sim.stats().doubleApplied).toEqual([]);
 
-    // Past every timeout and grace: settle what the outage left open.
-    await sleep(1200);
+    // Settle what the outage left open, once every row's last Sent (all before the channel ended) is older than
+    // --timeout 500 ms plus --grace 300 ms, the sweep's own condition (the point: sleep).
+    await sleep(Math.max(0, channelEnded + 850 - Date.now()));
     await settleWithCommands(db, sim.url, '300ms');
 
     const store = await openPostgresStore({ projection: ledgerProjection, url: db });

@@ -13,25 +13,11 @@ import { freePort, startHarness, type Harness } from '../support/relayHarness.js
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
 import { sleep, waitFor } from '../support/waitFor.js';
+import { aWholeSettleRun, metricAt } from '../support/settle.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
-/** The sum of every series of `name` on the relay's /metrics; fails the test when the relay exports none. */
-const metric = async (h: Harness, name: string): Promise<number> => {
-  const text = (await h.get('/metrics')).body;
-  const lines = text.split('\n').filter((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
-  expect(lines, `${name} on /metrics`).not.toEqual([]);
-  return lines.reduce((sum, l) => sum + Number(l.split(' ').at(-1)), 0);
-};
-
-/** Resolves once the settler has finished a run that started after this call (the run under way may not count). */
-const aWholeSettleRun = async (h: Harness): Promise<void> => {
-  const finishedAfter = async (ms: number) => waitFor(async () => {
-    const at = (await metric(h, 'guidgate_settle_last_run_timestamp_seconds')) * 1000;
-    return at > ms ? at : 0;
-  }, { what: 'a settle run' });
-  await finishedAfter(await finishedAfter(Date.now()));
-};
+const metric = (h: Harness, name: string): Promise<number> => metricAt(h.relay.url, name);
 
 describe('settling without an operator (CONTRACT.md §7)', () => {
   const tmp = useTempDir();
@@ -83,7 +69,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
     const h = await harness(dir, { relay: { timeoutMs: 200, settleEveryMs: 100, minAgeMs: 1 } });
     await waitFor(async () => (await h.get('/v1/transfers/FRESH-1')).json()['status'] === 'FAILED', { what: 'the settler settling FRESH-1' });
     // The run that settled FRESH-1 may still be under way: STAYS-1 stays unasked through it and a whole run after.
-    await aWholeSettleRun(h);
+    await aWholeSettleRun(h.relay.url);
     expect((await h.get('/v1/transfers/STAYS-1')).json()['status']).toBe('UNKNOWN');
     expect([h.sim.inquiries('STAYS-1'), h.sim.inquiries('FRESH-1')]).toEqual([0, 1]);
   });

@@ -10,7 +10,6 @@ import { buildApp } from '../../src/relay/app.js';
 import { createMetrics } from '../../src/relay/metrics.js';
 import { createRequestRecorder } from '../../src/relay/requestRecorder.js';
 import { startSimulator } from '../../src/simulator/index.js';
-import { httpRequest } from '../support/relayHarness.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
@@ -106,11 +105,10 @@ describe('request recorder', () => {
     const requests = createRequestRecorder({ store, flushMs: 3_600_000, flushRecords: 1_000_000 });
     const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3, requests });
     try {
-      await app.listen({ port: 0, host: '127.0.0.1' });
-      const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1/transfers`;
       const body = JSON.stringify({ guid: 'CLOSE-1', from: 'ACC-1', to: 'ACC-2', amount: 5 });
-      expect((await httpRequest(url, { method: 'POST', body })).json()['code']).toBe('0000');
-      expect((await httpRequest(url, { method: 'POST', body })).json()['code']).toBe('0000');
+      const post = () => app.inject({ method: 'POST', url: '/v1/transfers', headers: { 'content-type': 'application/json' }, payload: body });
+      expect((await post()).json()['code']).toBe('0000');
+      expect((await post()).json()['code']).toBe('0000');
       expect(await orThrow(store.readRequests('CLOSE-1'))).toEqual([]);
     } finally {
       await app.close();

@@ -454,9 +454,8 @@ describe('inquire', () => {
 
   it('no answer → unknown after inquiryTimeoutMs', async () => {
     const s = await httpServer(() => undefined);
-    const t0 = performance.now();
     const out = await client({ baseUrl: s.url, timeoutMs: 2000, inquiryTimeoutMs: 200 }).inquire('g-t');
-    expect(out).toMatchObject({ kind: 'unknown', reached: false });
-    expect(performance.now() - t0).toBeLessThan(1000);
+    // The inquiry's own limit ended it, not the transfer's.
+    expect(out).toEqual({ kind: 'unknown', reached: false, detail: 'no complete answer within 200ms' });
   });
 });

@@ -35,7 +35,19 @@ function printEntry(e: TimelineEntry): void {
     return;
   }
   out(`${String(e.seq).padStart(3)}  ${iso(e.at)}  ${e.type.padEnd(13)}  by ${actorLine(e.actor)}`);
+  const note = staleAnswerNote(e);
+  if (note !== null) out(`${DATA_INDENT}${note}`);
   for (const line of dataLines(e.data)) out(`${DATA_INDENT}${line}`);
+}
+
+/** What a StaleAnswer means, in words, above its data: an auditor must not read past it. */
+function staleAnswerNote(e: Extract<TimelineEntry, { kind: 'event' }>): string | null {
+  if (e.type !== 'StaleAnswer' || typeof e.data !== 'object' || e.data === null) return null;
+  const { attempt, currentAttempt } = e.data as { attempt?: unknown; currentAttempt?: unknown };
+  if (typeof attempt !== 'number' || typeof currentAttempt !== 'number') return null;
+  return attempt < currentAttempt
+    ? `!! attempt ${attempt} was answered after attempt ${currentAttempt} was sent: the account system may have applied this transfer twice (not the row's outcome)`
+    : `(attempt ${attempt} answered after the row was settled another way; not the row's outcome)`;
 }
 
 export function runHistory(o: { db: string; guid: string; json?: boolean; requests?: boolean }): Promise<Exit> {

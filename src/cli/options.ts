@@ -1,6 +1,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { parseStatuses, STATUSES, type Status } from '../events/codecs.js';
-import { parseDuration } from '../shared/duration.js';
+import { formatDuration, parseDuration } from '../shared/duration.js';
+import { DEFAULT_GRACE_MS, MIN_GRACE_MS } from '../relay/sendWindow.js';
 
 /** Each boolean flag's environment variable (commander's own `.env()` is used for the others). */
 const booleanVariables = new WeakMap<Option, string>();
@@ -112,6 +113,22 @@ export const limitFlag = () => flag('--limit <n>', 'handle at most this many row
 export const dryRunFlag = (what: string) => flag('--dry-run', what);
 export const concurrencyFlag = (what: string) => flag('--concurrency <n>', what).argParser(intArg(1, 256)).default(8);
 export const jsonFlag = (what = 'print the result as JSON') => flag('--json', what);
+
+/**
+ * `--grace`, for every command that sweeps orphans or sends (serve, resolve, reprocess): at least MIN_GRACE_MS, since
+ * half of it is the window in which a claim must commit and its call start (src/relay/sendWindow.ts). Every process on
+ * one ledger should be given the same value.
+ */
+export const graceFlag = (what: string) =>
+  flag('--grace <duration>', what)
+    .argParser((value: string): number => {
+      const ms = durationArg(value);
+      if (ms < MIN_GRACE_MS) {
+        throw new InvalidArgumentError(`'${value}' is under ${MIN_GRACE_MS}ms: half of --grace is the time a claim has to commit and its call to start, and a relay must be able to do that (README, "The grace")`);
+      }
+      return ms;
+    })
+    .default(DEFAULT_GRACE_MS, formatDuration(DEFAULT_GRACE_MS));
 
 /** `--min-age`: how old a row's last Sent must be before it is inquired about (or, FAILED by an inquiry, sent again). */
 export const minAgeFlag = (what: string) => flag('--min-age <duration>', what).argParser(durationArg).default(60_000, '60s');

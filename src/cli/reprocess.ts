@@ -1,19 +1,27 @@
 import type { Command } from 'commander';
-import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, flag, intArg, jsonFlag, limitFlag, timeLimitArg } from './options.js';
-import { setExit, type Exit } from './output.js';
+import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, flag, graceFlag, intArg, jsonFlag, limitFlag, timeLimitArg } from './options.js';
+import { err, setExit, toJson, type Exit } from './output.js';
+import { sendWindowMs } from '../relay/sendWindow.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
-export interface ReprocessCliOptions extends RowCliOptions { maxAttempts: number; minAge: number }
+export interface ReprocessCliOptions extends RowCliOptions { maxAttempts: number; minAge: number; grace: number }
+
+/** A withheld send or a stale answer, on stderr beside the summary: `guidgate reprocess: MESSAGE {fields}`. */
+const stderrSendLog = {
+  warn: (line: Record<string, unknown>, message: string) => err(`guidgate reprocess: ${message} ${toJson(line)}`),
+  error: (line: Record<string, unknown>, message: string) => err(`guidgate reprocess: ${message} ${toJson(line)}`),
+};
 
 export async function runReprocess(o: ReprocessCliOptions): Promise<Exit> {
   const { reprocessExitCode, reprocessFailed } = await import('../commands/reprocess.js');
   return runRowCommand(o, {
     name: 'reprocess',
-    failures: ['failed', 'unknown', 'ledger-error'],
+    claimDeadlineMs: sendWindowMs(o.grace),
+    failures: ['failed', 'unknown', 'withheld', 'ledger-error'],
     failureLabel: 'first failed send',
-    run: (deps, hooks) => reprocessFailed(deps, { maxAttempts: o.maxAttempts, timeoutMs: o.timeout, minAgeMs: o.minAge, limit: o.limit, concurrency: o.concurrency, ...hooks }),
+    run: (deps, hooks) => reprocessFailed({ ...deps, sendLog: stderrSendLog }, { maxAttempts: o.maxAttempts, timeoutMs: o.timeout, graceMs: o.grace, minAgeMs: o.minAge, limit: o.limit, concurrency: o.concurrency, ...hooks }),
     exitCode: reprocessExitCode,
-    summaryLine: (s) => `reprocess: candidates=${s.candidates} done=${s.done} failed=${s.failed} unknown=${s.unknown} skipped=${s.skipped} found=${s.found} held=${s.held} ledger-errors=${s.ledgerErrors}`,
+    summaryLine: (s) => `reprocess: candidates=${s.candidates} done=${s.done} failed=${s.failed} unknown=${s.unknown} skipped=${s.skipped} found=${s.found} held=${s.held} withheld=${s.withheld} ledger-errors=${s.ledgerErrors}`,
     dryRunLine: (s) => `reprocess (dry run, nothing changed, nothing sent): candidates=${s.candidates} max-attempts=${o.maxAttempts}`,
   });
 }
@@ -29,6 +37,7 @@ export function registerReprocess(program: Command): void {
     .addOption(dryRunFlag('list the candidates; send and change nothing'))
     .addOption(concurrencyFlag('sends in flight at once'))
     .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(timeLimitArg).default(3000, '3s'))
+    .addOption(graceFlag("as serve's --grace: a row is sent only if its claim commits within half of it"))
     .addOption(dbFlag())
     .addOption(jsonFlag())
     .action(async (o: ReprocessCliOptions) => {

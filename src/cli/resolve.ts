@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { formatDuration } from '../shared/duration.js';
-import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, durationArg, flag, jsonFlag, limitFlag, timeLimitArg } from './options.js';
+import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, flag, graceFlag, jsonFlag, limitFlag, timeLimitArg } from './options.js';
 import { setExit, type Exit } from './output.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
@@ -32,7 +32,7 @@ export function registerResolve(program: Command): void {
     .addOption(limitFlag())
     .addOption(dryRunFlag('list the candidates; sweep, inquire and change nothing'))
     .addOption(concurrencyFlag('inquiries in flight at once'))
-    .addOption(flag('--grace <duration>', 'grace of the orphan sweep run first').argParser(durationArg).default(5000, '5s'))
+    .addOption(graceFlag("grace of the orphan sweep run first (as serve's --grace)"))
     .addOption(flag('--timeout <duration>', 'deadline of one inquiry').argParser(timeLimitArg).default(3000, '3s'))
     .addOption(dbFlag())
     .addOption(jsonFlag())

@@ -28,6 +28,8 @@ export interface RowCommand<S extends { readonly dryRun: boolean } & LedgerFailu
   /** Row outcomes that are failures: the first one is shown on stderr, after `failureLabel`. */
   readonly failures: readonly string[];
   readonly failureLabel: string;
+  /** A command that sends: the deadline of its claims (src/store/writeDeadline.ts), the send window of its --grace. */
+  readonly claimDeadlineMs?: number;
   run(deps: { store: EventStore; account: AccountClient }, hooks: RowRunHooks): Promise<S>;
   exitCode(summary: S): Exit;
   summaryLine(summary: S): string;
@@ -93,5 +95,6 @@ export function runRowCommand<S extends { readonly dryRun: boolean } & LedgerFai
       else if (unreachable) err(`guidgate ${name}: the account system at ${o.accountUrl} could not be reached for any row`);
       return code;
     }),
+    { claimDeadlineMs: command.claimDeadlineMs },
   );
 }

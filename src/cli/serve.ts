@@ -3,7 +3,8 @@ import { stopSignal } from './interrupt.js';
 import { keepRunningWhenStdoutCloses } from './output.js';
 import { DEFAULT_MAX_CONNECTIONS_PER_ADDRESS } from '../relay/connections.js';
 import { addSecurityOptions, securityOptionsOrExit, type SecurityFlags } from './serveSecurity.js';
-import { durationOrOffArg, minAgeFlag, choiceArg, dbFlag, durationArg, flag, intArg, LOG_LEVELS, timeLimitArg, urlArg } from './options.js';
+import { durationOrOffArg, minAgeFlag, choiceArg, dbFlag, flag, graceFlag, intArg, LOG_LEVELS, timeLimitArg, urlArg } from './options.js';
+import { MIN_GRACE_MS } from '../relay/sendWindow.js';
 
 export function registerServe(program: Command): void {
   addSecurityOptions(program.command('serve'))
@@ -13,7 +14,7 @@ export function registerServe(program: Command): void {
     .addOption(dbFlag())
     .addOption(flag('--account-url <url>', 'base URL of the account system (http or https)').argParser(urlArg))
     .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(timeLimitArg).default(3000, '3s'))
-    .addOption(flag('--grace <duration>', 'how long past its timeout a SENT row waits before the sweep calls it orphaned').argParser(durationArg).default(5000, '5s'))
+    .addOption(graceFlag(`how long past its timeout a SENT row waits before the sweep calls it orphaned; a claim must commit and its call start within half of it (at least ${MIN_GRACE_MS}ms)`))
     .addOption(flag('--max-attempts <n>', 'sends of one GUID at most (refused connections count)').argParser(intArg(1)).default(5))
     .addOption(flag('--synchronous <mode>', 'SQLite synchronous: FULL (durable, default) or NORMAL (faster; a power cut may lose the last claims)').argParser(choiceArg(['FULL', 'NORMAL', 'EXTRA'] as const)).default('FULL'))
     .addOption(flag('--busy-timeout <duration>', 'how long to wait for another process holding the ledger lock').argParser(timeLimitArg).default(5000, '5s'))

@@ -9,7 +9,13 @@ import { err, type Exit } from './output.js';
  * cannot be opened, read or written exits 1 too: `work` ends on a store's Left by `orThrow`, and the StoreError
  * is reported here, the one place a command's ledger failure becomes a message and exit 1.
  */
-export async function withLedger(command: string, db: string, work: (store: EventStore) => Promise<Exit>): Promise<Exit> {
+export async function withLedger(
+  command: string,
+  db: string,
+  work: (store: EventStore) => Promise<Exit>,
+  /** `claimDeadlineMs`: for a command that sends (reprocess), its send window (src/store/writeDeadline.ts). */
+  options: { readonly claimDeadlineMs?: number | undefined } = {},
+): Promise<Exit> {
   // A database URL names no file: its store says whether the ledger is there.
   if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(db) && !existsSync(db)) {
     err(`guidgate ${command}: no ledger at ${db}`);
@@ -20,7 +26,7 @@ export async function withLedger(command: string, db: string, work: (store: Even
   const shown = shownDb(db);
   let store: EventStore;
   try {
-    store = await openStore(db, { create: false, actor: processActor(command) });
+    store = await openStore(db, { create: false, actor: processActor(command), ...(options.claimDeadlineMs === undefined ? {} : { claimDeadlineMs: options.claimDeadlineMs }) });
   } catch (e) {
     if (e instanceof LedgerMissingError) err(`guidgate ${command}: no ledger at ${shown}`);
     else err(`guidgate ${command}: cannot open the ledger at ${shown}: ${e instanceof Error ? e.message : String(e)}`);

@@ -169,7 +169,7 @@ export async function runDemo(opts: DemoOptions): Promise<{ naive: ChannelTally;
       const resolved = await resolveUnknown({ store, account }, { minAgeMs: FAULTS.processingMs ?? 0, graceMs: 500 });
       out(`  resolve:   ${resolved.processed} found processed → DONE, ${resolved.absent} absent → FAILED, ${resolved.stillUnknown} still unknown`);
       // The same --min-age as resolve: a row resolve found absent is asked about again before it is sent (§7).
-      const reprocessed = await reprocessFailed({ store, account }, { maxAttempts: 10, timeoutMs: 2000, minAgeMs: FAULTS.processingMs ?? 0 });
+      const reprocessed = await reprocessFailed({ store, account }, { maxAttempts: 10, timeoutMs: 2000, graceMs: 500, minAgeMs: FAULTS.processingMs ?? 0 });
       out(`  reprocess: ${reprocessed.done} sent again and answered, ${reprocessed.failed} failed, ${reprocessed.unknown} unknown`);
       const counts = await orThrow(store.countByStatus());
       const settled = Object.fromEntries(Object.entries(counts).filter(([, v]) => v.count > 0).map(([k, v]) => [k, v.count]));

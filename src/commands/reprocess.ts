@@ -3,8 +3,9 @@ import type { EventLog, LedgerClock, LedgerReadModel, RowLeases } from '../event
 import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../relay/accountClient.js';
 import { createMetrics, type Metrics } from '../relay/metrics.js';
-import { relayAudit, sendClaimed, type SendResult } from '../relay/relayTransfer.js';
+import { relayAudit, sendClaimed, type SendLogger, type SendResult } from '../relay/relayTransfer.js';
 import { resendAfterInquiry } from '../relay/resendAfterInquiry.js';
+import { DEFAULT_GRACE_MS, sendWindowMs, type MonotonicClock } from '../relay/sendWindow.js';
 import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, type LedgerFailures, type RowFilter } from './rows.js';
 
 export interface ReprocessSummary extends LedgerFailures {
@@ -25,10 +26,15 @@ export interface ReprocessSummary extends LedgerFailures {
   found: number;
   /** May have arrived, and too young to ask or the inquiry could not tell: not sent (CONTRACT.md §7). */
   held: number;
+  /**
+   * Moved to SENT, but the ledger acknowledged that too late to call within the send window (half of --grace): not
+   * sent; the row stays SENT until the sweep makes it UNKNOWN and an inquiry settles it.
+   */
+  withheld: number;
   dryRun: boolean;
 }
 
-export type ReprocessRowOutcome = 'candidate' | 'done' | 'found' | 'failed' | 'unknown' | 'skipped' | 'held' | 'ledger-error' | 'not-leased';
+export type ReprocessRowOutcome = 'candidate' | 'done' | 'found' | 'failed' | 'unknown' | 'skipped' | 'held' | 'withheld' | 'ledger-error' | 'not-leased';
 
 export interface ReprocessDeps {
   readonly store: EventLog & LedgerReadModel & RowLeases & LedgerClock;
@@ -37,12 +43,18 @@ export interface ReprocessDeps {
   readonly metrics?: Metrics | undefined;
   /** What a row's age is judged by before an inquiry; default the ledger's clock (`store.now()`). */
   readonly clock?: (() => number | Promise<number>) | undefined;
+  /** What the send window is measured on; default `performance.now`. */
+  readonly monotonicNow?: MonotonicClock | undefined;
+  /** Where a withheld send and a stale answer are logged. */
+  readonly sendLog?: SendLogger | undefined;
 }
 
 export interface ReprocessOptions {
   readonly maxAttempts: number;
   /** The call timeout recorded in each Sent (the orphan sweep waits this plus its grace). */
   readonly timeoutMs: number;
+  /** The orphan sweep's grace (as serve's --grace): a send is made only within half of it after its claim. Default DEFAULT_GRACE_MS. */
+  readonly graceMs?: number | undefined;
   /** A row FAILED by an inquiry is sent again only when its last Sent is this old and a fresh inquiry says absent. */
   readonly minAgeMs?: number | undefined;
   readonly limit?: number | undefined;
@@ -72,6 +84,9 @@ export function reprocessExitCode(s: ReprocessSummary): 0 | 1 {
 
 /** How one send counts in the summary, read from what `sendClaimed` says happened. */
 export function countSend(r: SendResult): { outcome: Exclude<ReprocessRowOutcome, 'candidate' | 'skipped' | 'found' | 'held' | 'not-leased'>; detail: string } {
+  if (!r.sent && r.why === 'claim-too-slow') {
+    return { outcome: 'withheld', detail: `not sent: the claim was acknowledged after ${Math.round(r.elapsedMs)} ms, past the send window of ${r.windowMs} ms (the sweep settles it)` };
+  }
   if (!r.sent) return { outcome: 'ledger-error', detail: 'the stored request is missing: not sent' };
   const { call } = r;
   // The call was made but its outcome is not in the ledger: the row stays SENT until the sweep makes it UNKNOWN.
@@ -104,7 +119,8 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   const { store, account } = deps;
   const dryRun = opts.dryRun === true;
   const metrics = deps.metrics ?? createMetrics(store, Date.now);
-  const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, ledgerErrors: 0, dryRun };
+  const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, withheld: 0, ledgerErrors: 0, dryRun };
+  const windowMs = sendWindowMs(opts.graceMs ?? DEFAULT_GRACE_MS);
   const filter: RowFilter = { statuses: ['FAILED'], attemptsBelow: opts.maxAttempts, ...(opts.guid === undefined ? {} : { guid: opts.guid }) };
   const audit = relayAudit(opts, opts.key);
 
@@ -127,7 +143,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
     if (dryRun) return progressed(row, 'candidate');
 
     const send = { type: 'Send', timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, ...(opts.minAgeMs === undefined ? {} : { minAgeMs: opts.minAgeMs }) } as const;
-    const executed = await resendAfterInquiry({ store, account, metrics, clock: deps.clock }, row, send, audit);
+    const { startedAt, result: executed } = await resendAfterInquiry({ store, account, metrics, clock: deps.clock, monotonicNow: deps.monotonicNow }, row, send, audit);
     if (E.isLeft(executed)) {
       // Nothing was sent: the Sent is not durable, so the account system is not called.
       return progressed(row, 'ledger-error', ledgerFailed(summary, executed.left));
@@ -149,7 +165,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
       return progressed(row, 'found', claimed.code ?? 'DONE');
     }
 
-    const sent = await sendClaimed({ store, account, metrics }, claimed, undefined, audit);
+    const sent = await sendClaimed({ store, account, metrics, monotonicNow: deps.monotonicNow, sendLog: deps.sendLog, sendWindowMs: windowMs }, { state: claimed, startedAt }, undefined, audit);
     const counted = countSend(sent);
     // The store's error when there is one (its code and cause), else what countSend says.
     if (counted.outcome === 'ledger-error') ledgerFailed(summary, sent.sent && E.isLeft(sent.recorded) ? `${sent.recorded.left.code}: ${counted.detail}: ${sent.recorded.left.message}` : counted.detail);

@@ -9,6 +9,7 @@ import { buildApp } from '../relay/app.js';
 import type { KeyRing } from '../relay/auth/keyRing.js';
 import { createBreaker } from '../relay/breaker.js';
 import { createMetrics } from '../relay/metrics.js';
+import { sendWindowMs } from '../relay/sendWindow.js';
 import { sweepOrphans } from '../relay/sweepOrphans.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { startSettler } from './settler.js';
@@ -71,8 +72,9 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   }
   let ledgerLost = (reason: string): void => out(reason);
   // Inline: commits on this thread (no copy of each unit to another thread and back), their fsync off the event loop.
+  // A claim either commits within the send window, and is called, or fails E503 with nothing written (sendWindow.ts).
   const store = await openStore(opts.db, {
-    synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, writer: opts.writer ?? 'inline',
+    synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, claimDeadlineMs: sendWindowMs(opts.graceMs), writer: opts.writer ?? 'inline',
     watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'),
   });
   const loose = ledgerWarning(opts.db);

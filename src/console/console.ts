@@ -237,10 +237,32 @@ async function loadRows(): Promise<void> {
 
 let shownGuid: string | null = null;
 
+/**
+ * What a StaleAnswer means, in words (as `guidgate history` says it): an answer the row had moved past, kept, never
+ * the row's outcome; for an older attempt, the transfer may have been applied twice.
+ */
+function staleAnswerNote(e: Extract<TimelineEntry, { kind: 'event' }>): string | null {
+  if (e.type !== 'StaleAnswer' || typeof e.data !== 'object' || e.data === null) return null;
+  const { attempt, currentAttempt } = e.data as { attempt?: unknown; currentAttempt?: unknown };
+  if (typeof attempt !== 'number' || typeof currentAttempt !== 'number') return null;
+  return attempt < currentAttempt
+    ? `Attempt ${attempt} was answered after attempt ${currentAttempt} was sent: the account system may have applied this transfer twice. Not the row's outcome.`
+    : `Attempt ${attempt} was answered after the row was settled another way. Not the row's outcome.`;
+}
+
 function entryRow(e: TimelineEntry, i: number): HTMLElement {
   if (e.kind === 'event') {
     const details = e.data === undefined || e.data === null ? '—' : h('pre', {}, JSON.stringify(e.data, null, 2));
-    return h('tr', { class: 'event' }, h('td', { class: 'num' }, String(i + 1)), h('td', {}, time(e.at, false)), h('th', { scope: 'row' }, `${e.type} (event, seq ${e.seq})`), h('td', {}, actorText(e.actor)), h('td', {}, details));
+    const stale = staleAnswerNote(e);
+    return h(
+      'tr',
+      { class: stale === null ? 'event' : 'event stale' },
+      h('td', { class: 'num' }, String(i + 1)),
+      h('td', {}, time(e.at, false)),
+      h('th', { scope: 'row' }, `${e.type} (event, seq ${e.seq})`),
+      h('td', {}, actorText(e.actor)),
+      h('td', {}, stale === null ? details : h('div', {}, h('p', { class: 'warning' }, stale), details)),
+    );
   }
   return h(
     'tr',

@@ -75,6 +75,23 @@ export const PurgedData = t.intersection([
   t.partial({ responseSha256: t.union([t.string, t.null]) }),
 ]);
 
+/**
+ * A definite answer to an attempt the row had already moved past (a later attempt was sent), or to its attempt once
+ * the row was settled another way (an inquiry, purge): a fact an auditor must see, never dropped, and no transition
+ * (evolve.ts). An older attempt answered means that attempt reached the account system after another one was sent:
+ * the transfer may have been applied twice. `currentAttempt`: the row's attempt when the answer came. `response`:
+ * the answer's bytes, null when the row was PURGED (as purge keeps no answer); `responseSha256` is always kept, so
+ * that a purge that later redacts `response` still leaves what to match the account system's record against.
+ */
+export const StaleAnswerData = t.type({
+  attempt: PositiveInt,
+  currentAttempt: PositiveInt,
+  code: DefiniteCode,
+  response: t.union([t.string, t.null]),
+  responseSha256: t.string,
+  latencyMs: t.number,
+});
+
 export const eventDataCodecs = {
   Claimed: ClaimedData,
   Sent: SentData,
@@ -83,6 +100,7 @@ export const eventDataCodecs = {
   ConnectFailed: ConnectFailedData,
   Resolved: ResolvedData,
   Purged: PurgedData,
+  StaleAnswer: StaleAnswerData,
 } as const;
 export type EventType = keyof typeof eventDataCodecs;
 export const EVENT_TYPES = Object.keys(eventDataCodecs) as EventType[];

@@ -52,6 +52,10 @@ export type RefusalReason =
   | 'fingerprint-mismatch'
   | 'wrong-status'
   | 'attempt-cap'
+  /**
+   * A timeout or refused connection for another attempt than the row's (it carries no answer, so nothing is lost by
+   * leaving it out), or an answer for an attempt the row never sent.
+   */
   | 'stale-attempt'
   | 'too-young'
   | 'not-definite'
@@ -79,12 +83,28 @@ function claimedEvent(command: { request: string; fingerprint: string; channel?:
   return { type: 'Claimed', at: now, data: { request, fingerprint, ...(channel === undefined ? {} : { channel }) } };
 }
 
+/** SHA-256 (hex) of an answer's UTF-8 bytes: what a tombstone (and a StaleAnswer on one) keeps of it. */
+const answerSha256 = (response: string): string => createHash('sha256').update(response, 'utf8').digest('hex');
+
 /** SHA-256 (hex) of the stored answer's UTF-8 bytes: what a tombstone keeps of it; null when there was no answer. */
 export function responseSha256(response: string | null): string | null {
-  return response === null ? null : createHash('sha256').update(response, 'utf8').digest('hex');
+  return response === null ? null : answerSha256(response);
 }
 
 const refuse = (reason: RefusalReason, state: LedgerState | null): E.Either<Refusal, never> => E.left({ reason, state });
+
+/** The answer as a StaleAnswer on `state`: on a PURGED row only its code and SHA-256 are kept, as purge keeps them. */
+function staleAnswer(state: LedgerState, answer: Extract<Command, { type: 'RecordAnswer' }>, now: number): NewEvent {
+  const { attempt, code, response, latencyMs } = answer;
+  return {
+    type: 'StaleAnswer',
+    at: now,
+    data: {
+      attempt, currentAttempt: state.attempts, code, response: state.status === 'PURGED' ? null : response,
+      responseSha256: answerSha256(response), latencyMs,
+    },
+  };
+}
 
 function sendAgain(state: LedgerState, rules: ResendRules, now: number): E.Either<Refusal, NewEvent[]> {
   if (state.status !== 'FAILED' && state.status !== 'RECEIVED') return refuse('wrong-status', state);
@@ -131,19 +151,24 @@ export function decide(state: LedgerState | null, command: Command, now: number)
     case 'RecordAnswer': {
       if (state === null) return refuse('not-found', state);
       if (!isDefiniteCode(command.code)) return refuse('not-definite', state);
-      if (state.attempts !== command.attempt) return refuse('stale-attempt', state);
-      if (state.status === 'SENT') {
-        return E.right([
-          { type: 'Answered', at: now, data: { attempt: command.attempt, code: command.code, response: command.response, latencyMs: command.latencyMs } },
-        ]);
+      // An attempt this row never sent: no call of ours can have been answered for it.
+      if (command.attempt > state.attempts) return refuse('stale-attempt', state);
+      if (command.attempt === state.attempts) {
+        if (state.status === 'SENT') {
+          return E.right([
+            { type: 'Answered', at: now, data: { attempt: command.attempt, code: command.code, response: command.response, latencyMs: command.latencyMs } },
+          ]);
+        }
+        // The sweep (or an inquiry that came too early) got there first: a definite answer is still the truth.
+        if (state.status === 'UNKNOWN' || state.status === 'FAILED') {
+          return E.right([
+            { type: 'Resolved', at: now, data: { source: 'late-answer', outcome: 'processed', code: command.code, response: command.response } },
+          ]);
+        }
       }
-      // The sweep (or an inquiry that came too early) got there first: a definite answer is still the truth.
-      if (state.status === 'UNKNOWN' || state.status === 'FAILED') {
-        return E.right([
-          { type: 'Resolved', at: now, data: { source: 'late-answer', outcome: 'processed', code: command.code, response: command.response } },
-        ]);
-      }
-      return refuse('wrong-status', state);
+      // An older attempt answered (in any state), or this attempt once an inquiry or purge settled the row: never
+      // the row's outcome (a later attempt may have had another), never dropped either.
+      return E.right([staleAnswer(state, command, now)]);
     }
 
     case 'RecordTimeout':

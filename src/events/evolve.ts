@@ -32,6 +32,13 @@ export function evolve(state: LedgerState | null, event: NewEvent, guid: string)
     };
   }
   if (state === null) throw new EvolveError(`${guid}: ${event.type} before Claimed`);
+  if (event.type === 'StaleAnswer') {
+    // A fact about an earlier attempt, not a transition: status, code, attempts, the answer stored, the times
+    // (sentAt and timeoutMs drive the sweep and min-age) all stay. Only, a FAILED row becomes one whose attempt may
+    // have arrived: one of its attempts did reach the account system, so a resend must inquire first, even when
+    // its last attempt failed by a refused connection (without that, the resend would go out unasked).
+    return { ...state, lastSeq: state.lastSeq + 1, failedByInquiry: state.failedByInquiry || state.status === 'FAILED' };
+  }
   const next = { ...state, updatedAt: event.at, lastSeq: state.lastSeq + 1, failedByInquiry: false };
   switch (event.type) {
     case 'Sent':

@@ -22,7 +22,8 @@ export interface LedgerState {
   readonly timeoutMs: number | null;
   /**
    * FAILED through an inquiry that said absent, not through a refused connection: the last attempt left, and an
-   * account system slower than the inquiry may still apply it. Such a row is sent again only after a fresh
+   * account system slower than the inquiry may still apply it. Also FAILED and then an older attempt answered
+   * (`StaleAnswer`): one of its attempts reached the account system. Such a row is sent again only after a fresh
    * inquiry (CONTRACT.md §7); false in every other case.
    */
   readonly failedByInquiry: boolean;

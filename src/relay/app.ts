@@ -18,6 +18,7 @@ import { registerOpenApi, type RouteDoc } from './openapi.js';
 import { operatorRoutes } from './operator/routes.js';
 import * as S from './operator/schemas.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
+import { DEFAULT_GRACE_MS, type MonotonicClock } from './sendWindow.js';
 import { maskAccount } from '../shared/maskAccount.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
@@ -37,8 +38,10 @@ export interface AppDeps {
   readonly timeoutMs: number;
   readonly maxAttempts: number;
   readonly minAgeMs?: number | undefined;
-  /** The orphan sweep's grace, for the operator API's resolve (default 5s, as `serve --grace`). */
+  /** The orphan sweep's grace (default 5s, as `serve --grace`): the operator API's resolve sweeps with it, and every send keeps to half of it after its claim (sendWindow.ts). */
   readonly graceMs?: number | undefined;
+  /** What the send window is measured on; default `performance.now` (tests hand in a clock they move). */
+  readonly monotonicNow?: MonotonicClock | undefined;
   readonly breaker?: Breaker | undefined;
   readonly logger?: FastifyServerOptions['logger'];
   /** Keys on (CONTRACT.md §6): the keys in force now. Absent: open mode. */
@@ -185,7 +188,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.addHook('onClose', () => requests.close());
 
   // Every E503 of a transfer is logged once, with the store error's code and cause.
-  const relayDeps: RelayDeps = { ...deps, log: ledgerLog(app.log) };
+  const relayDeps: RelayDeps = { ...deps, log: ledgerLog(app.log), sendLog: app.log };
 
   app.post('/v1/transfers', { config: { openapi: TRANSFER_DOC } }, async (req, reply) => {
     const started = performance.now();
@@ -252,7 +255,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     timeoutMs: deps.timeoutMs,
     maxAttempts: deps.maxAttempts,
     minAgeMs: deps.minAgeMs ?? DEFAULT_MIN_AGE_MS,
-    graceMs: deps.graceMs ?? 5000,
+    graceMs: deps.graceMs ?? DEFAULT_GRACE_MS,
+    monotonicNow: deps.monotonicNow,
     send,
   }));
 

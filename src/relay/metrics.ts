@@ -70,6 +70,21 @@ export function createMetrics(store: LedgerReadModel, clock: () => number, opts:
     registers: [registry],
   });
   lastSettle.set(0);
+  const sendsWithheld = new Counter({
+    name: 'guidgate_sends_withheld_total',
+    help: 'Calls not made although their row was SENT, by reason (claim-too-slow: the claim was acknowledged after the send window, half of --grace); the sweep settles those rows',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  sendsWithheld.inc({ reason: 'claim-too-slow' }, 0);
+  const staleAnswers = new Counter({
+    name: 'guidgate_stale_answers_total',
+    help: 'Definite answers the row had moved past, kept as StaleAnswer events; attempt="older": an earlier attempt answered after a later one was sent (possible double application)',
+    labelNames: ['attempt'],
+    registers: [registry],
+  });
+  // Both series from the start: an alert on increase() must see the first one.
+  for (const attempt of ['older', 'current']) staleAnswers.inc({ attempt }, 0);
   const recordsLost = new Counter({
     name: 'guidgate_request_records_lost_total',
     help: 'Channel request records (the audit trail) not written: the buffer bound reached, or the ledger refused the write',
@@ -112,6 +127,14 @@ export function createMetrics(store: LedgerReadModel, clock: () => number, opts:
     },
     connectionClosed(reason: ConnectionClosedReason): void {
       connectionsClosed.inc({ reason });
+    },
+    /** A call not made for a row this process had moved to SENT (sendWindow.ts). */
+    sendWithheld(reason: 'claim-too-slow'): void {
+      sendsWithheld.inc({ reason });
+    },
+    /** A definite answer kept as a StaleAnswer: for an `older` attempt than the row's, or for its `current` one once settled. */
+    staleAnswer(attempt: 'older' | 'current'): void {
+      staleAnswers.inc({ attempt });
     },
     requestRecordsLost(n: number): void {
       recordsLost.inc(n);

@@ -1,5 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
-import type { EventAudit } from '../events/codecs.js';
+import type { EventAudit, EventOf } from '../events/codecs.js';
 import type { EventLog, ExecuteResult, StoreResult } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { CallOutcome } from './accountClient.js';
@@ -7,8 +7,11 @@ import type { CallOutcome } from './accountClient.js';
 export type Recorded =
   /** The outcome is in the ledger; `state` is the row after it. */
   | { readonly recorded: true; readonly state: LedgerState }
-  /** Someone moved first (the sweep, an inquiry); `state` is the row as it is now. */
-  | { readonly recorded: false; readonly state: LedgerState | null };
+  /**
+   * Not the row's outcome: someone moved first (the sweep, an inquiry, a later attempt); `state` is the row as it is
+   * now. `stale`: the call's definite answer, kept in the log as a StaleAnswer all the same (never dropped).
+   */
+  | { readonly recorded: false; readonly state: LedgerState | null; readonly stale?: EventOf<'StaleAnswer'>['data'] };
 
 /**
  * Records the outcome of one call to the account system for the attempt `sent` (the row as its Sent left it), by
@@ -29,5 +32,9 @@ export async function recordOutcome(store: EventLog, sent: LedgerState, outcome:
     // Usually still the row as it is: the store decides on it without reading it again.
     { state: sent },
   );
-  return E.map((r: ExecuteResult): Recorded => (r.kind === 'applied' ? { recorded: true, state: r.state } : { recorded: false, state: r.refusal.state }))(result);
+  return E.map((r: ExecuteResult): Recorded => {
+    if (r.kind === 'refused') return { recorded: false, state: r.refusal.state };
+    const stale = r.events.find((e) => e.type === 'StaleAnswer');
+    return stale?.type === 'StaleAnswer' ? { recorded: false, state: r.state, stale: stale.data } : { recorded: true, state: r.state };
+  })(result);
 }

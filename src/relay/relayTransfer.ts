@@ -10,7 +10,14 @@ import type { Metrics } from './metrics.js';
 import { recordOutcome, type Recorded } from './recordOutcome.js';
 import { codeReply, definiteReply, ledgerUnavailableReply, replyForRefusal, replyForState, type Reply } from './replies.js';
 import { resendAfterInquiry } from './resendAfterInquiry.js';
+import { DEFAULT_GRACE_MS, monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from './sendWindow.js';
 import { decodeTransferRequest, type TransferRequest } from './transferRequest.js';
+
+/** Where a send's alarms go (a pino logger fits): a send withheld, an answer the row had moved past. */
+export interface SendLogger {
+  warn(line: Record<string, unknown>, message: string): void;
+  error(line: Record<string, unknown>, message: string): void;
+}
 
 export interface RelayDeps {
   readonly store: EventLog & LedgerReadModel & LedgerClock;
@@ -20,12 +27,18 @@ export interface RelayDeps {
   readonly maxAttempts: number;
   /** A resend of a row that may have arrived needs its last Sent this old and a fresh inquiry (CONTRACT.md §7). */
   readonly minAgeMs?: number | undefined;
+  /** The orphan sweep's grace (`--grace`): the send window is half of it (sendWindow.ts). Default DEFAULT_GRACE_MS. */
+  readonly graceMs?: number | undefined;
   /** Stops calls while the account system keeps failing (CONTRACT.md §7); none: always call. */
   readonly breaker?: Breaker | undefined;
   /** What a row's age is judged by before an inquiry; default the ledger's clock (`store.now()`). */
   readonly clock?: (() => number | Promise<number>) | undefined;
+  /** What the send window is measured on; default `performance.now` (tests hand in a clock they move). */
+  readonly monotonicNow?: MonotonicClock | undefined;
   /** Where an E503's cause is logged (once per reply); without it the cause is dropped. */
   readonly log?: (line: Record<string, unknown>) => void;
+  /** Where a withheld send and a stale answer are logged; without it only the metrics count them. */
+  readonly sendLog?: SendLogger | undefined;
 }
 
 export interface RelayResult {
@@ -101,9 +114,9 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
 
   // Past the replay path: the key and the flags in force go into the actor of every event this request writes.
   const audit = auditOf(deps, channel);
-  const result = existing === null
-    ? await store.execute(request.guid, submit, audit, { state: null })
-    : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics }, existing, submit, audit);
+  const { startedAt, result } = existing === null
+    ? await timedWrite(deps.monotonicNow ?? monotonicNow, () => store.execute(request.guid, submit, audit, { state: null }))
+    : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics, monotonicNow: deps.monotonicNow }, existing, submit, audit);
   if (E.isLeft(result)) {
     permit?.done(null);
     return { reply: ledgerUnavailableReply(request.guid, result.left, deps.log), request, ...known };
@@ -120,7 +133,7 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     permit?.done(null);
     return { reply: replyForState(claimed), request, ...knownAs(claimed, request) };
   }
-  const sent = await sendClaimed(deps, claimed, permit ?? undefined, audit);
+  const sent = await sendClaimed({ ...deps, sendWindowMs: sendWindowMs(deps.graceMs ?? DEFAULT_GRACE_MS) }, { state: claimed, startedAt }, permit ?? undefined, audit);
   // The call was made and its outcome is not in the ledger (E901 to the channel): the operator must hear of it,
   // with the store's error, since the account system may have applied it.
   if (sent.sent && E.isLeft(sent.recorded)) {
@@ -132,29 +145,73 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
 /** What `sendClaimed` did: not sent (and why), or the call's outcome and what recording it gave. */
 export type SendResult =
   | { readonly sent: false; readonly guid: string; readonly why: 'no-stored-request' }
+  /** The claim was acknowledged past the send window (sendWindow.ts): no call; the row stays SENT for the sweep. */
+  | { readonly sent: false; readonly guid: string; readonly why: 'claim-too-slow'; readonly elapsedMs: number; readonly windowMs: number }
   /** `recorded` is a Left when the call was made but the ledger could not record its outcome. */
   | { readonly sent: true; readonly guid: string; readonly call: CallOutcome; readonly recorded: E.Either<StoreError, Recorded> };
 
+/** A row this process has just moved to SENT, and when (monotonic clock) it started the write that did it. */
+export interface Claim {
+  readonly state: LedgerState;
+  readonly startedAt: number;
+}
+
 /**
  * Sends a row this process has just moved to SENT (its stored bytes, never the resend's) and records the
- * outcome. Shared by the relay and `reprocess`.
+ * outcome. Every path that calls `POST /transfer` comes here (a channel's first send and its resend of a FAILED
+ * row, `reprocess`, the operator API's reprocess): the one place the send window is kept (sendWindow.ts). It is
+ * checked last, right before the call: past it, the sweep of another process may already own the row.
  */
-export async function sendClaimed(deps: Pick<RelayDeps, 'store' | 'account' | 'metrics'>, claimed: LedgerState, permit?: CallPermit, audit?: EventAudit): Promise<SendResult> {
+export async function sendClaimed(
+  deps: Pick<RelayDeps, 'store' | 'account' | 'metrics' | 'monotonicNow' | 'sendLog'> & { readonly sendWindowMs: number },
+  claim: Claim,
+  permit?: CallPermit,
+  audit?: EventAudit,
+): Promise<SendResult> {
+  const { state: claimed } = claim;
   const { guid, attempts: attempt } = claimed;
   if (claimed.request === null) {
     permit?.done(null);
     return { sent: false, guid, why: 'no-stored-request' };
   }
+  const elapsedMs = (deps.monotonicNow ?? monotonicNow)() - claim.startedAt;
+  if (elapsedMs > deps.sendWindowMs) {
+    permit?.done(null);
+    deps.metrics.sendWithheld('claim-too-slow');
+    deps.sendLog?.warn(
+      { guid, attempt, elapsedMs: Math.round(elapsedMs), windowMs: deps.sendWindowMs },
+      'not sent: the claim was acknowledged after the send window (half of --grace); the row stays SENT and the sweep settles it',
+    );
+    return { sent: false, guid, why: 'claim-too-slow', elapsedMs, windowMs: deps.sendWindowMs };
+  }
   const call = await deps.account.transfer(claimed.request, guid);
   permit?.done(call.kind);
   deps.metrics.call(call.kind, call.latencyMs);
-  return { sent: true, guid, call, recorded: await recordOutcome(deps.store, claimed, call, audit) };
+  const recorded = await recordOutcome(deps.store, claimed, call, audit);
+  if (E.isRight(recorded) && recorded.right.recorded === false && recorded.right.stale !== undefined) staleAnswerAlarm(deps, guid, recorded.right.stale);
+  return { sent: true, guid, call, recorded };
+}
+
+/** An answer the row had moved past: counted, and logged as what it may mean. */
+function staleAnswerAlarm(deps: Pick<RelayDeps, 'metrics' | 'sendLog'>, guid: string, stale: NonNullable<Extract<Recorded, { recorded: false }>['stale']>): void {
+  const { attempt, currentAttempt, code } = stale;
+  const older = attempt < currentAttempt;
+  deps.metrics.staleAnswer(older ? 'older' : 'current');
+  const line = { guid, attempt, currentAttempt, code };
+  if (older) deps.sendLog?.error(line, `possible double application of GUID ${guid} (attempt ${attempt} answered after attempt ${currentAttempt})`);
+  else deps.sendLog?.warn(line, `GUID ${guid}: attempt ${attempt} answered after its row was settled another way (inquiry, purge); kept as a StaleAnswer`);
 }
 
 /** The channel's reply to a send (CONTRACT.md §2): the call's outcome if it was recorded, else the ledger's. */
 export function replyForSend(r: SendResult): Reply {
-  // A purged request cannot be sent; nothing left, and the ledger is what is missing.
-  if (!r.sent) return codeReply('E503', r.guid);
+  if (!r.sent) {
+    // The ledger says SENT and nothing left; the sweep will make it UNKNOWN and an inquiry settle it.
+    if (r.why === 'claim-too-slow') {
+      return codeReply('E901', r.guid, { message: 'not sent: the ledger acknowledged the claim too late to call safely; the ledger holds it as sent, so it is settled by inquiry: resend later' });
+    }
+    // A purged request cannot be sent; nothing left, and the ledger is what is missing.
+    return codeReply('E503', r.guid);
+  }
   const { guid, call } = r;
   // The call was made but its outcome is not in the ledger: the request did leave.
   if (E.isLeft(r.recorded)) return codeReply('E901', guid);

@@ -6,6 +6,7 @@ import type { EventLog, ExecuteResult, LedgerClock, StoreResult } from '../event
 import { ledgerTime } from '../events/storeResult.js';
 import { inquiryHttpStatus, type AccountClient } from './accountClient.js';
 import type { Metrics } from './metrics.js';
+import { monotonicNow, timedWrite, type MonotonicClock, type TimedWrite } from './sendWindow.js';
 
 export interface ResendDeps {
   readonly store: EventLog & LedgerClock;
@@ -13,6 +14,8 @@ export interface ResendDeps {
   /** What the row's age is judged by before asking; default the ledger's clock (`store.now()`). */
   readonly clock?: (() => number | Promise<number>) | undefined;
   readonly metrics?: Metrics | undefined;
+  /** What the send window is measured on (sendWindow.ts); default `performance.now`. */
+  readonly monotonicNow?: MonotonicClock | undefined;
 }
 
 /**
@@ -38,12 +41,15 @@ export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, mi
  * The resend of an existing row, shared by a channel's resend and `reprocess`: a row that may have arrived is
  * inquired about first (outside the write transaction), then the Submit or Send carries the answer into `store.execute`,
  * where `decide` takes it with the row as it is then. Applied, the row is SENT (send it) or DONE (the inquiry
- * found it: answer from the stored bytes).
+ * found it: answer from the stored bytes). `startedAt`: the start of the send window, taken right before the
+ * write that records the Sent (after the inquiry, which may take up to its timeout).
  */
-export async function resendAfterInquiry(deps: ResendDeps, row: LedgerState, command: Extract<Command, { type: 'Submit' | 'Send' }>, audit?: EventAudit): StoreResult<ExecuteResult> {
-  if (!mayHaveArrived(row)) return deps.store.execute(row.guid, command, audit);
+export async function resendAfterInquiry(deps: ResendDeps, row: LedgerState, command: Extract<Command, { type: 'Submit' | 'Send' }>, audit?: EventAudit): Promise<TimedWrite<ExecuteResult>> {
+  const clock = deps.monotonicNow ?? monotonicNow;
+  if (!mayHaveArrived(row)) return timedWrite(clock, () => deps.store.execute(row.guid, command, audit));
   const asked = await inquireBeforeResend(deps, row, command.minAgeMs ?? DEFAULT_MIN_AGE_MS);
-  if (E.isLeft(asked)) return asked;
+  if (E.isLeft(asked)) return { startedAt: clock(), result: asked };
   // The actor of what the inquiry decided keeps its HTTP status (null: too young to ask, or no answer came).
-  return deps.store.execute(row.guid, { ...command, inquiry: asked.right.inquiry }, { ...audit, params: { ...audit?.params, inquiryStatus: asked.right.httpStatus } });
+  const inquired = { ...command, inquiry: asked.right.inquiry };
+  return timedWrite(clock, () => deps.store.execute(row.guid, inquired, { ...audit, params: { ...audit?.params, inquiryStatus: asked.right.httpStatus } }));
 }

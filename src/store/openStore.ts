@@ -26,9 +26,9 @@ export type OpenStoreOptions = Omit<SqliteStoreOptions, 'path' | 'projection'> &
  */
 export async function openStore(db: string, options: OpenStoreOptions = {}): Promise<EventStore> {
   if (isPostgresUrl(db)) {
-    // What applies to a server: the clock, the batch size, and the busy timeout as the lock timeout. The
+    // What applies to a server: the clock, the batch size, the busy timeout as the lock timeout, the claim deadline. The
     // file's durability (synchronous), writer thread and file watch are the server's or meaningless here.
-    const { clock, maxBatch, busyTimeoutMs, create, actor } = options;
+    const { clock, maxBatch, busyTimeoutMs, create, actor, claimDeadlineMs } = options;
     return openPostgresStore({
       url: db,
       projection: ledgerProjection,
@@ -37,6 +37,7 @@ export async function openStore(db: string, options: OpenStoreOptions = {}): Pro
       ...(clock === undefined ? {} : { clock }),
       ...(maxBatch === undefined ? {} : { maxBatch }),
       ...(busyTimeoutMs === undefined ? {} : { lockTimeoutMs: busyTimeoutMs }),
+      ...(claimDeadlineMs === undefined ? {} : { claimDeadlineMs }),
     });
   }
   const { create: _create, ...sqlite } = options;

@@ -380,6 +380,47 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect((await orThrow(store.readStream('keep'))).length).toBe(2);
         expect(await orThrow(store.spaceOnDisk())).toBeGreaterThanOrEqual(0);
       });
+
+      it('an answer to an older attempt is kept as a StaleAnswer that changes no state; purge takes its body out of the log and keeps its SHA-256; on a tombstone no body is stored at all', async () => {
+        let now = 1000;
+        const f = await fresh();
+        const store = await open(f, { clock: () => now });
+        const late = { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"code":"0000","bal":"STALE-SECRET"}', latencyMs: 9000 } as const;
+        // computed apart: printf '%s' '{"code":"0000","bal":"STALE-SECRET"}' | sha256sum
+        const sha = '02b2077051e3cbc401f573f0bcf052efd762c83bafc4190c738b526075054580';
+        await orThrow(store.execute('a', submit('fa')));
+        await orThrow(store.execute('a', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
+        await orThrow(store.execute('a', { type: 'Resolve', outcome: 'absent' }));
+        await orThrow(store.execute('a', { type: 'Send', timeoutMs: 3000, maxAttempts: 3, minAgeMs: 0, inquiry: { seq: 3, at: 10 ** 12, answer: { kind: 'absent' } } }));
+        await orThrow(store.execute('a', { type: 'RecordConnectFailure', attempt: 2, reason: 'refused' }));
+        const before = (await orThrow(store.getLedger('a')))!;
+        expect(before).toMatchObject({ status: 'FAILED', attempts: 2, failedByInquiry: false, lastSeq: 5 });
+        now = 2000;
+        const stale = await orThrow(store.execute('a', late));
+        expect(stale).toMatchObject({ kind: 'applied', events: [{ seq: 6, type: 'StaleAnswer', data: { attempt: 1, currentAttempt: 2, code: '0000', response: late.response, responseSha256: sha, latencyMs: 9000 } }] });
+        // No transition; only that one of its attempts did arrive: a resend of it must inquire first.
+        expect(await orThrow(store.getLedger('a'))).toEqual({ ...before, lastSeq: 6, failedByInquiry: true });
+        await orThrow(store.rebuildProjection());
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
+        expect(await orThrow(store.getLedger('a'))).toEqual({ ...before, lastSeq: 6, failedByInquiry: true });
+
+        // A DONE row: the older attempt's body is kept until purge takes it out, with the other answers'.
+        await orThrow(store.execute('b', submit('fb')));
+        await orThrow(store.execute('b', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' }));
+        await orThrow(store.execute('b', { type: 'Send', timeoutMs: 3000, maxAttempts: 3 }));
+        await orThrow(store.execute('b', { type: 'RecordAnswer', attempt: 2, code: '0000', response: '{"code":"0000"}', latencyMs: 3 }));
+        expect(await orThrow(store.execute('b', late))).toMatchObject({ kind: 'applied', state: { status: 'DONE', response: '{"code":"0000"}' } });
+        expect(await f.backdoor.rawEventData('b')).toContain('STALE-SECRET');
+        now = 9000;
+        await orThrow(store.execute('b', { type: 'Purge', retentionMs: 1000 }));
+        expect(await f.backdoor.rawEventData('b')).not.toContain('STALE-SECRET');
+        expect((await orThrow(store.readStream('b'))).find((e) => e.type === 'StaleAnswer')?.data).toMatchObject({ response: null, responseSha256: sha, code: '0000' });
+        // On the tombstone: the code and SHA-256 only, as purge keeps them; the row stays a tombstone.
+        const onTombstone = await orThrow(store.execute('b', { ...late, response: '{"code":"0000","bal":"LATER-SECRET"}' }));
+        expect(onTombstone).toMatchObject({ kind: 'applied', state: { status: 'PURGED', code: '0000' }, events: [{ type: 'StaleAnswer', data: { response: null, currentAttempt: 2 } }] });
+        expect(await f.backdoor.rawEventData('b')).not.toContain('LATER-SECRET');
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
+      });
     });
 
     describe('audit trail', () => {

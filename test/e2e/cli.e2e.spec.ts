@@ -89,6 +89,12 @@ describe('guidgate command line', () => {
       [['resolve', '--account-url', 'http://127.0.0.1:9', '--timeout', '0ms', '--db', db], {}, '--timeout'],
       [['reprocess', '--account-url', 'file:///etc/passwd', '--db', db], {}, '--account-url'],
       [['naive', '--port', '0', '--account-url', 'core:8090'], {}, '--account-url'],
+      // Half of --grace is the time a claim has to commit and its call to start: under 500 ms is refused everywhere.
+      [[...serve, '--grace', '0ms'], {}, '--grace'],
+      [[...serve, '--grace', '499ms'], {}, '--grace'],
+      [serve, { GUIDGATE_GRACE: '200ms' }, 'GUIDGATE_GRACE'],
+      [['resolve', '--account-url', 'http://127.0.0.1:9', '--grace', '300ms', '--db', db], {}, '--grace'],
+      [['reprocess', '--account-url', 'http://127.0.0.1:9', '--grace', '0ms', '--db', db], {}, '--grace'],
     ];
     for (const [args, env, names] of cases) {
       const r = await cli(args, env, { killAfterMs: 10_000 });
@@ -98,10 +104,10 @@ describe('guidgate command line', () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
-  it('serve takes the new limits and every log level; a zero grace and a zero min-age are legitimate', async () => {
+  it('serve takes the new limits and every log level; the smallest grace (500ms) and a zero min-age are legitimate', async () => {
     const dir = tmp();
     const db = join(dir, 'ledger.db');
-    const child = spawn(process.execPath, [join(REPO_ROOT, 'bin', 'guidgate'), 'serve', '--port', '0', '--db', db, '--grace', '0ms', '--body-timeout', '2s', '--max-connections', '5', '--log-level', 'TRACE'], {
+    const child = spawn(process.execPath, [join(REPO_ROOT, 'bin', 'guidgate'), 'serve', '--port', '0', '--db', db, '--grace', '500ms', '--body-timeout', '2s', '--max-connections', '5', '--log-level', 'TRACE'], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: withoutGuidgateEnv(),
     });

@@ -118,7 +118,7 @@ describe('guidgate/client against serve and the simulator with faults', () => {
     let pending = [...inputs.values()];
     const resolves: Array<{ processed: number; absent: number }> = [];
     for (let round = 0; round < 3 && pending.length > 0; round++) {
-      const resolve = await runToEnd(spawnNode(BIN, ['resolve', '--account-url', sim.url, '--min-age', '1ms', '--grace', '300ms', '--db', db, '--json']));
+      const resolve = await runToEnd(spawnNode(BIN, ['resolve', '--account-url', sim.url, '--min-age', '1ms', '--grace', '500ms', '--db', db, '--json']));
       expect(resolve.code, resolve.stderr).toBe(0);
       resolves.push(JSON.parse(resolve.stdout) as { processed: number; absent: number });
       await Promise.all(pending.map(async (input) => second.set(input.guid!, await send(input, 6_000))));

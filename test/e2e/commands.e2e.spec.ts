@@ -106,9 +106,9 @@ describe('guidgate operator commands as processes', () => {
     const sim = await simulator();
     const db = await ledgerWith([['RP-1', 'FAILED'], ['RP-2', 'FAILED', { attempts: 2 }], ['RP-CAP', 'FAILED', { attempts: 3 }], ['RP-U', 'UNKNOWN']]);
     const first = await cli(['reprocess', '--account-url', sim.url, '--max-attempts', '3', '--limit', '1', '--db', db]);
-    expect([first.code, first.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 ledger-errors=0']);
+    expect([first.code, first.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
     const rest = await cli(['reprocess', '--account-url', sim.url, '--db', db], { GUIDGATE_MAX_ATTEMPTS: '3' });
-    expect([rest.code, rest.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 ledger-errors=0']);
+    expect([rest.code, rest.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
     expect(sim.stats().calls).toEqual({ 'RP-1': 1, 'RP-2': 1 });
     expect(await row(db, 'RP-2')).toMatchObject({ status: 'DONE', attempts: 3 });
     expect(await row(db, 'RP-CAP')).toMatchObject({ status: 'FAILED', attempts: 3 });
@@ -288,5 +288,25 @@ describe('guidgate operator commands as processes', () => {
     // GUIDGATE_DB names a ledger without EX-1, --db one with it: the flag wins.
     const env = await cli(['history', 'EX-1', '--db', db], { GUIDGATE_DB: join(dir, 'other.db') });
     expect(env.code).toBe(0);
+  });
+  it('history shows a StaleAnswer for what it is: an older attempt answered after a later one was sent', async () => {
+    const db = join(tmp(), 'ledger.db');
+    const store = openSqliteStore({ projection: ledgerProjection, path: db });
+    const t = transferBody('STALE-H');
+    for (const c of [
+      { type: 'Submit', request: t.body, fingerprint: t.fingerprint, timeoutMs: 1000, maxAttempts: 3 },
+      { type: 'RecordTimeout', attempt: 1, reason: 'timeout' },
+      { type: 'Resolve', outcome: 'absent' },
+      { type: 'Send', timeoutMs: 1000, maxAttempts: 3, minAgeMs: 0, inquiry: { seq: 3, at: 10 ** 13, answer: { kind: 'absent' } } },
+      { type: 'RecordAnswer', attempt: 2, code: '0000', response: '{"code":"0000","n":2}', latencyMs: 4 },
+      { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"code":"0000","n":1}', latencyMs: 900 },
+    ] as const) await orThrow(store.execute('STALE-H', c));
+    await store.close();
+    const human = await cli(['history', 'STALE-H', '--db', db]);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/ 6 {2}\S+ {2}StaleAnswer +by .*\n {7}!! attempt 1 was answered after attempt 2 was sent: the account system may have applied this transfer twice/);
+    expect(human.stdout).toContain('STALE-H: 7 events; now DONE 0000');
+    const json = JSON.parse((await cli(['history', 'STALE-H', '--json', '--db', db])).stdout) as Array<{ type: string; data: Record<string, unknown> }>;
+    expect(json.at(-1)).toMatchObject({ type: 'StaleAnswer', data: { attempt: 1, currentAttempt: 2, code: '0000', response: '{"code":"0000","n":1}' } });
   });
 });

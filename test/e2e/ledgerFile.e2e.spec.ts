@@ -110,7 +110,7 @@ describe('the ledger file under a running serve process', () => {
     );
   }, 60_000);
 
-  it('a write lock held by another process past the busy timeout: E503, 503, no call, nothing written; after release the resend goes out once', async () => {
+  it('a write lock held by another process past the claim\'s deadline (the send window, half of --grace): E503, 503, no call, nothing written; after release the resend goes out once', async () => {
     const sim = await useSim();
     const db = join(tmp(), 'ledger.db');
     const s = spawnServe(['--db', db, '--account-url', sim.url, '--busy-timeout', '1s', '--timeout', '1s', '--grace', '500ms']);

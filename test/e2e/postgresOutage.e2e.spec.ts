@@ -4,6 +4,7 @@
  * database refuses new connections at all. The server itself is shared with other tests, so it is never
  * restarted here: `pg_terminate_backend` of this database's sessions stands in for it.
  */
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
 import { startSimulator } from '../../src/simulator/index.js';
@@ -28,7 +29,7 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
     const sim = cleanup.use(await startSimulator({ port: 0, latencyMs: 30 }));
     const db = dbs.url();
     const name = new URL(db).pathname.slice(1);
-    const relay = startServe(['--db', db, '--account-url', sim.url, '--timeout', '500ms', '--grace', '300ms']);
+    const relay = startServe(['--db', db, '--account-url', sim.url, '--timeout', '500ms', '--grace', '500ms']);
     cleanup.add(() => sigkillAndWait(relay.child));
     const url = await relay.ready;
     const terminate = () => adminQuery(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`);
@@ -100,9 +101,9 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
     expect(sim.stats().doubleApplied).toEqual([]);
 
     // Settle what the outage left open, once every row's last Sent (all before the channel ended) is older than
-    // --timeout 500 ms plus --grace 300 ms, the sweep's own condition (the point: sleep).
-    await sleep(Math.max(0, channelEnded + 850 - Date.now()));
-    await settleWithCommands(db, sim.url, '300ms');
+    // --timeout 500 ms plus --grace 500 ms, the sweep's own condition (the point: sleep).
+    await sleep(Math.max(0, channelEnded + 1050 - Date.now()));
+    await settleWithCommands(db, sim.url, '500ms');
 
     const store = await openPostgresStore({ projection: ledgerProjection, url: db });
     try {
@@ -124,4 +125,31 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
     const counts = all.reduce<Record<string, number>>((m, c) => ({ ...m, [c]: (m[c] ?? 0) + 1 }), {});
     console.log(`replies during the outage: ${JSON.stringify(counts)}; /healthz 503 ${health.filter((s) => s === 503).length} of ${health.length}`);
   }, 120_000);
+  it('the ledger table locked by another session past the claim\'s deadline: E503 within about the send window, no call, nothing written; once the lock is gone the resend goes through, once', async () => {
+    const sim = await startSimulator({ port: 0 });
+    cleanup.add(() => sim.close());
+    const db = await dbs.fresh();
+    // --grace 1s: a claim has half of it, 500 ms, to commit; the lock wait alone (--busy-timeout) would be an hour,
+    // longer than the test may take: only the claim's deadline can answer.
+    const relay = startServe(['--db', db, '--account-url', sim.url, '--timeout', '1s', '--grace', '1s', '--busy-timeout', '1h']);
+    cleanup.add(() => sigkillAndWait(relay.child));
+    const url = await relay.ready;
+    const t = transferBody('LOCKED-1');
+    const post = async () => {
+      const res = await fetch(`${url}/v1/transfers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: t.body });
+      return { status: res.status, code: ((await res.json()) as { code: string }).code };
+    };
+    // A rebuild elsewhere, or any long transaction holding the ledger table.
+    const holder = new pg.Client({ connectionString: db });
+    await holder.connect();
+    cleanup.add(() => holder.end());
+    await holder.query('BEGIN');
+    await holder.query('LOCK TABLE ledger IN EXCLUSIVE MODE');
+    expect(await post()).toEqual({ status: 503, code: 'E503' });
+    await holder.query('ROLLBACK');
+    expect(sim.guidStats('LOCKED-1').calls).toBe(0);
+    expect((await fetch(`${url}/v1/transfers/LOCKED-1`)).status).toBe(404);
+    expect(await post()).toEqual({ status: 200, code: '0000' });
+    expect(sim.guidStats('LOCKED-1').calls).toBe(1);
+  });
 });

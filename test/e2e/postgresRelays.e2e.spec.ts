@@ -23,7 +23,7 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
   const cleanup = useCleanup();
   const simulator = async (o: Parameters<typeof startSimulator>[0] = {}): Promise<Simulator> => cleanup.use(await startSimulator({ port: 0, ...o }));
   const relay = async (db: string, accountUrl: string): Promise<{ url: string; child: ChildProcess }> => {
-    const r = startServe(['--db', db, '--account-url', accountUrl, '--timeout', '400ms', '--grace', '300ms']);
+    const r = startServe(['--db', db, '--account-url', accountUrl, '--timeout', '400ms', '--grace', '500ms']);
     cleanup.add(() => sigkillAndWait(r.child));
     return { url: await r.ready, child: r.child };
   };
@@ -74,9 +74,9 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
     expect(sim.stats().doubleApplied).toEqual([]);
 
     // Settle what is open once every call's last Sent (all before the load ended) is past its timeout and grace
-    // (400 + 300 ms, the sweep's own condition) and the late answers (700 ms) are in: the point, so sleep.
-    await sleep(Math.max(0, loadEnded + 1050 - Date.now()));
-    await settleWithCommands(db, sim.url, '300ms');
+    // (400 + 500 ms, the sweep's own condition) and the late answers (700 ms) are in: the point, so sleep.
+    await sleep(Math.max(0, loadEnded + 950 - Date.now()));
+    await settleWithCommands(db, sim.url, '500ms');
 
     const store = await openPostgresStore({ projection: ledgerProjection, url: db });
     try {

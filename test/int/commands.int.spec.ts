@@ -234,7 +234,7 @@ describe('operator commands as library functions', () => {
     const before = snapshot(db);
     const account = countingAccount(client(sim.url));
     const s = await reprocessFailed({ store: store(db), account: account.client }, { maxAttempts: 3, timeoutMs: 2000 });
-    expect(s).toEqual({ candidates: 1, done: 1, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, ledgerErrors: 0, dryRun: false });
+    expect(s).toEqual({ candidates: 1, done: 1, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, withheld: 0, ledgerErrors: 0, dryRun: false });
     expect(account.transfers).toEqual([stored.body]);
     expect(sim.stats().calls).toEqual({ 'F-UNDER': 1 });
     const after = snapshot(db);
@@ -294,7 +294,7 @@ describe('operator commands as library functions', () => {
     expect(r).toEqual({ swept: { neverSent: 1, orphaned: 1 }, candidates: 1, processed: 0, absent: 0, stillUnknown: 0, skipped: 0, unreachable: 0, ledgerErrors: 0, dryRun: true });
     expect(listed).toEqual(['D-UNKNOWN']);
     const p = await reprocessFailed({ store: ledger, account: account.client }, { maxAttempts: 5, timeoutMs: 1000, dryRun: true });
-    expect(p).toEqual({ candidates: 1, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, ledgerErrors: 0, dryRun: true });
+    expect(p).toEqual({ candidates: 1, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, withheld: 0, ledgerErrors: 0, dryRun: true });
     const g = await purgeDone({ store: ledger }, { retentionMs: 1000, tombstoneRetentionMs: 1000, dryRun: true });
     expect(g).toMatchObject({ candidates: 1, purged: 0, tombstonesRemoved: 1, dryRun: true });
     expect(g.bytesAfter).toBe(g.bytesBefore);

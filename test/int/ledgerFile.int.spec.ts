@@ -137,7 +137,7 @@ describe('the ledger file', () => {
 describe('the write deadline: a claim that does not commit within the busy timeout plus the margin', () => {
   const tmp = useTempDir();
 
-  it('fails with LEDGER_UNAVAILABLE at the deadline; the late commit is a claim nobody called for, which the sweep settles', async () => {
+  it('fails with LEDGER_UNAVAILABLE at the deadline; the writer thread, reaching the claim after that, leaves it unwritten', async () => {
     const path = join(tmp(), 'l.db');
     // A log big enough that rebuilding it (four times) keeps the writer thread busy well past the deadline.
     const seed = openSqliteStore({ projection: ledgerProjection, path, synchronous: 'NORMAL' });
@@ -155,18 +155,46 @@ describe('the write deadline: a claim that does not commit within the busy timeo
       const rebuilds = Array.from({ length: 4 }, () => orThrow(store.rebuildProjection()));
       const rebuild = Promise.all(rebuilds).then((r) => r[3]);
       await expectLeft(store.execute('late', submit('late')), 'LEDGER_UNAVAILABLE', /ledger write did not complete within 1050 ms/);
-      // The rebuild (no deadline) and the claim shared the batch; if the rebuild is done, so is the claim.
+      // The rebuild (no deadline) and the claim shared the batch; by the time the writer came to the claim its
+      // caller had answered without it (E503, no call): the claim is not written, not even as an orphan.
       expect(await rebuild).toEqual({ rows: 20_000 });
-      const late = await orThrow(store.getLedger('late'));
-      expect(late?.status).toBe('SENT');
-      // Its owner gave up before calling: like a dead process's claim, the sweep settles it, never a send, once
-      // its Sent is older than its call timeout (the grace is 0 here).
-      await sleep(Math.max(0, late!.sentAt! + late!.timeoutMs! + 20 - Date.now()));
-      expect((await orThrow(store.execute('late', { type: 'SweepOrphan', graceMs: 0 }))).kind).toBe('applied');
-      expect((await orThrow(store.getLedger('late')))?.status).toBe('UNKNOWN');
-      expect((await orThrow(store.readStream('late'))).map((e) => e.type)).toEqual(['Claimed', 'Sent', 'TimedOut']);
+      expect(await orThrow(store.getLedger('late'))).toBeNull();
+      expect(await orThrow(store.readStream('late'))).toEqual([]);
+      // The next claim of the GUID goes through.
+      expect((await orThrow(store.execute('late', submit('late')))).kind).toBe('applied');
     } finally {
       await store.close();
     }
   }, 120_000);
+
+  for (const writer of ['inline', 'thread'] as const) {
+    it(`a claim deadline given at open shortens the busy timeout plus the margin for claims (serve gives its send window); a claim behind a lock held past it is E503 and never written, the next one goes through (writer ${writer})`, async () => {
+      const path = join(tmp(), 'l.db');
+      const store = openSqliteStore({ projection: ledgerProjection, path, writer, busyTimeoutMs: 5000, claimDeadlineMs: 300 });
+      try {
+        await orThrow(store.execute('warm', submit('warm')));
+        // Another process's long write transaction: the writer waits for the lock (the thread in SQLite's busy handler).
+        const holder = new Database(path);
+        holder.exec('BEGIN IMMEDIATE');
+        // An outcome submitted with the claim is not a claim: it keeps the busy timeout plus the margin.
+        let outcomeSettled = false;
+        const outcome = orThrow(store.execute('warm', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 })).finally(() => (outcomeSettled = true));
+        try {
+          await expectLeft(store.execute('late', submit('late')), 'LEDGER_UNAVAILABLE', /did not complete within 300 ms/);
+          expect(outcomeSettled).toBe(false);
+        } finally {
+          holder.exec('ROLLBACK');
+          holder.close();
+        }
+        expect((await outcome).kind).toBe('applied');
+        // Once the lock is free the writer comes to the claim, whose caller has answered without it: left unwritten.
+        // (A later write is answered after it: the writer takes units in order.)
+        expect((await orThrow(store.execute('after', submit('after')))).kind).toBe('applied');
+        expect(await orThrow(store.getLedger('late'))).toBeNull();
+        expect((await orThrow(store.execute('late', submit('late')))).kind).toBe('applied');
+      } finally {
+        await store.close();
+      }
+    });
+  }
 });

@@ -17,6 +17,8 @@ import { expectLeft } from '../support/storeResult.js';
 import { sleep, waitFor } from '../support/waitFor.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
+import { groupCommit } from '../../src/store/postgres/groupCommit.js';
+import { startHoldingProxy } from '../support/pgHoldingProxy.js';
 
 const submit = (fp = 'fp'): Command => ({ type: 'Submit', request: '{"guid":"g"}', fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
 const answer = (attempt = 1, response = '{"code":"0000"}'): Command => ({ type: 'RecordAnswer', attempt, code: '0000', response, latencyMs: 3 });
@@ -159,7 +161,9 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     const results = await Promise.all(guids.flatMap((g) => [orThrow(a.execute(g, submit(g))), orThrow(b.execute(g, submit(g)))]));
     expect(results.filter((r) => r.kind === 'applied')).toHaveLength(80);
     const outcomes = await Promise.all(guids.flatMap((g) => [orThrow(a.execute(g, answer())), orThrow(b.execute(g, answer()))]));
-    expect(outcomes.filter((r) => r.kind === 'applied')).toHaveLength(80);
+    // One Answered per GUID; the other store's copy of the same answer lands on a DONE row: kept as a StaleAnswer.
+    const appended = (type: string) => outcomes.filter((r) => r.kind === 'applied' && r.events[0]?.type === type);
+    expect([appended('Answered').length, appended('StaleAnswer').length]).toEqual([80, 80]);
     expect(await orThrow(a.countLedger({ statuses: ['DONE'] }))).toBe(80);
     expect(await orThrow(a.verifyProjection())).toEqual([]);
     await Promise.all([a.close(), b.close()]);
@@ -260,6 +264,84 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     expect(await orThrow(store.getLedger('new'))).toBeNull();
     expect((await orThrow(store.execute('held', answer()))).kind).toBe('applied');
     await store.close();
+  });
+
+  it('a claim behind a lock held past the write deadline fails at the deadline with nothing written; the next claim goes through once the lock is gone', async () => {
+    const store = await open({ lockTimeoutMs: 5000, claimDeadlineMs: 300 });
+    await orThrow(store.execute('warm', submit('warm')));
+    const holder = new pg.Client({ connectionString: dbs.url() });
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query('LOCK TABLE ledger IN EXCLUSIVE MODE');
+    // An outcome submitted with the claim is not a claim: it keeps the lock timeout plus the margin.
+    let outcomeSettled = false;
+    const outcome = orThrow(store.execute('warm', answer())).finally(() => (outcomeSettled = true));
+    try {
+      await expectLeft(store.execute('new', submit()), 'LEDGER_UNAVAILABLE', /did not complete within 300 ms/);
+      expect(outcomeSettled).toBe(false);
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    expect((await outcome).kind).toBe('applied');
+    expect((await orThrow(store.execute('after', submit('after')))).kind).toBe('applied');
+    expect(await orThrow(store.getLedger('new'))).toBeNull();
+    expect((await orThrow(store.execute('new', submit()))).kind).toBe('applied');
+    await store.close();
+  });
+
+  it('the group commit leaves out a unit whose caller gave up: queued behind a batch, or in a batch waiting for a lock (checked before COMMIT)', async () => {
+    const store = await open();
+    await orThrow(store.execute('held', submit('held')));
+    // The group commit on the store's read pool (no server-side limits): only the check before COMMIT can leave a unit out.
+    const writes = groupCommit(store.pool, { maxBatch: 8, maxInFlight: 1, fail: (e) => (e instanceof Error ? e : new Error(String(e))), projection: ledgerProjection });
+    const holder = new pg.Client({ connectionString: dbs.url() });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query("SELECT * FROM ledger WHERE guid = 'held' FOR UPDATE");
+      const waiting = { gaveUp: false };
+      const kept = { gaveUp: false };
+      const queued = { gaveUp: false };
+      // One batch (the two units of this turn) waits for the row lock; a third unit queues behind it.
+      const inBatch = expect(writes.submit({ op: 'execute', guid: 'gave-up', command: submit('gave-up') }, waiting)).rejects.toThrow(/caller stopped waiting/);
+      const withIt = writes.submit({ op: 'execute', guid: 'held', command: answer() }, kept);
+      await waitFor(async () => (await sql(dbs.url(), "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")).length > 0, { what: 'the batch to wait for the lock' });
+      const behind = expect(writes.submit({ op: 'execute', guid: 'queued', command: submit('queued') }, queued)).rejects.toThrow(/caller stopped waiting/);
+      waiting.gaveUp = true;
+      queued.gaveUp = true;
+      await holder.query('COMMIT');
+      await inBatch;
+      await behind;
+      expect(await withIt).toMatchObject({ kind: 'applied', state: { status: 'DONE' } });
+      await writes.drain();
+      expect(await orThrow(store.getLedger('gave-up'))).toBeNull();
+      expect(await orThrow(store.getLedger('queued'))).toBeNull();
+      expect(await orThrow(store.verifyProjection())).toEqual([]);
+    } finally {
+      await holder.end();
+      await store.close();
+    }
+  });
+
+  it('a COMMIT whose reply never comes (held by a proxy): the claim fails at its deadline, and the stuck connection is closed after query_timeout, so later writes go through', async () => {
+    const proxy = await startHoldingProxy({ host: new URL(dbs.url()).hostname, port: Number(new URL(dbs.url()).port || 5432) });
+    const store = await openPostgresStore({ projection: ledgerProjection, url: proxy.through(dbs.url()), claimDeadlineMs: 300, lockTimeoutMs: 300, maxInFlight: 1 });
+    const hold = proxy.arm('ACK-HELD');
+    try {
+      // The server commits it (a claim nobody will call for: E503 to its channel, the sweep settles it).
+      await expectLeft(store.execute('ACK-HELD', submit('ACK-HELD')), 'LEDGER_UNAVAILABLE', /did not complete within 300 ms/);
+      await hold.holding;
+      expect((await sql<{ status: string }>(dbs.url(), "SELECT status FROM ledger WHERE guid = 'ACK-HELD'"))[0]?.status).toBe('SENT');
+      // The only write connection is stuck until query_timeout (the write deadline, 300 + 1000 ms, plus a margin) closes
+      // it; then writes go on, with the reply still held.
+      await waitFor(async () => E.isRight(await store.execute('after', submit('after'))), { what: 'a write to go through again' });
+      expect((await orThrow(store.getLedger('after')))?.status).toBe('SENT');
+    } finally {
+      hold.release();
+      await store.close();
+      await proxy.close();
+    }
   });
 
   it('two processes leasing and releasing one backlog over and over never deadlock (rows locked in GUID order by both; found in review)', async () => {

@@ -66,6 +66,33 @@ describe('recording an outcome against a row that moved', () => {
     await store.close();
   });
 
+  it('an answer to attempt 1 after attempt 2 was sent and answered: kept as a StaleAnswer, counted, logged as a possible double application; the reply is the ledger\'s', async () => {
+    let now = 1000;
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
+    const attempt1 = await sentRow(store);
+    // Meanwhile the row was swept, found absent, sent again (attempt 2) and answered.
+    now = 10_000;
+    for (const c of [
+      { type: 'RecordTimeout', attempt: 1, reason: 'timeout' },
+      { type: 'Resolve', outcome: 'absent' },
+      { type: 'Send', timeoutMs: 1000, maxAttempts: 3, minAgeMs: 0, inquiry: { seq: 3, at: now, answer: { kind: 'absent' } } },
+      { type: 'RecordAnswer', attempt: 2, code: '0000', response: '{"code":"0000","n":2}', latencyMs: 3 },
+    ] as const) await orThrow(store.execute('L', c));
+    const lines: Array<[string, Record<string, unknown>, string]> = [];
+    const sendLog = { warn: (l: Record<string, unknown>, m: string) => lines.push(['warn', l, m]), error: (l: Record<string, unknown>, m: string) => lines.push(['error', l, m]) };
+    const metrics = createMetrics(store, Date.now);
+    // Attempt 1's call, made late (a claim acknowledged late), answers now.
+    const lateAccount = { transfer: async () => ({ kind: 'definite', code: '0000', body: '{"code":"0000","n":1}', status: 200, latencyMs: 5 }) as const, inquire: () => Promise.reject(new Error('not asked')), close: async () => {} };
+    const r = await sendClaimed({ store, account: lateAccount, metrics, sendWindowMs: 2500, sendLog }, { state: attempt1, startedAt: performance.now() });
+    expect(r).toMatchObject({ sent: true, recorded: { _tag: 'Right', right: { recorded: false, state: { status: 'DONE', attempts: 2 }, stale: { attempt: 1, currentAttempt: 2, code: '0000' } } } });
+    // The channel that made attempt 1 hears the ledger's answer (attempt 2's), never a second one.
+    expect(replyForSend(r)).toMatchObject({ code: '0000', body: '{"code":"0000","n":2}', replayed: true });
+    expect((await orThrow(store.readStream('L'))).at(-1)).toMatchObject({ type: 'StaleAnswer', data: { attempt: 1, currentAttempt: 2, response: '{"code":"0000","n":1}' } });
+    expect(lines).toEqual([['error', { guid: 'L', attempt: 1, currentAttempt: 2, code: '0000' }, 'possible double application of GUID L (attempt 1 answered after attempt 2)']]);
+    expect(await metrics.registry.metrics()).toContain('guidgate_stale_answers_total{attempt="older"} 1');
+    await store.close();
+  });
+
   it('a ledger that cannot be written comes back as a Left (the caller answers E901)', async () => {
     const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
     const sent = await sentRow(store);
@@ -94,7 +121,7 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
     const claimed = await orThrow(store.execute('L', submit));
     if (claimed.kind !== 'applied') throw new Error('not claimed');
     await withSimulator(async (account) => {
-      const r = await sendClaimed({ store, account, metrics: createMetrics(store, Date.now) }, claimed.state);
+      const r = await sendClaimed({ store, account, metrics: createMetrics(store, Date.now), sendWindowMs: 2500 }, { state: claimed.state, startedAt: performance.now() });
       expect(r).toMatchObject({ sent: true, call: { kind: 'definite', code: '0000' }, recorded: { _tag: 'Right', right: { recorded: true, state: { status: 'DONE' } } } });
       const reply = replyForSend(r);
       expect([reply.status, reply.code, reply.replayed]).toEqual([200, '0000', false]);
@@ -110,7 +137,7 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
     const metrics = createMetrics(store, Date.now);
     await store.close();
     await withSimulator(async (account, sim) => {
-      const r = await sendClaimed({ store, account, metrics }, claimed.state);
+      const r = await sendClaimed({ store, account, metrics, sendWindowMs: 2500 }, { state: claimed.state, startedAt: performance.now() });
       expect(r).toMatchObject({ sent: true, call: { kind: 'definite' }, recorded: { _tag: 'Left', left: { code: 'LEDGER_CLOSED' } } });
       expect(replyForSend(r).code).toBe('E901');
       expect(countSend(r).outcome).toBe('ledger-error');
@@ -139,7 +166,7 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
     const claimed = await orThrow(store.execute('L', submit));
     if (claimed.kind !== 'applied') throw new Error('not claimed');
     await withSimulator(async (account, sim) => {
-      const r = await sendClaimed({ store, account, metrics: createMetrics(store, Date.now) }, { ...claimed.state, request: null });
+      const r = await sendClaimed({ store, account, metrics: createMetrics(store, Date.now), sendWindowMs: 2500 }, { state: { ...claimed.state, request: null }, startedAt: performance.now() });
       expect(r).toEqual({ sent: false, guid: 'L', why: 'no-stored-request' });
       expect(replyForSend(r).code).toBe('E503');
       expect(countSend(r).outcome).toBe('ledger-error');

@@ -73,6 +73,30 @@ describe('regressions: schedules that once exposed a defect', () => {
     expect(s.replies['0000']).toBeGreaterThanOrEqual(3);
   });
 
+  it('a claim acknowledged late is not called once the row was settled and sent again (issue #24: a late acknowledgement was called, applied twice)', async () => {
+    // The claim of ch0 is committed and acknowledged 1.5 s later; meanwhile time passes, resolve finds it absent
+    // (FAILED), and ch1's resend inquires (absent) and sends attempt 2, applied. The acknowledgement comes after.
+    const r = await run(
+      schedule({
+        rounds: [round([{ do: 'delay-ack', ms: 1500 }, send(0, 'base', 0), { do: 'tick', ms: 100_000 }, { do: 'resolve', minAgeMs: 1 }, send(0, 'base', 1)], { gapsMs: [0, 100, 0, 300] })],
+      }),
+    );
+    expect(r.replies['0000']).toBeGreaterThanOrEqual(1);
+    expect(r.replies['E901']).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a relay frozen between its claim and its call does not call when it runs again, after reprocess sent the row (issue #24)', async () => {
+    // ch0's claim is acknowledged 200 ms late, into a freeze of 1.5 s: the relay is stopped with its claim committed
+    // and uncalled. Time passes, resolve finds it absent, reprocess sends attempt 2 (applied); then the relay runs.
+    const r = await run(
+      schedule({
+        channels: 1,
+        rounds: [round([{ do: 'delay-ack', ms: 200 }, send(0), { do: 'freeze', ms: 1500 }, { do: 'tick', ms: 100_000 }, { do: 'resolve', minAgeMs: 1 }, { do: 'reprocess', maxAttempts: 6 }], { gapsMs: [0, 100, 0, 0, 300] })],
+      }),
+    );
+    expect(r.replies['E901']).toBeGreaterThanOrEqual(1);
+  });
+
   it('a resend while SENT gets E903 at once (found when SENT was answered E901)', async () => {
     const r = await run(schedule({ faults: ['hold'], rounds: [round([send(0, 'base', 0), send(0, 'base', 1)], { gapsMs: [15] })] }));
     expect(r.replies['E903']).toBeGreaterThanOrEqual(1);

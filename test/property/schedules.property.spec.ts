@@ -2,7 +2,7 @@
  * Issue #5: guidgate's promise, shown on every run. fast-check generates schedules of K channels sending and
  * resending N GUIDs (sometimes with a changed payload), the account system's behaviour per GUID (answer,
  * late answer, reset after applying, hold, garbage 502, E500, refused connections; B201/B202 by payload),
- * relay crashes and restarts, the relay's breaker (--breaker-failures 0/1/2/4), and `resolve`, runs of serve's
+ * relay crashes and restarts, the relay frozen and its claims acknowledged late (issue #24), the relay's breaker (--breaker-failures 0/1/2/4), and `resolve`, runs of serve's
  * background settler, `reprocess`, `purge` and clock ticks interleaved with the traffic;
  * fast-check's scheduler picks the order in which each round's actions start. Every step is checked against
  * the contract (test/support/model.ts), then a healing phase must settle every GUID.
@@ -39,7 +39,7 @@ describe('property: concurrent duplicate schedules with crashes, faults and oper
       `[schedules] ${results.length} schedules in ${budget.seconds}s budget; largest ${actionCount(largest.largest)} actions ` +
         `(${largest.largest.kinds.length} GUIDs, ${largest.largest.channels} channels, ${largest.largest.rounds.length} rounds); ` +
         `sends ${results.reduce((n, r) => n + r.sends, 0)}, crashes ${results.reduce((n, r) => n + r.crashes, 0)}, ` +
-        `max heal rounds ${Math.max(...results.map((r) => r.healRounds))}; breaker refusals ${results.reduce((n, r) => n + r.breakerRefusals, 0)}; replies ${JSON.stringify(codes)}`,
+        `max heal rounds ${Math.max(...results.map((r) => r.healRounds))}; breaker refusals ${results.reduce((n, r) => n + r.breakerRefusals, 0)}; freezes and late acknowledgements ${results.reduce((n, r) => n + r.stalls, 0)}; replies ${JSON.stringify(codes)}`,
     );
     // The budget produced a real sample, and the schedules reached the interesting replies.
     expectEnoughRuns(budget, results.length, 'the schedules property');

@@ -1,6 +1,7 @@
 /**
  * Issue #5, the smaller variant over real processes and sockets: two `bin/guidgate serve` processes on one
- * ledger, channels over real HTTP to either, SIGKILL and restart at random points, and the operator commands as
+ * ledger, channels over real HTTP to either, SIGKILL and restart at random points, SIGSTOP for a while and (on
+ * PostgreSQL) a relay's COMMIT acknowledgement held by a proxy (issue #24), and the operator commands as
  * real `guidgate resolve|reprocess|purge` processes, all interleaved by fast-check's scheduler. Same oracle as
  * the in-process schedules (test/support/model.ts); the real clock throughout. Once on a SQLite file, once on a
  * PostgreSQL database (issue #13: several relays on one database; skipped without one, except under CI).
@@ -48,7 +49,7 @@ function processSchedules(label: string, seconds: number, start: () => Promise<P
     for (const r of results) for (const [c, n] of Object.entries(r.replies)) codes[c] = (codes[c] ?? 0) + n;
     console.log(
       `[schedules/processes/${label}] ${results.length} schedules in ${budget.seconds}s budget; largest ${largest} actions; ` +
-        `sends ${results.reduce((n, r) => n + r.sends, 0)}, SIGKILLs ${results.reduce((n, r) => n + r.kills, 0)}; replies ${JSON.stringify(codes)}`,
+        `sends ${results.reduce((n, r) => n + r.sends, 0)}, SIGKILLs ${results.reduce((n, r) => n + r.kills, 0)}, stalls (SIGSTOP, held COMMIT acknowledgements) ${results.reduce((n, r) => n + r.stalls, 0)}; replies ${JSON.stringify(codes)}`,
     );
     expectEnoughRuns(budget, results.length, `the process schedules (${label})`);
     expect(await w.verifyAll()).toEqual([]);

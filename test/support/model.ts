@@ -160,6 +160,18 @@ export function applyEvent(prev: MState | null, e: LogEvent): { next: MState } |
     case 'Purged':
       if (prev.status !== 'DONE') return bad('Purged only from DONE');
       return { next: { ...at, status: 'PURGED', response: null } };
+    case 'StaleAnswer': {
+      // An answer the row has moved past: an older attempt's (any state), or this attempt's once an inquiry or purge
+      // settled the row. Kept, never the row's outcome: nothing changes but the seq; a FAILED row may now have arrived.
+      const attempt = num('attempt');
+      const settled = prev.status === 'DONE' || prev.status === 'PURGED';
+      if (num('currentAttempt') !== prev.attempts) return bad('currentAttempt must be the attempt the row is at');
+      if (!(attempt >= 1 && (attempt < prev.attempts || (attempt === prev.attempts && settled)))) return bad('only for an older attempt, or for this one once the row is settled');
+      const code = str('code');
+      if (code === null || !isDefinite(code)) return bad('StaleAnswer with a code that is not definite');
+      if (prev.status === 'PURGED' && e.data['response'] !== null) return bad('a tombstone keeps no answer body');
+      return { next: { ...prev, lastSeq: e.seq, byInquiry: prev.byInquiry || prev.status === 'FAILED' } };
+    }
     default:
       return bad('unknown event type');
   }
@@ -305,6 +317,11 @@ export interface ReplyContext {
   readonly maxAttempts: number;
   /** The first definite answer any channel got for this GUID, if one did (checked against a purged row). */
   readonly firstDefinite: string | undefined;
+  /**
+   * The relay was frozen, or its ledger's acknowledgement held, while it answered: a claim may then miss its send
+   * window (issue #24), and E503 (nothing called) is a right answer.
+   */
+  readonly ledgerStalled?: boolean;
 }
 
 /**
@@ -334,7 +351,7 @@ export function judgeReply(r: ObservedReply, ctx: ReplyContext): string[] {
   if (r.replayed && !isDefinite(code)) say('only a definite answer is replayed');
 
   if (code === 'E400' || code === 'E404') say('never for a valid request');
-  if (code === 'E503') say('the ledger was healthy');
+  if (code === 'E503' && ctx.ledgerStalled !== true) say('the ledger was healthy');
 
   const mismatch = ctx.rowFingerprint !== null && ctx.rowFingerprint !== ctx.requestFingerprint;
   if (mismatch && code !== 'E904') say('the GUID was claimed with another fingerprint: must be E904');
@@ -347,7 +364,10 @@ export function judgeReply(r: ObservedReply, ctx: ReplyContext): string[] {
       break;
     case 'E901':
       // §7: a resend of a row FAILED by an inquiry is held (E901) while too young or while the inquiry cannot tell.
-      if (!some((s) => s.status === 'UNKNOWN' || (s.status === 'FAILED' && s.byInquiry))) say('E901 only while UNKNOWN (or FAILED by an inquiry) or right after an unknown outcome');
+      // Issue #24: a claim acknowledged past the send window is not called, and the row stays SENT for the sweep.
+      if (!some((s) => s.status === 'UNKNOWN' || (s.status === 'FAILED' && s.byInquiry)) && ctx.states.at(-1)?.status !== 'SENT') {
+        say('E901 only while UNKNOWN (or FAILED by an inquiry), right after an unknown outcome, or for a claim left SENT uncalled');
+      }
       break;
     case 'E902':
       if (breakerRefusal(json)) {

@@ -11,6 +11,9 @@ import * as E from 'fp-ts/lib/Either.js';
  * stays real; `resolve` is run only once the account system has finished with the GUIDs it will ask about
  * (that is what `--min-age` promises the operator; see `awaitAccountSettled`).
  *
+ * A freeze and a late acknowledgement are in-process too (`stoppable`): the relay's ledger calls and the answers it
+ * hears wait, while ticks move the virtual clock that the sweep and the relay's send window both read.
+ *
  * A crash is in-process: the relay's ledger wrapper refuses every call from that moment (nothing in flight is
  * recorded, the replies are thrown away as a channel would lose them), the connection is closed, and a new
  * relay opens the file, sweeps and serves.
@@ -60,6 +63,10 @@ export type Action =
   | { readonly do: 'fault'; readonly g: number; readonly mode: FaultMode }
   | { readonly do: 'refuse'; readonly ms: number }
   | { readonly do: 'crash'; readonly downMs: number }
+  /** The relay's next claim (the write of a Sent) is committed, but acknowledged to it only `ms` (real) later. */
+  | { readonly do: 'delay-ack'; readonly ms: number }
+  /** The relay stops for `ms` (real), as under SIGSTOP: nothing it does with the ledger or hears back moves meanwhile. */
+  | { readonly do: 'freeze'; readonly ms: number }
   | { readonly do: 'tick'; readonly ms: number }
   | { readonly do: 'resolve'; readonly minAgeMs: number }
   /** One run of serve's background settler (settleOnce: resolve on the rows whose next inquiry is due). */
@@ -120,6 +127,8 @@ export function actionArb(guids: number, channels: number): fc.Arbitrary<Action>
     { weight: 3, arbitrary: fc.record({ do: fc.constant('fault' as const), g, mode: modeArb }) },
     { weight: 1, arbitrary: fc.record({ do: fc.constant('refuse' as const), ms: fc.constantFrom(30, 150) }) },
     { weight: 2, arbitrary: fc.record({ do: fc.constant('crash' as const), downMs: fc.constantFrom(0, 20, 100) }) },
+    { weight: 1, arbitrary: fc.record({ do: fc.constant('delay-ack' as const), ms: fc.constantFrom(30, 300) }) },
+    { weight: 1, arbitrary: fc.record({ do: fc.constant('freeze' as const), ms: fc.constantFrom(30, 300) }) },
     { weight: 3, arbitrary: fc.record({ do: fc.constant('tick' as const), ms: fc.constantFrom(1, 50, 250, 100_000) }) },
     { weight: 2, arbitrary: fc.record({ do: fc.constant('resolve' as const), minAgeMs: fc.constantFrom(1, 100, 1000) }) },
     { weight: 2, arbitrary: fc.record({ do: fc.constant('settle' as const), minAgeMs: fc.constantFrom(1, 100, 1000) }) },
@@ -163,6 +172,8 @@ export function describeAction(a: Action): string {
     case 'fault': return `fault G${a.g} ${a.mode}`;
     case 'refuse': return `refuse ${a.ms}ms`;
     case 'crash': return `crash (down ${a.downMs}ms)`;
+    case 'delay-ack': return `the relay's next claim acknowledged ${a.ms}ms late`;
+    case 'freeze': return `relay frozen ${a.ms}ms`;
     case 'tick': return `tick +${a.ms}ms`;
     case 'resolve': return `resolve --min-age ${a.minAgeMs}ms`;
     case 'settle': return `settler run (--min-age ${a.minAgeMs}ms)`;
@@ -367,7 +378,64 @@ export function crashable(store: EventStore, dead: () => boolean): EventStore {
   };
 }
 
-interface Incarnation {
+/** What can stop a relay process from hearing its ledger and the account system: a freeze, a late acknowledgement. */
+export interface Stoppable {
+  /** Set while the relay is frozen; resolves when it runs again. */
+  frozen: Promise<void> | null;
+  /** Set by `delay-ack`: how late the next claim's acknowledgement comes (real ms), once. */
+  delayNextClaimMs: number | null;
+}
+
+/**
+ * The store as a relay process sees it (`stoppable`): while it is frozen nothing it asks starts, and nothing it asked
+ * is heard back; after `delay-ack` its next claim (a write of a Sent) is committed at once and acknowledged late.
+ */
+export function stoppable(store: EventStore, relay: Stoppable): EventStore {
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof value !== 'function') return value;
+      const method = value as (...a: unknown[]) => Promise<unknown>;
+      if (prop === 'close') return method.bind(target);
+      return async (...args: unknown[]) => {
+        await relay.frozen;
+        const result = await method.apply(target, args);
+        const command = prop === 'execute' ? (args[1] as { type: string }) : null;
+        if (relay.delayNextClaimMs !== null && (command?.type === 'Submit' || command?.type === 'Send')) {
+          const ms = relay.delayNextClaimMs;
+          relay.delayNextClaimMs = null;
+          await sleep(ms);
+        }
+        await relay.frozen;
+        return result;
+      };
+    },
+  });
+}
+
+/**
+ * The account client as a frozen relay uses it: an inquiry does not start, and no answer is heard, while it is frozen.
+ * A call already past the send window's check is on the wire: a freeze right between the check and the request
+ * leaving is what the other half of the grace is for, and virtual time jumps (ticks) are not such a pause.
+ */
+export function stoppableAccount(account: AccountClient, relay: Stoppable): AccountClient {
+  return {
+    transfer: async (body, guid) => {
+      const outcome = await account.transfer(body, guid);
+      await relay.frozen;
+      return outcome;
+    },
+    inquire: async (guid) => {
+      await relay.frozen;
+      const answer = await account.inquire(guid);
+      await relay.frozen;
+      return answer;
+    },
+    close: () => account.close(),
+  };
+}
+
+interface Incarnation extends Stoppable {
   readonly id: number;
   dead: boolean;
   readonly timeoutMs: number;
@@ -396,6 +464,8 @@ export interface RunResult {
   readonly healRounds: number;
   /** E902 replies of an open breaker (nothing claimed for them). */
   readonly breakerRefusals: number;
+  /** Freezes and late claim acknowledgements that took place (a relay was up to take them). */
+  readonly stalls: number;
   readonly ms: number;
 }
 
@@ -458,17 +528,19 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
   const startRelay = async (timeoutMs: number): Promise<Incarnation> => {
     const store = openSqliteStore({ projection: ledgerProjection, path: db, clock, synchronous: 'NORMAL' });
     const id = ++incarnations;
-    const box = { dead: false };
-    const guarded = crashable(store, () => box.dead);
+    const box: { dead: boolean } & Stoppable = { dead: false, frozen: null, delayNextClaimMs: null };
+    const guarded = crashable(stoppable(store, box), () => box.dead);
     const swept = await orThrow(sweepOrphans(guarded, sc.graceMs, clock()));
     const client = createAccountClient({ baseUrl: sim.url, timeoutMs });
-    const account = tracker.wrap(client, () => box.dead, `relay#${id}`);
+    const account = stoppableAccount(tracker.wrap(client, () => box.dead, `relay#${id}`), box);
     const metrics = createMetrics(guarded, clock);
     const breaker = createBreaker({ failures: sc.breakerFailures, cooldownMs: 250, clock, metrics });
     // Min-age 0 for the inquiry before a resend (here and in reprocess): ages are judged by the ledger's clock, the
     // virtual one, which moves only on ticks; the min-age trap is kept out by the harness itself, which waits out
     // the account system's processing (real time) before every resolve.
-    const app = buildApp({ store: guarded, account, metrics, timeoutMs, maxAttempts: sc.maxAttempts, breaker, minAgeMs: 0 });
+    // The send window is measured on the virtual clock, the one the sweep judges by: a tick while a claim is being
+    // acknowledged is time that passed for both.
+    const app = buildApp({ store: guarded, account, metrics, timeoutMs, maxAttempts: sc.maxAttempts, breaker, minAgeMs: 0, graceMs: sc.graceMs, monotonicNow: clock });
     await app.ready();
     // Like serve: a sweep at least once per timeout.
     const timer = setInterval(() => {
@@ -493,6 +565,7 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
   const replies: Record<string, number> = {};
   let sends = 0;
   let breakerRefusals = 0;
+  let stalls = 0;
 
   const fingerprintOf = (g: number, v: Variant) => book.fingerprintOf(g, v);
   const classOf = (g: number, fp: string) => book.classOf(g, fp);
@@ -573,7 +646,7 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
   };
 
   const runReprocess = async (maxAttempts: number, timeoutMs: number, client: AccountClient, label: string): Promise<void> => {
-    const summary = await reprocessFailed({ store: ops, account: client }, { maxAttempts, timeoutMs, concurrency: 4, minAgeMs: 0 });
+    const summary = await reprocessFailed({ store: ops, account: client, monotonicNow: clock }, { maxAttempts, timeoutMs, graceMs: sc.graceMs, concurrency: 4, minAgeMs: 0 });
     log(`${label}: candidates ${summary.candidates} done ${summary.done} failed ${summary.failed} unknown ${summary.unknown} skipped ${summary.skipped} ledger-errors ${summary.ledgerErrors}`);
     if (summary.ledgerErrors > 0) violate(`${label}: reprocess hit a ledger error on a healthy ledger`);
   };
@@ -601,6 +674,24 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
             restarting = null;
           })();
           await restarting;
+          return;
+        }
+        case 'delay-ack':
+          if (current !== null) {
+            current.delayNextClaimMs = a.ms;
+            stalls++;
+          }
+          log(label);
+          return;
+        case 'freeze': {
+          const frozen = current;
+          if (frozen === null || frozen.frozen !== null) return;
+          log(`${label}: relay#${frozen.id}`);
+          stalls++;
+          frozen.frozen = sleep(a.ms).then(() => {
+            frozen.frozen = null;
+          });
+          await frozen.frozen;
           return;
         }
         case 'tick':
@@ -761,6 +852,6 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
     for (const suffix of ['', '-wal', '-shm']) rmSync(`${db}${suffix}`, { force: true });
     opts.onTrace?.(trace);
   }
-  return { actions: actionCount(sc), sends, replies, crashes, healRounds, breakerRefusals, ms: Date.now() - started };
+  return { actions: actionCount(sc), sends, replies, crashes, healRounds, breakerRefusals, stalls, ms: Date.now() - started };
 }
 

@@ -32,14 +32,19 @@ import {
   type Kind,
   type Variant,
 } from './model.js';
+import { startHoldingProxy, type HoldingProxy } from './pgHoldingProxy.js';
 import { storeLedgerReader, type StoreLedgerReader } from './storeReader.js';
 import { InvariantViolation, onChannel, releaseRound, SentBook, simulatorStep, sleep, type Releaser, type Round, type ScheduleBase } from './schedule.js';
 import { orThrow } from '../../src/events/storeResult.js';
 
 export const BIN = join(REPO_ROOT, 'bin', 'guidgate');
 
-/** The relays' settings (fixed: every process must agree, as in production). */
-export const RELAY = { timeoutMs: 300, graceMs: 200, maxAttempts: 3 } as const;
+/**
+ * The relays' settings (fixed: every process must agree, as in production). The grace leaves a claim 500 ms (its
+ * send window) to commit on a loaded 2-core machine, where an E503 is a failure of the oracle unless a relay was
+ * stalled (`freeze`, `delay-ack`).
+ */
+export const RELAY = { timeoutMs: 300, graceMs: 1000, maxAttempts: 3 } as const;
 /** The simulator's answer latency and how long its inquiry still says 404 after applying. */
 const SIM = { latencyMs: 20, processingMs: 400, lateMs: 700 } as const;
 /**
@@ -54,6 +59,13 @@ export type PAction =
   | { readonly do: 'fault'; readonly g: number; readonly mode: FaultMode }
   | { readonly do: 'refuse'; readonly ms: number }
   | { readonly do: 'kill'; readonly relay: 0 | 1; readonly downMs: number }
+  /** SIGSTOP relay i for `ms`, then SIGCONT: a GC pause, a frozen VM; the other relay and the commands go on. */
+  | { readonly do: 'freeze'; readonly relay: 0 | 1; readonly ms: number }
+  /**
+   * PostgreSQL only: relay 1 reaches the database through a proxy, which holds the acknowledgement of its next COMMIT
+   * of one of this schedule's GUIDs for `ms` (the COMMIT itself reaches the server). On SQLite it does nothing.
+   */
+  | { readonly do: 'delay-ack'; readonly ms: number }
   | { readonly do: 'resolve' }
   | { readonly do: 'reprocess'; readonly maxAttempts: number }
   | { readonly do: 'purge'; readonly retention: '0ms' | '2s' }
@@ -75,6 +87,11 @@ export function pScheduleArb(): fc.Arbitrary<PSchedule> {
         { weight: 3, arbitrary: fc.record({ do: fc.constant('fault' as const), g, mode: modeArb }) },
         { weight: 1, arbitrary: fc.record({ do: fc.constant('refuse' as const), ms: fc.constantFrom(100, 400) }) },
         { weight: 2, arbitrary: fc.record({ do: fc.constant('kill' as const), relay: fc.constantFrom<0 | 1>(0, 1), downMs: fc.constantFrom(0, 300) }) },
+        // Long enough, at 2.5 s, for the other relay to sweep (timeout + grace), settle (min-age) and resend what the
+        // stalled one had claimed. (A SIGSTOP that lands in the microseconds between the send window's check and the
+        // request leaving, for longer than half the grace, is the one stall the window cannot cover; README.)
+        { weight: 1, arbitrary: fc.record({ do: fc.constant('freeze' as const), relay: fc.constantFrom<0 | 1>(0, 1), ms: fc.constantFrom(150, 2500) }) },
+        { weight: 1, arbitrary: fc.record({ do: fc.constant('delay-ack' as const), ms: fc.constantFrom(150, 2500) }) },
         { weight: 1, arbitrary: fc.record({ do: fc.constant('resolve' as const) }) },
         { weight: 1, arbitrary: fc.record({ do: fc.constant('reprocess' as const), maxAttempts: fc.constantFrom(2, 4) }) },
         { weight: 1, arbitrary: fc.record({ do: fc.constant('purge' as const), retention: fc.constantFrom<'0ms' | '2s'>('0ms', '2s') }) },
@@ -106,6 +123,8 @@ function describe(a: PAction): string {
     case 'fault': return `fault G${a.g} ${a.mode}`;
     case 'refuse': return `refuse ${a.ms}ms`;
     case 'kill': return `SIGKILL relay ${a.relay} (down ${a.downMs}ms)`;
+    case 'freeze': return `SIGSTOP relay ${a.relay} for ${a.ms}ms`;
+    case 'delay-ack': return `relay 1's next COMMIT acknowledged ${a.ms}ms late (PostgreSQL)`;
     case 'resolve': return `guidgate resolve --min-age ${MIN_AGE_MS}ms`;
     case 'reprocess': return `guidgate reprocess --max-attempts ${a.maxAttempts} --min-age ${MIN_AGE_MS}ms`;
     case 'purge': return `guidgate purge --retention ${a.retention}`;
@@ -228,12 +247,34 @@ export class ProcessWorld {
   private readonly restarting: Array<Promise<void> | null> = [null, null];
   readonly dispatcher = new Agent({ pipelining: 1, connections: 16, keepAliveTimeout: 1000 });
   kills = 0;
+  /** When a relay was frozen or had a COMMIT acknowledgement held (`to` Infinity while it lasts). */
+  private readonly stalls: Array<{ from: number; to: number }> = [];
+
+  /**
+   * Whether a relay was stalled at any time between `from` and `to` (Date.now() values): any, since a relay stopped
+   * inside its write transaction holds the SQLite write lock, or its rows' locks on PostgreSQL, from the other too.
+   */
+  stalledDuring(from: number, to: number): boolean {
+    return this.stalls.some((st) => st.from <= to && st.to >= from);
+  }
+
+  private async stalling<T>(work: () => Promise<T>): Promise<T> {
+    const stall = { from: Date.now(), to: Number.POSITIVE_INFINITY };
+    this.stalls.push(stall);
+    try {
+      return await work();
+    } finally {
+      stall.to = Date.now();
+    }
+  }
 
   private constructor(
     readonly sim: Simulator,
     readonly db: string,
     readonly reader: StoreLedgerReader,
     readonly ops: EventStore,
+    /** PostgreSQL: relay 1's way to the database, which can hold a COMMIT's acknowledgement (`delay-ack`). */
+    readonly proxy: HoldingProxy | null,
   ) {}
 
   /** `db`: a SQLite file path or a PostgreSQL URL, as `--db` takes it. */
@@ -241,7 +282,8 @@ export class ProcessWorld {
     const sim = await startSimulator({ port: 0, latencyMs: SIM.latencyMs, faults: { processingMs: SIM.processingMs, lateMs: SIM.lateMs } });
     // The schema first, so the relays race on claims, not on creating the ledger.
     const ops = await openStore(db);
-    const w = new ProcessWorld(sim, db, storeLedgerReader(ops), ops);
+    const proxy = isPostgresUrl(db) ? await startHoldingProxy({ host: new URL(db).hostname, port: Number(new URL(db).port || 5432) }) : null;
+    const w = new ProcessWorld(sim, db, storeLedgerReader(ops), ops, proxy);
     await Promise.all([w.restart(0, 0), w.restart(1, 0)]);
     return w;
   }
@@ -259,8 +301,9 @@ export class ProcessWorld {
     }
   }
 
-  serveArgs(): string[] {
-    return ['--db', this.db, '--account-url', this.sim.url, '--timeout', `${RELAY.timeoutMs}ms`, '--grace', `${RELAY.graceMs}ms`, '--max-attempts', String(RELAY.maxAttempts), '--min-age', `${MIN_AGE_MS}ms`,
+  serveArgs(i: 0 | 1): string[] {
+    const db = i === 1 && this.proxy !== null ? this.proxy.through(this.db) : this.db;
+    return ['--db', db, '--account-url', this.sim.url, '--timeout', `${RELAY.timeoutMs}ms`, '--grace', `${RELAY.graceMs}ms`, '--max-attempts', String(RELAY.maxAttempts), '--min-age', `${MIN_AGE_MS}ms`,
       // Both relays settle in the background, and each has a breaker that trips after 3 failed or unknown calls.
       '--settle-every', '200ms', '--breaker-failures', '3', '--breaker-cooldown', '300ms'];
   }
@@ -268,7 +311,7 @@ export class ProcessWorld {
   restart(i: 0 | 1, downMs: number): Promise<void> {
     const p = (async () => {
       await sleep(downMs);
-      this.relays[i] = await spawnServe(this.serveArgs());
+      this.relays[i] = await spawnServe(this.serveArgs(i));
     })();
     this.restarting[i] = p;
     return p.finally(() => {
@@ -284,6 +327,35 @@ export class ProcessWorld {
     this.kills++;
     await sigkill(p);
     await this.restart(i, downMs);
+    return true;
+  }
+
+  /** SIGSTOP relay i for `ms`, then SIGCONT; nothing if it is down or restarting. */
+  async freeze(i: 0 | 1, ms: number): Promise<boolean> {
+    const p = this.relays[i];
+    if (p === null || p === undefined || this.restarting[i] !== null || p.child.exitCode !== null) return false;
+    await this.stalling(async () => {
+      p.child.kill('SIGSTOP');
+      try {
+        await sleep(ms);
+      } finally {
+        p.child.kill('SIGCONT');
+      }
+    });
+    return true;
+  }
+
+  /** Holds relay 1's next COMMIT acknowledgement of a transaction naming `marker` for `ms`; false on SQLite. */
+  async delayAck(marker: string, ms: number): Promise<boolean> {
+    if (this.proxy === null) return false;
+    const hold = this.proxy.arm(marker);
+    await this.stalling(async () => {
+      try {
+        await sleep(ms);
+      } finally {
+        hold.release();
+      }
+    });
     return true;
   }
 
@@ -314,6 +386,7 @@ export class ProcessWorld {
   async close(): Promise<void> {
     await this.bothUp().catch(() => undefined);
     for (const p of this.relays) if (p) await sigkill(p);
+    await this.proxy?.close();
     await this.dispatcher.close();
     await this.ops.close();
     await this.sim.close();
@@ -328,6 +401,8 @@ export interface PRunResult {
   readonly sends: number;
   readonly replies: Record<string, number>;
   readonly kills: number;
+  /** Freezes and held COMMIT acknowledgements that took place. */
+  readonly stalls: number;
   readonly healRounds: number;
   readonly ms: number;
 }
@@ -345,6 +420,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
   const { sim, reader } = w;
   const env = { GUIDGATE_DB: w.db, GUIDGATE_ACCOUNT_URL: sim.url };
   const killsBefore = w.kills;
+  let stalls = 0;
 
   const faultMap: Record<string, FaultMode> = {};
   sc.faults.forEach((m, i) => {
@@ -382,6 +458,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
       return;
     }
     const before = await reader.row(guid);
+    const sentAt = Date.now();
     const r = await post(w.dispatcher, target.url, req.body, req.headers);
     if (r === null) {
       log(`${label}: connection failed (relay ${relay} killed?)`);
@@ -395,7 +472,8 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
     log(`${label} → ${code} ${r.status}${r.replayed ? ' replayed' : ''}; states ${between.states.map((st) => `${st.status}#${st.lastSeq}`).join('→')}`);
     lastReply.set(`${guid}/${v}`, code);
     if (after !== null && classOf(g, after.fingerprint) === null) violate(`${guid}: ledger fingerprint is not the contract fingerprint of anything sent`);
-    for (const why of judgeReply(r, { requestFingerprint: req.fingerprint, rowFingerprint: after?.fingerprint ?? null, states: between.states, maxAttempts: RELAY.maxAttempts, firstDefinite: firstDefinite.get(guid) })) {
+    const ledgerStalled = w.stalledDuring(sentAt, Date.now());
+    for (const why of judgeReply(r, { requestFingerprint: req.fingerprint, rowFingerprint: after?.fingerprint ?? null, states: between.states, maxAttempts: RELAY.maxAttempts, firstDefinite: firstDefinite.get(guid), ledgerStalled })) {
       violate(`${guid} ${v}: ${why}`);
     }
     if (isDefinite(code)) {
@@ -427,10 +505,23 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
         case 'kill':
           if (await w.kill(a.relay, a.downMs)) log(`${label}: restarted`);
           return;
+        case 'freeze':
+          if (await w.freeze(a.relay, a.ms)) {
+            stalls++;
+            log(`${label}: running again`);
+          }
+          return;
+        case 'delay-ack':
+          // This schedule's GUIDs all start with P<run>-: the next COMMIT of relay 1 about one of them is held.
+          if (await w.delayAck(`P${runId}-`, a.ms)) {
+            stalls++;
+            log(`${label}: released`);
+          }
+          return;
         case 'resolve':
           return cli(['resolve', '--min-age', `${MIN_AGE_MS}ms`, '--grace', `${RELAY.graceMs}ms`], label);
         case 'reprocess':
-          return cli(['reprocess', '--max-attempts', String(a.maxAttempts), '--timeout', `${RELAY.timeoutMs}ms`, '--min-age', `${MIN_AGE_MS}ms`], label);
+          return cli(['reprocess', '--max-attempts', String(a.maxAttempts), '--timeout', `${RELAY.timeoutMs}ms`, '--grace', `${RELAY.graceMs}ms`, '--min-age', `${MIN_AGE_MS}ms`], label);
         case 'purge':
           return cli(['purge', '--retention', a.retention, '--tombstone-retention', '3650d'], label);
         case 'pause':
@@ -507,7 +598,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
         healRounds++;
         const rs = await resolveUnknown({ store: w.ops, account: inquiry }, { minAgeMs: MIN_AGE_MS, graceMs: RELAY.graceMs });
         log(`heal ${round} resolve: ${JSON.stringify(rs)}`);
-        const rp = await reprocessFailed({ store: w.ops, account: resender }, { maxAttempts: 100, timeoutMs: 3000, minAgeMs: MIN_AGE_MS });
+        const rp = await reprocessFailed({ store: w.ops, account: resender }, { maxAttempts: 100, timeoutMs: 3000, graceMs: RELAY.graceMs, minAgeMs: MIN_AGE_MS });
         log(`heal ${round} reprocess: ${JSON.stringify(rp)}`);
         if (rs.ledgerErrors + rp.ledgerErrors > 0) violate(`heal ${round}: ledger errors on a healthy ledger`);
         await Promise.all(
@@ -570,5 +661,5 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
     await drain();
     await Promise.allSettled(refusals);
   }
-  return { actions: pActionCount(sc), sends, replies, kills: w.kills - killsBefore, healRounds, ms: Date.now() - started };
+  return { actions: pActionCount(sc), sends, replies, kills: w.kills - killsBefore, stalls, healRounds, ms: Date.now() - started };
 }

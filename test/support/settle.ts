@@ -13,7 +13,7 @@ export async function settleWithCommands(db: string, accountUrl: string, grace: 
   const resolve = await cli(['resolve', '--min-age', '1ms', '--grace', grace, '--json'], env);
   expect(resolve.code, resolve.stderr).toBe(0);
   // A row an inquiry made FAILED is sent again only after a fresh inquiry, once its last Sent is --min-age old.
-  const reprocess = await cli(['reprocess', '--min-age', '1ms', '--json'], env);
+  const reprocess = await cli(['reprocess', '--min-age', '1ms', '--grace', grace, '--json'], env);
   expect(reprocess.code, reprocess.stderr).toBe(0);
 }
 

@@ -101,7 +101,10 @@ describe('decide: refused transitions', () => {
   const received = [ev.claimed()];
   const purged = [...done, ev.purged(5000)];
 
-  it('Answered on a DONE row', () => given(...done).when({ type: 'RecordAnswer', attempt: 1, code: '0000', response: 'x', latencyMs: 1 }).thenRefused('wrong-status'));
+  it('Answered on a DONE row: never a second outcome (the answer is kept as a StaleAnswer, below)', () => {
+    const r = decide(foldEvents(GUID, done), { type: 'RecordAnswer', attempt: 1, code: '0000', response: 'x', latencyMs: 1 }, NOW);
+    expect(r._tag === 'Right' && r.right.map((e) => e.type)).toEqual(['StaleAnswer']);
+  });
   it('Sent on an UNKNOWN row (never gamble on a resend)', () => given(...unknown).when({ type: 'Send', timeoutMs: 1, maxAttempts: 9 }).thenRefused('wrong-status'));
   it('Submit on an UNKNOWN row', () => given(...unknown).when(submit).thenRefused('exists'));
   it('Submit on SENT, RECEIVED, DONE and PURGED rows', () => {
@@ -160,10 +163,39 @@ describe('decide: refused transitions', () => {
     given(ev.claimed(1000), ev.sent(1, 1000, 3000)).when({ type: 'SweepOrphan', graceMs: 5000 }, 8999).thenRefused('too-young');
     for (const h of [done, unknown, failed, purged]) given(...h).when({ type: 'SweepOrphan', graceMs: 0 }, 10 ** 12).thenRefused('wrong-status');
   });
-  it('a late answer while a later attempt is in flight is refused', () => {
-    given(ev.claimed(), ev.sent(1), ev.connectFailed(1), ev.sent(2))
-      .when({ type: 'RecordAnswer', attempt: 1, code: '0000', response: 'x', latencyMs: 1 })
-      .thenRefused('stale-attempt');
+  it('an answer for an attempt the row never sent', () => {
+    given(...sent).when({ type: 'RecordAnswer', attempt: 2, code: '0000', response: 'x', latencyMs: 1 }).thenRefused('stale-attempt');
+    given(...received).when({ type: 'RecordAnswer', attempt: 1, code: '0000', response: 'x', latencyMs: 1 }).thenRefused('stale-attempt');
+  });
+});
+
+describe('decide: an answer the row has moved past is kept as a StaleAnswer, never dropped', () => {
+  // computed apart: printf '%s' '{"code":"0000"}' | sha256sum
+  const sha = 'a37095f6da2ff2b50490c66d4d9cffb7d30c320ee07dd1d292e531002eb40863';
+  const late = (attempt: number, code = '0000') => ({ type: 'RecordAnswer', attempt, code, response: '{"code":"0000"}', latencyMs: 7 }) as const;
+  const stale = (attempt: number, currentAttempt: number, response: string | null = '{"code":"0000"}', code = '0000'): NewEvent => ({
+    type: 'StaleAnswer', at: NOW, data: { attempt, currentAttempt, code, response, responseSha256: sha, latencyMs: 7 },
+  });
+  const absent: NewEvent = { type: 'Resolved', at: 5000, data: { source: 'inquiry', outcome: 'absent', code: null, response: null } };
+  const again = [ev.claimed(), ev.sent(1), ev.timedOut(1), absent, ev.sent(2, 6000)];
+
+  it('attempt 1 answered while attempt 2 is in flight, done, unknown or failed', () => {
+    given(...again).when(late(1), NOW).then([stale(1, 2)]);
+    given(...again, ev.answered(2, 7000)).when(late(1), NOW).then([stale(1, 2)]);
+    given(...again, ev.timedOut(2, 9000)).when(late(1), NOW).then([stale(1, 2)]);
+    given(...again, ev.connectFailed(2, 6001)).when(late(1), NOW).then([stale(1, 2)]);
+    given(...again, ev.timedOut(2, 9000), { ...absent, at: 9500 }).when(late(1, 'B201'), NOW).then([stale(1, 2, '{"code":"0000"}', 'B201')]);
+  });
+  it('attempt 1 answered on a PURGED row: code and SHA-256, no body', () => {
+    given(...again, ev.answered(2, 7000), ev.purged(99_000)).when(late(1), NOW).then([stale(1, 2, null)]);
+  });
+  it('the current attempt answered after an inquiry settled the row (DONE) or after purge: kept too, the row unchanged', () => {
+    const settled = [ev.claimed(), ev.sent(1), ev.timedOut(1), { type: 'Resolved', at: 5000, data: { source: 'inquiry', outcome: 'processed', code: '0000', response: 'r' } } as NewEvent];
+    given(...settled).when(late(1), NOW).then([stale(1, 1)]);
+    given(...settled, ev.purged(99_000)).when(late(1), NOW).then([stale(1, 1, null)]);
+  });
+  it('a non-definite code is still refused: it is no answer', () => {
+    given(...again).when({ ...late(1), code: 'E400' }).thenRefused('not-definite');
   });
 });
 
@@ -213,6 +245,7 @@ describe('decide and evolve agree', () => {
         const last = result.right[result.right.length - 1]!;
         expect(next?.lastSeq, `${name} + ${command.type}`).toBe((state?.lastSeq ?? -1) + result.right.length);
         if (last.type === 'Resolved') expect(next?.status).toBe(last.data.outcome === 'processed' ? 'DONE' : 'FAILED');
+        else if (last.type === 'StaleAnswer') expect(next?.status, `${name} + ${command.type}`).toBe(state?.status);
         else expect(next?.status, `${name} + ${command.type}`).toBe(expectedStatus[last.type]);
       }
     }

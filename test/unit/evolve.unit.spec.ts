@@ -65,6 +65,40 @@ describe('evolve: every event gives exactly the contract row', () => {
   });
 });
 
+describe('evolve: a StaleAnswer is a fact, not a transition', () => {
+  const stale = (attempt: number, currentAttempt: number, at = 500): NewEvent => ({
+    type: 'StaleAnswer', at, data: { attempt, currentAttempt, code: '0000', response: '{"code":"0000"}', responseSha256: 'x'.repeat(64), latencyMs: 9 },
+  });
+  const absent: NewEvent = { type: 'Resolved', at: 40, data: { source: 'inquiry', outcome: 'absent', code: null, response: null } };
+
+  it('on every state: only lastSeq moves; status, code, attempts, the stored answer, the times stay', () => {
+    const unknown = evolve(sent, ev.timedOut(1, 30), GUID);
+    const failedByInquiry = evolve(unknown, absent, GUID);
+    const again = evolve(failedByInquiry, ev.sent(2, 50, 700), GUID);
+    const done = evolve(again, ev.answered(2, 60, '0000', 'resp'), GUID);
+    const purged = evolve(done, ev.purged(99, '0000'), GUID);
+    for (const state of [again, done, purged, evolve(again, ev.timedOut(2, 60), GUID), failedByInquiry]) {
+      expect(evolve(state, stale(1, state.attempts), GUID)).toEqual({ ...state, lastSeq: state.lastSeq + 1 });
+    }
+  });
+
+  it('keeps a FAILED row marked as may-have-arrived, so the resend after it still inquires first (the min-age trap)', () => {
+    const failedByInquiry = evolve(evolve(sent, ev.timedOut(1, 30), GUID), absent, GUID);
+    expect(failedByInquiry.failedByInquiry).toBe(true);
+    expect(evolve(failedByInquiry, stale(1, 1), GUID).failedByInquiry).toBe(true);
+  });
+
+  it('marks a FAILED row by a refused connection may-have-arrived: an older attempt of it did reach the account system', () => {
+    const refused = evolve(sent, ev.connectFailed(1, 30), GUID);
+    expect(refused.failedByInquiry).toBe(false);
+    expect(evolve(refused, stale(1, 1), GUID)).toEqual({ ...refused, lastSeq: refused.lastSeq + 1, failedByInquiry: true });
+  });
+
+  it('is an error on an empty stream', () => {
+    expect(() => evolve(null, stale(1, 1), GUID)).toThrow(new EvolveError(`${GUID}: StaleAnswer before Claimed`));
+  });
+});
+
 describe('evolve: a log decide could not have written is an error, not a guess', () => {
   it('anything but Claimed on an empty stream', () => {
     for (const e of [ev.sent(1), ev.answered(1), ev.timedOut(1), ev.connectFailed(1), ev.purged(5)]) {

@@ -53,9 +53,10 @@ describe('planBatch (the group commit, decided in JS before anything is written)
     expect(inBatch.events.map((e) => e.data).join(' ')).not.toMatch(/guid|bal/);
   });
 
-  it('redactData nulls the request of Claimed and the response of Answered/Resolved, nothing else', () => {
+  it('redactData nulls the request of Claimed and the response of Answered/Resolved/StaleAnswer, nothing else', () => {
     expect(redactData('Claimed', '{"request":"r","fingerprint":"f"}')).toBe('{"request":null,"fingerprint":"f"}');
     expect(redactData('Answered', '{"attempt":1,"code":"0000","response":"x","latencyMs":1}')).toBe('{"attempt":1,"code":"0000","response":null,"latencyMs":1}');
+    expect(redactData('StaleAnswer', '{"attempt":1,"currentAttempt":2,"code":"0000","response":"x","responseSha256":"h","latencyMs":1}')).toBe('{"attempt":1,"currentAttempt":2,"code":"0000","response":null,"responseSha256":"h","latencyMs":1}');
     expect(redactData('Sent', '{"attempt":1,"timeoutMs":1}')).toBe('{"attempt":1,"timeoutMs":1}');
   });
 });

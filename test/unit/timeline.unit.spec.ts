@@ -3,6 +3,7 @@ import type { StoredEvent } from '../../src/events/codecs.js';
 import type { StoredRequestRecord } from '../../src/events/store.js';
 import { timeline } from '../../src/commands/history.js';
 import { indentJson } from '../../src/json/indentJson.js';
+import { timelineView } from '../../src/relay/operator/timeline.js';
 
 const actor = { by: 'serve', host: 'h', pid: 1 };
 const event = (seq: number, at: number): StoredEvent =>
@@ -42,5 +43,13 @@ describe('indentJson: the stored bytes, indented', () => {
     expect(indentJson('{"a":')).toBeNull();
     expect(indentJson('not json')).toBeNull();
     expect(indentJson(' 42 ')).toBe('42');
+  });
+});
+
+describe('timelineView: what the operator API shows of an event', () => {
+  it('a StaleAnswer: its answer parsed, account numbers masked, its SHA-256 and attempts as stored', () => {
+    const data = { attempt: 1, currentAttempt: 2, code: '0000', response: '{"code":"0000","from":"6222021001"}', responseSha256: 'ab'.repeat(32), latencyMs: 9 };
+    const shown = timelineView({ kind: 'event', seq: 6, type: 'StaleAnswer', at: 1, data, actor: null });
+    expect(shown).toEqual({ kind: 'event', seq: 6, type: 'StaleAnswer', at: 1, actor: null, data: { ...data, response: { code: '0000', from: '******1001' } } });
   });
 });

@@ -13,6 +13,7 @@ import { formatDuration, parseDuration } from '../../shared/duration.js';
 import type { AccountClient } from '../accountClient.js';
 import type { Breaker } from '../breaker.js';
 import type { Metrics } from '../metrics.js';
+import type { MonotonicClock } from '../sendWindow.js';
 import { requestKey } from '../auth/authHook.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from '../replies.js';
 import { GUID_PATTERN } from '../transferRequest.js';
@@ -32,8 +33,10 @@ export interface OperatorDeps {
   readonly maxAttempts: number;
   /** Default min-age of resolve and reprocess: serve's --min-age (60s unless set), the commands' default. */
   readonly minAgeMs: number;
-  /** Grace of the orphan sweep a resolve runs first (serve's --grace). */
+  /** Grace of the orphan sweep a resolve runs first (serve's --grace); a reprocess sends within half of it after its claim. */
   readonly graceMs: number;
+  /** What a reprocess's send window is measured on; default `performance.now`. */
+  readonly monotonicNow?: MonotonicClock | undefined;
   /** Sends a reply in the contract's shape (and counts it). */
   readonly send: (reply: FastifyReply, r: Reply) => FastifyReply;
 }
@@ -211,7 +214,7 @@ export function operatorRoutes(deps: OperatorDeps) {
         const ledgerErrors =
           name === 'resolve'
             ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, key: requestKey(req)?.name, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors
-            : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics }, { guid, key: requestKey(req)?.name, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
+            : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics, monotonicNow: deps.monotonicNow, sendLog: req.log }, { guid, key: requestKey(req)?.name, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, graceMs: deps.graceMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
         if (ran.outcome === 'ledger-error' || ledgerErrors > 0) {
           // Logged once, with what the command reports: the row's failure, or only that its run stopped on one.
           const cause = ran.outcome === 'ledger-error' ? (ran.detail ?? 'a read or write failed') : undefined;

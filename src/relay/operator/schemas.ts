@@ -1,4 +1,4 @@
-import { STATUSES } from '../../events/codecs.js';
+import { EVENT_TYPES, STATUSES } from '../../events/codecs.js';
 import { ACCOUNT_PATTERN, CURRENCY_PATTERN, GUID_PATTERN } from '../transferRequest.js';
 
 /**
@@ -103,7 +103,11 @@ export const timeline = {
             properties: {
               kind: { const: 'event' },
               seq: { type: 'integer', minimum: 0 },
-              type: { type: 'string' },
+              type: {
+                type: 'string',
+                enum: [...EVENT_TYPES],
+                description: 'StaleAnswer: a definite answer the row had moved past (no transition); attempt < currentAttempt means that attempt reached the account system after a later one was sent',
+              },
               at: ms,
               data: {
                 type: 'object',
@@ -213,7 +217,7 @@ export const actionResult = {
       type: 'string',
       description:
         'resolve: candidate (dry run), processed, absent, still-unknown, unreachable, skipped; ' +
-        'reprocess: candidate (dry run), done, found, failed, unknown, held, skipped',
+        'reprocess: candidate (dry run), done, found, failed, unknown, held, withheld (its claim was acknowledged past the send window: not sent, the sweep settles it), skipped',
     },
     detail: { type: 'string' },
     before: operatorRow,

@@ -2,7 +2,8 @@ import type pg from 'pg';
 import type { StoredEvent } from '../../events/codecs.js';
 import type { LedgerState } from '../../events/state.js';
 import type { AppendResult, ExecuteResult } from '../../events/store.js';
-import { isRetryable, isUniqueViolation } from './errors.js';
+import { LedgerUnavailableError } from '../../events/errors.js';
+import { isConnectionLost, isRetryable, isUniqueViolation } from './errors.js';
 import { planBatch, type Unit, type UnitPlan } from './planBatch.js';
 import type { LedgerProjection } from '../../events/store.js';
 import { ledgerColumns } from './ledgerColumns.js';
@@ -15,6 +16,17 @@ class NotBegunError extends Error {
     super(cause instanceof Error ? cause.message : String(cause));
   }
 }
+
+/** Found before COMMIT: some of the batch's callers stopped waiting. The batch is rolled back and run without them. */
+class CallersGaveUp extends Error {}
+
+/** Whoever waits for a unit: `gaveUp` is set by its write deadline's timer, at the moment the caller answers without it. */
+export interface Caller {
+  gaveUp: boolean;
+}
+
+/** The outcome of a unit left unwritten because its caller gave up; nobody reads it. */
+const callerGaveUp = (): { ok: false; error: Error } => ({ ok: false, error: new LedgerUnavailableError('ledger write dropped: its caller stopped waiting (the write deadline)') });
 
 /**
  * A unit as submitted: an `execute` without `now` is decided at the database's clock, so that every host
@@ -64,7 +76,7 @@ function finish(unit: Pick<SubmittedUnit, 'op'>, plan: UnitPlan, positions: Read
  * Under SERIALIZABLE that INSERT fails with 40001 instead, and `runBatch` runs the batch again.
  * Any database error rejects: the caller fails every unit of the batch.
  */
-async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[], guarded: boolean, projection: LedgerProjection, sql: BatchSql): Promise<UnitOutcome[]> {
+async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[], guarded: boolean, projection: LedgerProjection, sql: BatchSql, gaveUp: (index: number) => boolean): Promise<UnitOutcome[]> {
   const outcomes: Array<UnitOutcome | undefined> = new Array(submitted.length);
   let pending = submitted.map((_, i) => i);
   let lastRead = new Map<string, LedgerState>();
@@ -94,18 +106,38 @@ async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[
     const u = submitted[i]!;
     outcomes[i] = finish(u, { kind: 'lost', state: lastRead.get(u.guid) ?? null }, new Map());
   }
+  // The last moment to leave out a unit whose caller has answered without it (as SQLite's writer does): a claim
+  // committed after its caller gave up would be an orphan no one calls for, and E503 promised "nothing written".
+  if (submitted.some((_, i) => gaveUp(i))) throw new CallersGaveUp();
   await client.query('COMMIT');
   return outcomes as UnitOutcome[];
 }
 
-export async function runBatch(client: pg.ClientBase, units: readonly SubmittedUnit[], projection: LedgerProjection, sql: BatchSql): Promise<UnitOutcome[]> {
+/**
+ * Runs the batch (`runOnce`), again after a deadlock, a serialization failure or a stale projection, and without
+ * the units whose callers gave up (`gaveUp(i)`, asked before COMMIT) when there were any: their outcome is an error
+ * nobody reads, and nothing of them is written.
+ */
+export async function runBatch(client: pg.ClientBase, units: readonly SubmittedUnit[], projection: LedgerProjection, sql: BatchSql, gaveUp: (index: number) => boolean = () => false): Promise<UnitOutcome[]> {
+  const outcomes: UnitOutcome[] = new Array(units.length);
+  let live = units.map((_, i) => i);
   let guarded = false;
   for (let attempt = 1; ; attempt++) {
+    if (live.length === 0) return outcomes;
     try {
-      return await runOnce(client, units, guarded, projection, sql);
+      const done = await runOnce(client, live.map((i) => units[i]!), guarded, projection, sql, (k) => gaveUp(live[k]!));
+      done.forEach((o, k) => (outcomes[live[k]!] = o));
+      return outcomes;
     } catch (err) {
       if (err instanceof NotBegunError) throw err;
-      await client.query('ROLLBACK').catch(() => undefined);
+      // A connection that failed (or stopped answering: query_timeout) takes no ROLLBACK; it is closed, and with it the transaction.
+      if (!isConnectionLost(err) || err instanceof CallersGaveUp) await client.query('ROLLBACK').catch(() => undefined);
+      if (err instanceof CallersGaveUp) {
+        for (const i of live) if (gaveUp(i)) outcomes[i] = callerGaveUp();
+        live = live.filter((i) => !gaveUp(i));
+        attempt--;
+        continue;
+      }
       // A unique violation in the log means a projection row behind its log: run again, checking the keys first.
       if (attempt < MAX_ATTEMPTS && (isRetryable(err) || isUniqueViolation(err))) {
         guarded ||= isUniqueViolation(err);
@@ -119,7 +151,8 @@ export async function runBatch(client: pg.ClientBase, units: readonly SubmittedU
 }
 
 export interface GroupCommit {
-  submit(unit: SubmittedUnit): Promise<AppendResult | ExecuteResult>;
+  /** `caller.gaveUp`, once set, leaves the unit unwritten if it is not yet committed (checked before each batch's COMMIT). */
+  submit(unit: SubmittedUnit, caller?: Caller): Promise<AppendResult | ExecuteResult>;
   /** Waits for every submitted unit to be settled. */
   drain(): Promise<void>;
 }
@@ -135,12 +168,12 @@ export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFli
   const columns = ledgerColumns(options.projection.columns);
   const sql: BatchSql = { columns, write: writeStatement(columns) };
   const { maxBatch, maxInFlight, fail } = options;
-  const queue: Array<{ unit: SubmittedUnit; resolve: (v: AppendResult | ExecuteResult) => void; reject: (e: unknown) => void }> = [];
+  const queue: Array<{ unit: SubmittedUnit; caller: Caller; resolve: (v: AppendResult | ExecuteResult) => void; reject: (e: unknown) => void }> = [];
   let inFlight = 0;
   let scheduled = false;
   const idle: Array<() => void> = [];
 
-  async function write(units: readonly SubmittedUnit[]): Promise<UnitOutcome[]> {
+  async function write(units: readonly SubmittedUnit[], callers: readonly Caller[]): Promise<UnitOutcome[]> {
     // A connection that died while idle in the pool (PostgreSQL restarted) fails at BEGIN, before
     // anything was sent: then, once, the batch takes a new connection. Any later failure may have reached
     // COMMIT, so it is never retried here.
@@ -148,7 +181,7 @@ export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFli
       try {
         const client = await pool.connect();
         try {
-          const outcomes = await runBatch(client, units, options.projection, sql);
+          const outcomes = await runBatch(client, units, options.projection, sql, (i) => callers[i]!.gaveUp);
           client.release();
           return outcomes;
         } catch (err) {
@@ -167,9 +200,13 @@ export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFli
   function pump(): void {
     scheduled = false;
     while (inFlight < maxInFlight && queue.length > 0) {
-      const batch = queue.splice(0, maxBatch);
+      // Units whose callers stopped waiting while queued are not written (their callers answered E503).
+      const taken = queue.splice(0, maxBatch);
+      for (const b of taken) if (b.caller.gaveUp) b.reject(callerGaveUp().error);
+      const batch = taken.filter((b) => !b.caller.gaveUp);
+      if (batch.length === 0) continue;
       inFlight++;
-      void write(batch.map((b) => b.unit)).then((outcomes) => {
+      void write(batch.map((b) => b.unit), batch.map((b) => b.caller)).then((outcomes) => {
         batch.forEach((b, i) => {
           const o = outcomes[i]!;
           if (o.ok) b.resolve(o.value);
@@ -189,9 +226,9 @@ export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFli
   }
 
   return {
-    submit(unit) {
+    submit(unit, caller = { gaveUp: false }) {
       return new Promise((resolve, reject) => {
-        queue.push({ unit, resolve, reject });
+        queue.push({ unit, caller, resolve, reject });
         schedule();
       });
     },

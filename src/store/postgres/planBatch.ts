@@ -47,7 +47,7 @@ export interface BatchPlan {
 
 /** The raw request and response leave an event's data; types, times and codes stay for auditors. */
 export function redactData(type: string, data: string): string {
-  const field = type === 'Claimed' ? 'request' : type === 'Answered' || type === 'Resolved' ? 'response' : null;
+  const field = type === 'Claimed' ? 'request' : type === 'Answered' || type === 'Resolved' || type === 'StaleAnswer' ? 'response' : null;
   if (field === null) return data;
   const parsed = JSON.parse(data) as Record<string, unknown>;
   return JSON.stringify({ ...parsed, [field]: null });

@@ -6,7 +6,8 @@ import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProje
 import { orThrow, storeResult, type StoreResult } from '../../events/storeResult.js';
 import { writeHealth } from '../writeHealth.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
-import { groupCommit, type SubmittedUnit } from './groupCommit.js';
+import { groupCommit, type Caller, type SubmittedUnit } from './groupCommit.js';
+import { recordsSent, withDeadline, WRITE_DEADLINE_MARGIN_MS, writeDeadlineMs } from '../writeDeadline.js';
 import { countByStatus, countLedger, getLedger, queryLedger, recordUnclearInquiry } from './ledgerQueries.js';
 import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyProjection } from './maintenance.js';
 import { leaseRows, releaseLeases } from './leases.js';
@@ -43,6 +44,13 @@ export interface PostgresStoreOptions {
    * rebuild) before the ledger counts as unavailable: the busy timeout of the SQLite store.
    */
   readonly lockTimeoutMs?: number;
+  /**
+   * The longest the caller of a claim (an `execute` that records a Sent) waits before it is told the ledger is
+   * unavailable, and the unit, if not yet committed, is left out: at most the lock timeout plus a margin
+   * (src/store/writeDeadline.ts), which is what every other `execute` and `appendEvents` gets. `serve` gives its send
+   * window, half of --grace.
+   */
+  readonly claimDeadlineMs?: number;
   /** Shown in `pg_stat_activity`, so an operator (or a test) can find this process's connections. */
   readonly applicationName?: string;
   /** False: a database without the schema is refused (`no ledger …`), not migrated (default true). */
@@ -107,7 +115,35 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     throw err;
   });
 
-  const writes = groupCommit(pool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write'), projection });
+  const deadlineMs = writeDeadlineMs(lockTimeoutMs);
+  const claimDeadlineMs = writeDeadlineMs(lockTimeoutMs, options.claimDeadlineMs);
+  /**
+   * The group commit's own sessions, bounded on the server, so that a batch ends by itself however it is stuck: a
+   * statement (a lock wait, a slow disk) by statement_timeout, a transaction left open by a relay frozen or cut off
+   * between two statements by idle_in_transaction_session_timeout (its row locks freed for the other relays), both
+   * at the write deadline; and on this side a socket that stops answering (a partition, a reply held back) by
+   * query_timeout, a margin later, after which the connection is closed, never reused (`release(true)`). A claim's
+   * caller gives up sooner (its claim deadline); the check before COMMIT leaves its unit out (groupCommit.ts). Reads
+   * and maintenance (rebuild, vacuum) use the other pool, without those limits.
+   */
+  const writePool = new pg.Pool({
+    connectionString: url,
+    max: maxInFlight,
+    connectionTimeoutMillis: connectTimeoutMs,
+    application_name: applicationName,
+    options: `-c lock_timeout=${Math.max(0, Math.floor(lockTimeoutMs))} -c statement_timeout=${Math.max(1, Math.floor(deadlineMs))} -c idle_in_transaction_session_timeout=${Math.max(1, Math.floor(deadlineMs))}`,
+    query_timeout: Math.floor(deadlineMs) + WRITE_DEADLINE_MARGIN_MS,
+    types,
+  });
+  writePool.on('error', () => undefined);
+  writePool.on('connect', (client) => client.on('error', () => undefined));
+  const writes = groupCommit(writePool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write'), projection });
+  /** A unit for the group commit, given up (and left unwritten if not yet committed) at its deadline: a claim's, or the write deadline. */
+  const submit = (unit: SubmittedUnit): Promise<AppendResult | ExecuteResult> => {
+    const caller: Caller = { gaveUp: false };
+    const deadline = unit.op === 'execute' && recordsSent(unit.command) ? claimDeadlineMs : deadlineMs;
+    return withDeadline(writes.submit(unit, caller), deadline, 'write', undefined, () => (caller.gaveUp = true));
+  };
   let closed: Promise<void> | null = null;
 
   const open = () => {
@@ -158,7 +194,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const submitted = <T>(unit: SubmittedUnit): StoreResult<T> =>
     storeResult('write', () => {
       open();
-      return health.watch(writes.submit(unit) as Promise<T>);
+      return health.watch(submit(unit) as Promise<T>);
     });
 
   return {
@@ -195,7 +231,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
         return health.check();
       }),
     close() {
-      const closing = (closed ??= writes.drain().then(() => pool.end()));
+      const closing = (closed ??= writes.drain().then(() => Promise.all([pool.end(), writePool.end()])).then(() => undefined));
       return storeResult('close', () => closing);
     },
   };

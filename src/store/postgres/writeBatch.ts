@@ -42,7 +42,7 @@ export async function redactionsFor(client: pg.ClientBase, guids: ReadonlySet<st
   if (guids.size === 0) return [];
   const { rows } = await client.query<{ guid: string; seq: number; type: string; data: string }>({
     name: 'guidgate_purge_targets',
-    text: "SELECT guid, seq, type, data FROM events WHERE guid = ANY($1::text[]) AND type IN ('Claimed', 'Answered', 'Resolved')",
+    text: "SELECT guid, seq, type, data FROM events WHERE guid = ANY($1::text[]) AND type IN ('Claimed', 'Answered', 'Resolved', 'StaleAnswer')",
     values: [[...guids]],
   });
   return rows.map((r) => ({ guid: r.guid, seq: r.seq, data: redactData(r.type, r.data) }));

@@ -15,7 +15,7 @@ export function eventsTable(db: Database.Database) {
   // Purge: the raw request and response leave the log; the events (types, times, codes) stay for auditors.
   const redactRequest = db.prepare("UPDATE events SET data = json_set(data, '$.request', json('null')) WHERE guid = ? AND type = 'Claimed'");
   const redactResponse = db.prepare(
-    "UPDATE events SET data = json_set(data, '$.response', json('null')) WHERE guid = ? AND type IN ('Answered', 'Resolved')",
+    "UPDATE events SET data = json_set(data, '$.response', json('null')) WHERE guid = ? AND type IN ('Answered', 'Resolved', 'StaleAnswer')",
   );
 
   const deleteAt = db.prepare('DELETE FROM events WHERE position = ?');

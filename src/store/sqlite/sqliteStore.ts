@@ -15,12 +15,13 @@ import { requestsTable, type RequestsTable } from './requestsTable.js';
 import { eventsTable, type EventsTable } from './appendEvents.js';
 import { watchFileIdentity, type FileWatch } from './fileWatch.js';
 import { fileIdentity } from './ledgerFile.js';
-import { withDeadline, WRITE_DEADLINE_MARGIN_MS } from './writeDeadline.js';
+import { recordsSent, withDeadline, writeDeadlineMs } from '../writeDeadline.js';
 import { rowToEvent } from './eventRows.js';
 import { openDatabase, unavailable, type Synchronous } from './openDatabase.js';
 import { walSync, type WalSync } from './walSync.js';
 import { writeHealth } from '../writeHealth.js';
 import { createWriteEngine, reviveError, type OpOutcome, type WriteOp, type WriteResult } from './writeEngine.js';
+import { gaveUpSlots, markGaveUp } from './gaveUpSlots.js';
 import type { FromWriter, ToWriter } from './writerWorker.js';
 
 export type { Synchronous };
@@ -36,6 +37,13 @@ export interface SqliteStoreOptions {
   readonly synchronous?: Synchronous;
   /** How long a writer waits for another process's write lock before the ledger counts as unavailable. */
   readonly busyTimeoutMs?: number;
+  /**
+   * The longest the caller of a claim (an execute that records a Sent) or of the probe waits before it is told the
+   * ledger is unavailable, and the unit, if not yet written, is dropped: at most the busy timeout plus a margin
+   * (src/store/writeDeadline.ts), which is what the other writes a caller acts on get. `serve` gives its send
+   * window, half of --grace.
+   */
+  readonly claimDeadlineMs?: number;
   readonly clock?: () => number;
   /** Most units of work one shared transaction carries (group commit). */
   readonly maxBatch?: number;
@@ -102,7 +110,7 @@ interface Writer {
   /** Settles once the writer can write (or never will): a write's deadline counts from then, not from a thread's start. */
   readonly started: Promise<void>;
   /**
-   * `caller.gaveUp` turns true when the caller stops waiting (the write deadline); a unit still queued then is not
+   * `caller.gaveUp` turns true when the caller stops waiting (the write deadline); a unit not yet written then is not
    * written at all, since its caller has answered E503 and will never call for it.
    */
   submit(op: WriteOp, caller: Caller): Promise<unknown>;
@@ -125,6 +133,8 @@ const VACUUM_PAUSE_MS = 2 * LOCK_RETRY_MAX_MS;
 /** Whoever waits for a unit: set by its deadline's own timer, so that the writer sees the same moment the caller acts on. */
 interface Caller {
   gaveUp: boolean;
+  /** Set by a writer that must hear of it elsewhere (the writer thread's shared slots). */
+  onGiveUp?: () => void;
 }
 
 interface Queued {
@@ -279,10 +289,12 @@ function inlineWriter(
 /** Writes on a worker thread with its own connection; results come back after the batch committed. */
 function threadWriter(options: { path: string; synchronous: Synchronous; busyTimeoutMs: number; maxBatch: number; projection: LedgerProjection }): Writer {
   const projectionModule = pathToFileURL(compiledModule(options.projection.module, 'projection module')).href;
+  const gaveUp = gaveUpSlots();
+  const slots = new Int32Array(gaveUp);
   const worker = new Worker(writerScript(), {
     // The writer needs no flag of its parent's (and --input-type, for one, would stop it from starting).
     execArgv: process.execArgv.filter((a) => !a.startsWith('--input-type') && a !== '-e' && a !== '--eval'),
-    workerData: { connection: { path: options.path, synchronous: options.synchronous, busyTimeoutMs: options.busyTimeoutMs }, maxBatch: options.maxBatch, projectionModule },
+    workerData: { connection: { path: options.path, synchronous: options.synchronous, busyTimeoutMs: options.busyTimeoutMs }, maxBatch: options.maxBatch, projectionModule, gaveUp },
   });
   const pending = new Map<number, Pending>();
   let markStarted = (): void => {};
@@ -338,10 +350,12 @@ function threadWriter(options: { path: string; synchronous: Synchronous; busyTim
 
   return {
     started,
-    submit(op) {
+    submit(op, caller) {
       if (broken !== null) return Promise.reject(new LedgerUnavailableError(broken));
       return new Promise((resolve, reject) => {
         const id = nextId++;
+        // The writer looks at the slot right before it writes the unit, its lock held (writerWorker.ts).
+        caller.onGiveUp = () => markGaveUp(slots, id);
         pending.set(id, { resolve, reject });
         if (outbox.push({ id, op }) === 1) setImmediate(send);
       });
@@ -405,7 +419,8 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   }
   const { events, ledger, requests, w } = parts;
   let closed = false;
-  const deadlineMs = busyTimeoutMs + WRITE_DEADLINE_MARGIN_MS;
+  const deadlineMs = writeDeadlineMs(busyTimeoutMs);
+  const claimDeadlineMs = writeDeadlineMs(busyTimeoutMs, options.claimDeadlineMs);
   const actorFor = actorsOf(options.actor);
 
   function write<O extends WriteOp>(op: O): Promise<WriteResult<O>> {
@@ -413,11 +428,20 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     // The inline writer checks the file once per batch, as it writes; the thread's batches are checked here.
     const lost = writer === 'thread' ? fileLost() : null;
     if (lost !== null) return Promise.reject(new LedgerUnavailableError(lost));
-    // The writes a request waits on get the deadline; maintenance (rebuild, tombstones) may take long.
+    // The writes a request waits on get a deadline, a claim (and the probe, which asks whether one would go through)
+    // the claim's; maintenance (rebuild, tombstones) may take long.
     const hasDeadline = op.op === 'execute' || op.op === 'append' || op.op === 'probe';
+    const deadline = op.op === 'probe' || (op.op === 'execute' && recordsSent(op.command)) ? claimDeadlineMs : deadlineMs;
     const caller: Caller = { gaveUp: false };
     const submitted = w.submit(op, caller) as Promise<WriteResult<O>>;
-    return health.watch(hasDeadline ? withDeadline(submitted, deadlineMs, 'write', w.started, () => (caller.gaveUp = true)) : submitted);
+    return health.watch(
+      hasDeadline
+        ? withDeadline(submitted, deadline, 'write', w.started, () => {
+            caller.gaveUp = true;
+            caller.onGiveUp?.();
+          })
+        : submitted,
+    );
   }
   // What ping asks once no write has settled for a while: a probe that writes a page, so it meets a full disk as a claim would.
   const health = writeHealth(() => write({ op: 'probe' }));

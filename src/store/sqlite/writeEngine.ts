@@ -190,11 +190,16 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
     }
   }
 
-  function run(batch: readonly WriteOp[], lockTaken = false): OpOutcome[] {
+  function run(batch: readonly WriteOp[], lockTaken = false, dropped?: (index: number) => boolean): OpOutcome[] {
     const outcomes: OpOutcome[] = [];
     try {
       if (!lockTaken) begin.run();
-      for (const w of batch) {
+      for (const [i, w] of batch.entries()) {
+        // Asked as late as possible, with the lock held: a unit whose caller has answered without it stays unwritten.
+        if (dropped?.(i) === true) {
+          outcomes.push({ ok: false, error: CALLER_GAVE_UP });
+          continue;
+        }
         if (w.op === 'execute' || w.op === 'append' || w.op === 'recordRequests') {
           // The hot path: no savepoint (see appendInTx); a failure before the first write is this unit's alone.
           writing = false;
@@ -238,8 +243,11 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
   }
 
   return {
-    /** Runs the batch in one transaction, waiting up to the busy timeout for another connection's write lock. */
-    run: (batch: readonly WriteOp[]): OpOutcome[] => run(batch),
+    /**
+     * Runs the batch in one transaction, waiting up to the busy timeout for another connection's write lock.
+     * `dropped(i)`, asked right before unit i runs (the lock held): true leaves it unwritten (its caller gave up).
+     */
+    run: (batch: readonly WriteOp[], dropped?: (index: number) => boolean): OpOutcome[] => run(batch, false, dropped),
     /**
      * As `run`, but 'locked' at once, nothing done, while another connection holds the write lock: the caller
      * waits by a timer instead of in SQLite's busy handler, which would stop its thread (the request thread).
@@ -261,6 +269,9 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
     },
   };
 }
+
+/** The outcome of a unit left unwritten because nobody waits for it any more; nobody reads it either. */
+const CALLER_GAVE_UP: OpError = { kind: 'unavailable', message: 'ledger write dropped: its caller stopped waiting (the write deadline)' };
 
 const isBusy = (err: unknown): boolean => err instanceof Database.SqliteError && (err.code === 'SQLITE_BUSY' || err.code.startsWith('SQLITE_BUSY_'));
 export type WriteEngine = ReturnType<typeof createWriteEngine>;

@@ -8,6 +8,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { LedgerProjection } from '../../events/store.js';
 import type { ConnectionOptions } from './openDatabase.js';
 import { openDatabase } from './openDatabase.js';
+import { callerGaveUp } from './gaveUpSlots.js';
 import { createWriteEngine, type OpOutcome, type WriteOp } from './writeEngine.js';
 
 /** Units of work submitted in one turn of the request thread's event loop travel as one message. */
@@ -15,7 +16,9 @@ export type ToWriter = { readonly units: ReadonlyArray<{ readonly id: number; re
 export type FromWriter = { readonly ready: true } | { readonly openError: string } | { readonly results: ReadonlyArray<readonly [number, OpOutcome]> } | { readonly closed: true };
 
 const port = parentPort!;
-const { connection, maxBatch, projectionModule } = workerData as { connection: ConnectionOptions; maxBatch: number; projectionModule: string };
+const { connection, maxBatch, projectionModule, gaveUp } = workerData as { connection: ConnectionOptions; maxBatch: number; projectionModule: string; gaveUp: SharedArrayBuffer };
+/** Set by the request thread for a unit whose caller stopped waiting (`callerGaveUp` in sqliteStore.ts). */
+const gaveUpSlots = new Int32Array(gaveUp);
 
 let engine: ReturnType<typeof createWriteEngine>;
 let db: ReturnType<typeof openDatabase>;
@@ -39,7 +42,8 @@ function flush(): void {
   while (queue.length > 0) {
     const batch = queue.slice(0, maxBatch);
     queue = queue.slice(batch.length);
-    const outcomes = engine.run(batch.map((b) => b.op));
+    // A unit whose caller gave up while this thread waited (for the lock, behind a long batch) is not written.
+    const outcomes = engine.run(batch.map((b) => b.op), (i) => callerGaveUp(gaveUpSlots, batch[i]!.id));
     port.postMessage({ results: batch.map((b, i) => [b.id, outcomes[i]!] as const) } satisfies FromWriter);
   }
 }

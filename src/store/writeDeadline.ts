@@ -1,10 +1,30 @@
-import { LedgerUnavailableError } from '../../events/errors.js';
+import type { Command } from '../events/decide.js';
+import { LedgerUnavailableError } from '../events/errors.js';
 
 /**
- * Past the busy timeout a commit is not waiting for a lock any more (SQLite would have given up with
- * SQLITE_BUSY); this margin leaves room for the commit itself (its fsync) under load.
+ * Past the lock wait (SQLite's busy timeout, PostgreSQL's lock_timeout) a commit is not waiting for a lock any
+ * more; this margin leaves room for the commit itself (its fsync) under load.
  */
 export const WRITE_DEADLINE_MARGIN_MS = 1000;
+
+/**
+ * The deadline of the writes a caller waits on before it acts (an outcome, a sweep, a settlement): the lock wait
+ * plus the margin; with `limitMs`, never longer than that. A claim (a write that records a Sent: `recordsSent`) and
+ * the health probe get the claim deadline `serve` gives, its send window (half of --grace, src/relay/sendWindow.ts),
+ * so that a claim either commits in time to be called or fails as E503 with nothing written.
+ */
+export function writeDeadlineMs(lockWaitMs: number, limitMs?: number): number {
+  return Math.min(lockWaitMs + WRITE_DEADLINE_MARGIN_MS, limitMs ?? Number.POSITIVE_INFINITY);
+}
+
+/**
+ * Whether a command's write may record a Sent, after which its caller calls the account system: those are the
+ * writes the send window bounds. An outcome, a sweep or an inquiry's settlement only records what happened; cutting
+ * one short would turn a call already made into an E901 and an UNKNOWN row, for nothing.
+ */
+export function recordsSent(command: Command): boolean {
+  return command.type === 'Submit' || command.type === 'Send';
+}
 
 /**
  * The caller of a ledger write gets its result, or LedgerUnavailableError once `deadlineMs` has passed (a
@@ -21,7 +41,7 @@ export const WRITE_DEADLINE_MARGIN_MS = 1000;
  * `onGiveUp` runs at the moment the caller stops waiting, before it is told: a writer that checks it before writing
  * never writes a unit whose caller has already answered without it.
  */
-export function withDeadline<T>(write: Promise<T>, deadlineMs: number, what: string, startsWhen: Promise<void>, onGiveUp?: () => void): Promise<T> {
+export function withDeadline<T>(write: Promise<T>, deadlineMs: number, what: string, startsWhen: Promise<void> = Promise.resolve(), onGiveUp?: () => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let settled = false;
     let timer: NodeJS.Timeout | undefined;
@@ -31,7 +51,7 @@ export function withDeadline<T>(write: Promise<T>, deadlineMs: number, what: str
       timer = setTimeout(() => {
         settled = true;
         onGiveUp?.();
-        reject(new LedgerUnavailableError(`ledger ${what} did not complete within ${deadlineMs} ms (the busy timeout plus ${WRITE_DEADLINE_MARGIN_MS} ms)`));
+        reject(new LedgerUnavailableError(`ledger ${what} did not complete within ${deadlineMs} ms (its write deadline)`));
       }, deadlineMs);
     });
     write.then(

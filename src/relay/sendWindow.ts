@@ -1,0 +1,50 @@
+import type * as E from 'fp-ts/lib/Either.js';
+import type { StoreError } from '../events/errors.js';
+import type { StoreResult } from '../events/storeResult.js';
+
+/**
+ * The send window: how long after a relay starts writing a claim (Claimed + Sent, or the Sent of a resend) it may
+ * still call the account system for it. One rule for every path that sends (`sendClaimed`).
+ *
+ * Why a call inside the window cannot meet another process's send: the orphan sweep takes a SENT row over only once
+ * the ledger's clock passes its `sentAt + timeoutMs + grace`, and `sentAt` is stamped at or after the moment the
+ * relay started the write (SQLite: the relay's clock read when it submits the write; PostgreSQL: the server's clock
+ * read inside the write's transaction). A call that starts at most grace/2 after that moment and lasts at most
+ * `timeoutMs` (the account client's overall deadline, counted from the call's start) is over before anyone may
+ * sweep the row, inquire, and send it again, with grace/2 to spare for a pause (GC, a frozen VM) or a clock step
+ * between the check and the request leaving. A claim acknowledged later than that (a commit whose reply was held,
+ * a process frozen after its commit) is not called at all: the row stays SENT and the sweep settles it like any
+ * orphan.
+ */
+
+/** `--grace` when none is given: how long past its call timeout a SENT row waits before the sweep takes it over. */
+export const DEFAULT_GRACE_MS = 5000;
+
+/**
+ * The smallest `--grace` accepted. Its half, 250 ms, must hold a claim's commit under load, and its other half cover
+ * a pause or clock step between the window's check and the request leaving: NTP (ntpd) steps a clock only for an
+ * offset over 128 ms, and slews smaller ones. Below this a relay would lose claims to E503 under ordinary load
+ * (README, "The grace": at 200 ms, 0.2-3% of claims missed their window under 50 concurrent transfers here).
+ */
+export const MIN_GRACE_MS = 500;
+
+/** The send window of a grace, and the deadline of the claim's own write: half the grace (see above). */
+export function sendWindowMs(graceMs: number): number {
+  return Math.floor(graceMs / 2);
+}
+
+/** The clock the window is measured on: monotonic, never stepped by NTP or an operator. */
+export type MonotonicClock = () => number;
+export const monotonicNow: MonotonicClock = () => performance.now();
+
+/** A ledger write and the monotonic time taken right before it was submitted: the start of its send window. */
+export interface TimedWrite<T> {
+  readonly startedAt: number;
+  readonly result: E.Either<StoreError, T>;
+}
+
+/** Runs `write`, taking the clock immediately before it (not when it is acknowledged: a late acknowledgement must count). */
+export async function timedWrite<T>(clock: MonotonicClock, write: () => StoreResult<T>): Promise<TimedWrite<T>> {
+  const startedAt = clock();
+  return { startedAt, result: await write() };
+}

@@ -1,6 +1,4 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +7,7 @@ import { chromiumForTests, launchChromium, SCREENSHOTS } from '../support/browse
 import { runToEnd } from '../support/children.js';
 import { httpRequest, makeKeys } from '../support/relayHarness.js';
 import { BIN, exited, startServe } from '../support/serveProcess.js';
+import { useTempDir } from '../support/tmp.js';
 
 /**
  * The console in a real browser (Debian's Chromium, headless, driven by playwright-core) against a real
@@ -18,7 +17,7 @@ import { BIN, exited, startServe } from '../support/serveProcess.js';
 const { available } = chromiumForTests();
 
 describe.skipIf(!available)('the console in Chromium', () => {
-  let dir: string;
+  const tmp = useTempDir('file');
   let sim: Simulator;
   let relay: ReturnType<typeof startServe>;
   let url: string;
@@ -55,7 +54,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
     (await httpRequest(`${url}/v1/transfers/${guid}`, { method: 'GET', headers: { authorization: `Bearer ${tokens['ops']!}` } })).json()['status'];
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'guidgate-browser-'));
+    const dir = tmp();
     const keys = join(dir, 'keys');
     tokens = makeKeys(keys, { pay: ['transfer'], ops: ['read', 'admin'], auditor: ['read'] }).tokens;
     sim = await startSimulator({ port: 0, faults: { lateMs: 6000, byGuidPrefix: { [`late-${run}`]: 'late-answer', [`hole-${run}`]: 'hold' } } });
@@ -92,7 +91,6 @@ describe.skipIf(!available)('the console in Chromium', () => {
       await exited(relay.child);
     }
     await sim?.close();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   const session = () => page.locator('#session');
@@ -356,9 +354,9 @@ describe.skipIf(!available)('the console in Chromium', () => {
 });
 
 describe.skipIf(!available)('the console in Chromium, relay without keys', () => {
+  const tmp = useTempDir();
   it('needs no token: signing in with the field empty loads the overview; nothing is asked before', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'guidgate-browser-open-'));
-    const relay = startServe(['--db', join(dir, 'ledger.db'), '--settle-every', '0']);
+    const relay = startServe(['--db', join(tmp(), 'ledger.db'), '--settle-every', '0']);
     const browser = await launchChromium();
     try {
       const url = await relay.ready;
@@ -376,7 +374,6 @@ describe.skipIf(!available)('the console in Chromium, relay without keys', () =>
       await browser.close();
       relay.child.kill('SIGTERM');
       await exited(relay.child);
-      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -6,10 +6,11 @@ import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { describe, it, expect, afterEach } from 'vitest';
+import { describe, it, expect } from 'vitest';
 import { REPO_ROOT } from '../support/children.js';
 import { startHarness, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 
 const run = promisify(execFile);
 const RULES_DIR = join(REPO_ROOT, 'deploy', 'prometheus');
@@ -55,11 +56,8 @@ function dashboardQueries(dashboard: unknown): string[] {
 
 describe('alerts and dashboard (deploy/)', () => {
   const tmp = useTempDir();
-  let h: Harness | null = null;
-  afterEach(async () => {
-    await h?.close();
-    h = null;
-  });
+  const cleanup = useCleanup();
+  const harness = async (dir: string, opts: Parameters<typeof startHarness>[1] = {}): Promise<Harness> => cleanup.use(await startHarness(dir, opts));
 
   it('promtool check rules and promtool test rules pass', async (ctx) => {
     const tool = await promtool();
@@ -107,7 +105,7 @@ describe('alerts and dashboard (deploy/)', () => {
   });
 
   it('every metric the rules and the dashboard use is exposed by a real relay', async () => {
-    h = await startHarness(tmp(), { relay: { settleEveryMs: 100 } });
+    const h = await harness(tmp(), { relay: { settleEveryMs: 100 } });
     const metrics = await h.get('/metrics');
     expect(metrics.status).toBe(200);
     const exposed = exposedNames(metrics.body);

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.js';
 import { admin, PG_ADMIN_URL, postgresForTests } from '../support/pg.js';
 import { httpRequest, transfer, type HttpReply } from '../support/relayHarness.js';
@@ -15,6 +15,7 @@ import { startServe } from '../support/serveProcess.js';
 import { sigkillAndWait } from '../support/settle.js';
 import { mountSmallDisk, type SmallDisk } from '../support/smallDisk.js';
 import { waitFor } from '../support/waitFor.js';
+import { useCleanup } from '../support/cleanup.js';
 
 const canMount = (() => {
   const probe = mountSmallDisk('1m');
@@ -33,26 +34,23 @@ const localPostgresUid = (() => {
 })();
 
 describe.skipIf(!canMount)('a full disk under serve: E503 for transfers, and /healthz 503 with the reason; both recover once space is freed', () => {
-  const cleanup: Array<() => Promise<unknown> | unknown> = [];
-  afterEach(async () => {
-    while (cleanup.length) await cleanup.pop()!();
-  });
+  const cleanup = useCleanup();
 
   const post = (url: string, body: string): Promise<HttpReply> => httpRequest(`${url}/v1/transfers`, { method: 'POST', body });
   const health = (url: string) => httpRequest(`${url}/healthz`, { method: 'GET' });
   const disk = (size: string, uid?: number): SmallDisk => {
     const d = mountSmallDisk(size, uid === undefined ? {} : { uid })!;
-    cleanup.push(() => d.remove());
+    cleanup.add(() => d.remove());
     return d;
   };
   const relay = async (db: string, accountUrl: string) => {
     const s = startServe(['--db', db, '--account-url', accountUrl, '--busy-timeout', '1s', '--timeout', '1s', '--settle-every', '0']);
-    cleanup.push(() => sigkillAndWait(s.child));
+    cleanup.add(() => sigkillAndWait(s.child));
     return s.ready;
   };
   const sim = async () => {
     const s = await startSimulator({ port: 0 });
-    cleanup.push(() => s.close());
+    cleanup.add(() => s.close());
     return s;
   };
 
@@ -99,10 +97,10 @@ describe.skipIf(!canMount)('a full disk under serve: E503 for transfers, and /he
     const suffix = randomBytes(5).toString('hex');
     const [space, name] = [`guidgate_full_${suffix}`, `guidgate_test_full_${suffix}`];
     await admin((c) => c.query(`CREATE TABLESPACE ${space} LOCATION '${d.path}'`));
-    cleanup.push(() => admin((c) => c.query(`DROP TABLESPACE IF EXISTS ${space}`)));
+    cleanup.add(() => admin((c) => c.query(`DROP TABLESPACE IF EXISTS ${space}`)));
     await admin((c) => c.query(`CREATE DATABASE ${name} TABLESPACE ${space}`));
-    cleanup.push(() => admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)));
-    cleanup.push(() => d.free());
+    cleanup.add(() => admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)));
+    cleanup.add(() => d.free());
     const db = Object.assign(new URL(PG_ADMIN_URL), { pathname: `/${name}` }).toString();
     const account = await sim();
     const url = await relay(db, account.url);

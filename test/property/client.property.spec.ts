@@ -13,6 +13,7 @@ import {
   TransferAbortedError,
   type TransferResult,
 } from '../../src/client/index.js';
+import { waitFor } from '../support/waitFor.js';
 
 /** One scripted reply of the fake relay. */
 type Step =
@@ -146,8 +147,9 @@ describe('guidgate/client over arbitrary relay replies (a scripted relay on loop
           }
           const elapsed = Date.now() - started;
           await client.close();
-          // A request the client wrote just before giving up may reach the server a moment later.
-          await new Promise((r) => setTimeout(r, 20));
+          // A request the client wrote just before giving up may reach the server a moment later: all it wrote has
+          // been read once the server has seen each of its connections close.
+          await waitFor(() => sockets.size === 0, { what: "the client's connections closed at the server" });
 
           // Stops by maxWait (plus the lag of a loaded event loop).
           expect(elapsed).toBeLessThanOrEqual(maxWait + 250);

@@ -106,5 +106,3 @@ export async function cli(args: string[], env: Record<string, string> = {}, opts
     clearTimeout(killer);
   }
 }
-
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -21,6 +21,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
+import { sleep } from './waitFor.js';
 import type { FastifyInstance } from 'fastify';
 import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
@@ -210,7 +211,7 @@ export class InvariantViolation extends Error {
   override readonly name = 'InvariantViolation';
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+export { sleep }; // scheduleProcess.ts takes it from here
 
 /**
  * Starts a round's actions in the order the releaser picks, `gapsMs[i]` real milliseconds apart; each is

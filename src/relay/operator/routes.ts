@@ -3,8 +3,8 @@ import * as E from 'fp-ts/lib/Either.js';
 import { parseStatuses, STATUSES } from '../../events/codecs.js';
 import type { LedgerState } from '../../events/state.js';
 import type { StoreError } from '../../events/errors.js';
-import type { EventStore, LedgerClock } from '../../events/store.js';
-import { toStoreError, type StoreResult } from '../../events/storeResult.js';
+import type { EventStore } from '../../events/store.js';
+import { toStoreError } from '../../events/storeResult.js';
 import { listLedger } from '../../settle/ledger.js';
 import { reprocessFailed, whyReprocessLeavesOut } from '../../settle/reprocess.js';
 import { resolveUnknown, whyResolveLeavesOut } from '../../settle/resolve.js';
@@ -237,6 +237,10 @@ function registerAction(app: FastifyInstance, deps: OperatorDeps, name: ActionNa
     if (E.isLeft(read)) return unavailable(deps, req, reply, read.left, guid);
     const before = read.right;
     if (before === null) return send(reply, codeReply('E404', guid));
+    // The ledger's time before the run: resolve selects by a time at or after it, so a row too young for the run
+    // was too young at it (what the E409 says, even when the row comes of age while the run ends).
+    const askedAt = await store.now();
+    if (E.isLeft(askedAt)) return unavailable(deps, req, reply, askedAt.left, guid);
     const ran = await runOnGuid(deps, name, req, { dryRun, minAgeMs });
     if (ran.outcome === 'ledger-error' || ran.ledgerErrors > 0) {
       // Logged once, with what the command reports: the row's failure, or only that its run stopped on one.
@@ -251,9 +255,8 @@ function registerAction(app: FastifyInstance, deps: OperatorDeps, name: ActionNa
     if (ran.outcome === undefined || ran.outcome === 'not-leased') {
       // Not leased and not moved since the command read it: another run (the settler, another process) holds it.
       const heldElsewhere = ran.outcome === 'not-leased' && after.lastSeq === ran.row?.lastSeq;
-      const why = heldElsewhere ? E.right(HELD_ELSEWHERE) : await whyNotTaken(store, name, after, minAgeMs, deps.maxAttempts);
-      if (E.isLeft(why)) return unavailable(deps, req, reply, why.left, guid);
-      return send(reply, codeReply('E409', guid, { message: why.right, status: after.status, before: operatorRow(before), after: operatorRow(after) }));
+      const message = heldElsewhere ? HELD_ELSEWHERE : whyNotTaken(name, after, { minAgeMs, maxAttempts: deps.maxAttempts, now: askedAt.right });
+      return send(reply, codeReply('E409', guid, { message, status: after.status, before: operatorRow(before), after: operatorRow(after) }));
     }
     return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
   });
@@ -307,9 +310,8 @@ function actionResponses(what: string): RouteDoc['responses'] {
 /** The message of an E409 for a row another run has leased (it is inquiring about or sending it right now). */
 const HELD_ELSEWHERE = 'held by another run (the background settler or another process); try again shortly';
 
-/** The message of an E409: which condition of the command's own selection leaves the row out (resolve's age by the ledger's clock). */
-async function whyNotTaken(store: LedgerClock, name: 'resolve' | 'reprocess', row: LedgerState, minAgeMs: number, maxAttempts: number): StoreResult<string> {
-  const movedMeanwhile = `${name} did not take it: the row changed while the action ran; try again`;
-  if (name === 'reprocess') return E.right(whyReprocessLeavesOut(row, maxAttempts) ?? movedMeanwhile);
-  return E.map((now: number) => whyResolveLeavesOut(row, now, minAgeMs) ?? movedMeanwhile)(await store.now());
+/** The message of an E409: which condition of the command's own selection leaves the row out (resolve's age at `now`). */
+function whyNotTaken(name: ActionName, row: LedgerState, rules: { minAgeMs: number; maxAttempts: number; now: number }): string {
+  const why = name === 'resolve' ? whyResolveLeavesOut(row, rules.now, rules.minAgeMs) : whyReprocessLeavesOut(row, rules.maxAttempts);
+  return why ?? `${name} did not take it: the row changed while the action ran; try again`;
 }

@@ -238,9 +238,9 @@ function registerAction(app: FastifyInstance, deps: OperatorDeps, name: ActionNa
     const before = read.right;
     if (before === null) return send(reply, codeReply('E404', guid));
     // The ledger's time before the run: resolve selects by a time at or after it, so a row too young for the run
-    // was too young at it (what the E409 says, even when the row comes of age while the run ends).
+    // was too young at it (what the E409 says, even when the row comes of age while the run ends). A clock that
+    // fails here fails the run too, which reports it as its own failure.
     const askedAt = await store.now();
-    if (E.isLeft(askedAt)) return unavailable(deps, req, reply, askedAt.left, guid);
     const ran = await runOnGuid(deps, name, req, { dryRun, minAgeMs });
     if (ran.outcome === 'ledger-error' || ran.ledgerErrors > 0) {
       // Logged once, with what the command reports: the row's failure, or only that its run stopped on one.
@@ -254,9 +254,11 @@ function registerAction(app: FastifyInstance, deps: OperatorDeps, name: ActionNa
     const after = reread.right ?? before;
     if (ran.outcome === undefined || ran.outcome === 'not-leased') {
       // Not leased and not moved since the command read it: another run (the settler, another process) holds it.
-      const heldElsewhere = ran.outcome === 'not-leased' && after.lastSeq === ran.row?.lastSeq;
-      const message = heldElsewhere ? HELD_ELSEWHERE : whyNotTaken(name, after, { minAgeMs, maxAttempts: deps.maxAttempts, now: askedAt.right });
-      return send(reply, codeReply('E409', guid, { message, status: after.status, before: operatorRow(before), after: operatorRow(after) }));
+      const notEligible = (message: string) => send(reply, codeReply('E409', guid, { message, status: after.status, before: operatorRow(before), after: operatorRow(after) }));
+      if (ran.outcome === 'not-leased' && after.lastSeq === ran.row?.lastSeq) return notEligible(HELD_ELSEWHERE);
+      const now = E.isRight(askedAt) ? askedAt : await store.now();
+      if (E.isLeft(now)) return unavailable(deps, req, reply, now.left, guid);
+      return notEligible(whyNotTaken(name, after, { minAgeMs, maxAttempts: deps.maxAttempts, now: now.right }));
     }
     return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
   });

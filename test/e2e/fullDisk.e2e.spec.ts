@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.js';
-import { admin, PG_ADMIN_URL, postgresForTests } from '../support/pg.js';
+import { PG_ADMIN_URL, postgresForTests } from '../support/pg.js';
+import { onServer, serverUrl, startServer } from '../support/pgCluster.js';
 import { httpRequest, transfer, type HttpReply } from '../support/relayHarness.js';
 import { startServe } from '../support/serveProcess.js';
 import { sigkillAndWait } from '../support/settle.js';
@@ -94,14 +95,16 @@ describe.skipIf(!canMount)('a full disk under serve: E503 for transfers, and /he
 
   it.skipIf(localPostgresUid === null)('PostgreSQL: the database in a tablespace on a 16 MB file system; filled, a transfer that gets E503 is followed by /healthz 503 with the reason (its ping writes nothing); freed, both recover', async () => {
     const d = disk('16m', localPostgresUid!);
+    // A server of its own: a full tablespace fails every checkpoint of its server (a DROP DATABASE of another
+    // test file on the shared server then fails with "checkpoint request failed").
+    const server = await startServer();
+    cleanup.add(() => server.stop());
     const suffix = randomBytes(5).toString('hex');
     const [space, name] = [`guidgate_full_${suffix}`, `guidgate_test_full_${suffix}`];
-    await admin((c) => c.query(`CREATE TABLESPACE ${space} LOCATION '${d.path}'`));
-    cleanup.add(() => admin((c) => c.query(`DROP TABLESPACE IF EXISTS ${space}`)));
-    await admin((c) => c.query(`CREATE DATABASE ${name} TABLESPACE ${space}`));
-    cleanup.add(() => admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)));
+    await onServer(server.port, (c) => c.query(`CREATE TABLESPACE ${space} LOCATION '${d.path}'`));
+    await onServer(server.port, (c) => c.query(`CREATE DATABASE ${name} TABLESPACE ${space}`));
     cleanup.add(() => d.free());
-    const db = Object.assign(new URL(PG_ADMIN_URL), { pathname: `/${name}` }).toString();
+    const db = serverUrl(server.port, name);
     const account = await sim();
     const url = await relay(db, account.url);
     expect((await post(url, JSON.stringify(transfer()))).json()['code']).toBe('0000');

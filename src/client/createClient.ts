@@ -1,5 +1,5 @@
 import { Agent } from 'undici';
-import { GUID_PATTERN } from '../relay/transferRequest.js';
+import { GUID_PATTERN } from '../contract/transferRequest.js';
 import { backoffDelay, retryAfterMs, sleep, type BackoffOptions } from './backoff.js';
 import { decodeReplyBody, decodeTransferStatus, type ReplyBody, type TransferStatus } from './codecs.js';
 import {

@@ -1,9 +1,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it, expect } from 'vitest';
-import { resolveUnknown } from '../../src/commands/resolve.js';
+import { resolveUnknown } from '../../src/settle/resolve.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
-import { createAccountClient } from '../../src/relay/accountClient.js';
+import { createAccountClient } from '../../src/account/accountClient.js';
 import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { TimelineEntry } from '../../src/commands/history.js';
+import type { TimelineEntry } from '../../src/settle/history.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';

@@ -1,10 +1,10 @@
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
-import { createAccountClient } from '../../src/relay/accountClient.js';
+import { createAccountClient } from '../../src/account/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
-import { REPLY_CODES } from '../../src/relay/codes.js';
-import { createMetrics } from '../../src/relay/metrics.js';
+import { REPLY_CODES } from '../../src/contract/codes.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { startHarness, transfer, ledgerRowCount, type Harness } from '../support/relayHarness.js';
 import { rawExchange } from '../support/rawHttp.js';

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
-import { REPLY_CODES } from '../../src/relay/codes.js';
+import { REPLY_CODES } from '../../src/contract/codes.js';
 import { freePort, startHarness, transfer, ledgerRowCount, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';

@@ -3,9 +3,9 @@
  * relay (`serve`) on a real ledger file, the bundled simulator, loopback sockets.
  */
 import { describe, it, expect } from 'vitest';
-import { createAccountClient } from '../../src/relay/accountClient.js';
-import { reprocessFailed } from '../../src/commands/reprocess.js';
-import { resolveUnknown } from '../../src/commands/resolve.js';
+import { createAccountClient } from '../../src/account/accountClient.js';
+import { reprocessFailed } from '../../src/settle/reprocess.js';
+import { resolveUnknown } from '../../src/settle/resolve.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { transferBody } from '../support/commandsSeed.js';

@@ -1,17 +1,17 @@
 /**
- * The operator commands as library calls (src/commands), on a real ledger file, against the real simulator
+ * The operator commands as library calls (src/settle), on a real ledger file, against the real simulator
  * (and the real relay where a channel takes part), over loopback sockets.
  */
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
-import { createAccountClient, type AccountClient } from '../../src/relay/accountClient.js';
-import { purgeDone } from '../../src/commands/purge.js';
-import { reprocessExitCode, reprocessFailed } from '../../src/commands/reprocess.js';
-import { resolveExitCode, resolveUnknown } from '../../src/commands/resolve.js';
-import { ledgerStats } from '../../src/commands/stats.js';
-import { listLedger } from '../../src/commands/ledger.js';
+import { createAccountClient, type AccountClient } from '../../src/account/accountClient.js';
+import { purgeDone } from '../../src/settle/purge.js';
+import { reprocessExitCode, reprocessFailed } from '../../src/settle/reprocess.js';
+import { resolveExitCode, resolveUnknown } from '../../src/settle/resolve.js';
+import { ledgerStats } from '../../src/settle/stats.js';
+import { listLedger } from '../../src/settle/ledger.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { countingAccount, seedRow, snapshot, transferBody } from '../support/commandsSeed.js';
 import { startHarness, type Harness } from '../support/relayHarness.js';

@@ -1,5 +1,5 @@
 /**
- * The send window (src/relay/sendWindow.ts), kept by `sendClaimed` for every path that sends: a claim acknowledged
+ * The send window (src/settle/sendWindow.ts), kept by `sendClaimed` for every path that sends: a claim acknowledged
  * later than half the grace after its write started is not called. A real SQLite ledger and the bundled simulator
  * over loopback; the window is measured on a clock the test moves, and the store's `execute` moves it as a commit
  * whose acknowledgement was held back would, so the cases do not depend on this machine's speed.
@@ -10,13 +10,14 @@ import type { Command } from '../../src/events/decide.js';
 import type { EventStore } from '../../src/events/store.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
-import { createAccountClient, type AccountClient } from '../../src/relay/accountClient.js';
+import { createAccountClient, type AccountClient } from '../../src/account/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
-import { createMetrics } from '../../src/relay/metrics.js';
-import { relayTransfer, type SendLogger } from '../../src/relay/relayTransfer.js';
-import { reprocessFailed } from '../../src/commands/reprocess.js';
-import { sendWindowMs } from '../../src/relay/sendWindow.js';
-import { decodeTransferRequest } from '../../src/relay/transferRequest.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
+import { relayTransfer } from '../../src/relay/relayTransfer.js';
+import type { SendLogger } from '../../src/settle/sendClaimed.js';
+import { reprocessFailed } from '../../src/settle/reprocess.js';
+import { sendWindowMs } from '../../src/settle/sendWindow.js';
+import { decodeTransferRequest } from '../../src/contract/transferRequest.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { useTempDir } from '../support/tmp.js';

@@ -2,10 +2,10 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import * as E from 'fp-ts/lib/Either.js';
 import { request } from 'undici';
-import { addKey } from '../../src/commands/keys.js';
+import { addKey } from '../../src/relay/auth/keysAdmin.js';
 import { openKeyRing, type KeyRing } from '../../src/relay/auth/keyRing.js';
 import type { Scope } from '../../src/relay/auth/keysFile.js';
-import { serve, type RunningRelay, type ServeOptions } from '../../src/commands/serve.js';
+import { serve, type RunningRelay, type ServeOptions } from '../../src/wiring/serve.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/index.js';
 
 export interface Harness {

@@ -26,15 +26,15 @@ import type { FastifyInstance } from 'fastify';
 import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { EventStore } from '../../src/events/store.js';
-import { createAccountClient, type AccountClient, type CallOutcome } from '../../src/relay/accountClient.js';
+import { createAccountClient, type AccountClient, type CallOutcome } from '../../src/account/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
-import { createMetrics } from '../../src/relay/metrics.js';
-import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
-import { resolveUnknown } from '../../src/commands/resolve.js';
-import { settleOnce } from '../../src/commands/settler.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
+import { sweepOrphans } from '../../src/settle/sweepOrphans.js';
+import { resolveUnknown } from '../../src/settle/resolve.js';
+import { settleOnce } from '../../src/settle/settler.js';
 import { createBreaker } from '../../src/relay/breaker.js';
-import { reprocessFailed } from '../../src/commands/reprocess.js';
-import { purgeDone } from '../../src/commands/purge.js';
+import { reprocessFailed } from '../../src/settle/reprocess.js';
+import { purgeDone } from '../../src/settle/purge.js';
 import { startSimulator, type FaultMode, type Simulator } from '../../src/simulator/index.js';
 import {
   channelRequest,

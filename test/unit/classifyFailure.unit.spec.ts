@@ -1,8 +1,8 @@
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { MockAgent, errors as undiciErrors, request } from 'undici';
-import { FAILURE_RULES, classifyFailure } from '../../src/relay/classifyFailure.js';
-import type { FailureRule } from '../../src/relay/classifyFailure.js';
+import { FAILURE_RULES, classifyFailure } from '../../src/account/classifyFailure.js';
+import type { FailureRule } from '../../src/account/classifyFailure.js';
 import { useCleanup } from '../support/cleanup.js';
 
 /** An error carrying `rule`'s key the way Node/undici would set it. */

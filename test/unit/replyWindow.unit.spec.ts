@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { createReplyWindow } from '../../src/relay/replyWindow.js';
+import { createReplyWindow } from '../../src/telemetry/replyWindow.js';
 
 describe('replies per code over the last minutes (GET /v1/stats)', () => {
   it('counts per code within the window; a second leaves it once the window has passed, its slot reused cleanly', () => {

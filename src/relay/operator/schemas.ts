@@ -1,5 +1,5 @@
 import { EVENT_TYPES, STATUSES } from '../../events/codecs.js';
-import { ACCOUNT_PATTERN, CURRENCY_PATTERN, GUID_PATTERN } from '../transferRequest.js';
+import { ACCOUNT_PATTERN, CURRENCY_PATTERN, GUID_PATTERN } from '../../contract/transferRequest.js';
 
 /**
  * The JSON schemas of the HTTP API (JSON Schema 2020-12, as OpenAPI 3.1 uses). The operator routes validate

@@ -12,7 +12,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { actionCount, runSchedule, scheduleArb, type RunResult, type Schedule } from '../support/schedule.js';
-import { expectEnoughRuns, propertyBudget } from '../support/scheduleBudget.js';
+import { checkWithinBudget, expectEnoughRuns, propertyBudget } from '../support/scheduleBudget.js';
 import { useTempDir } from '../support/tmp.js';
 
 // About 100 schedules complete in 40 s on a quiet 2-core machine; 30 is the least that reaches every reply below.
@@ -25,13 +25,11 @@ describe('property: concurrent duplicate schedules with crashes, faults and oper
     const dir = tmp();
     const results: Array<RunResult & { largest: Schedule }> = [];
     let runId = 0;
-    await fc.assert(
-      fc.asyncProperty(scheduleArb(), fc.scheduler(), async (sc, s) => {
-        const r = await runSchedule(sc, s, { dir, runId: runId++ });
-        results.push({ ...r, largest: sc });
-      }),
-      { interruptAfterTimeLimit: budget.ms, markInterruptAsFailure: false, numRuns: budget.numRuns },
-    );
+    const property = fc.asyncProperty(scheduleArb(), fc.scheduler(), async (sc, s) => {
+      const r = await runSchedule(sc, s, { dir, runId: runId++ });
+      results.push({ ...r, largest: sc });
+    });
+    await checkWithinBudget(property, budget);
     const largest = results.reduce((a, b) => (actionCount(b.largest) > actionCount(a.largest) ? b : a), results[0]!);
     const codes: Record<string, number> = {};
     for (const r of results) for (const [c, n] of Object.entries(r.replies)) codes[c] = (codes[c] ?? 0) + n;

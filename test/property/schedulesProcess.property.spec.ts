@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { pActionCount, pScheduleArb, ProcessWorld, runProcessSchedule, type PRunResult, type PSchedule } from '../support/scheduleProcess.js';
-import { expectEnoughRuns, propertyBudget } from '../support/scheduleBudget.js';
+import { checkWithinBudget, expectEnoughRuns, propertyBudget } from '../support/scheduleBudget.js';
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
@@ -34,16 +34,9 @@ function processSchedules(label: string, seconds: number, start: () => Promise<P
     const property = fc.asyncProperty(pScheduleArb(), fc.scheduler(), async (sc, s) => {
       results.push({ ...(await runProcessSchedule(sc, s, w, runId++)), sc });
     });
-    // One schedule may take the whole budget on a loaded machine (healing waits out real min-ages), and fast-check
-    // counts a time limit hit before any run finished as a failure: so MIN_SCHEDULES first, whatever the budget,
-    // then more while the budget lasts; a run cut off by the limit is no failure, a counter-example is.
-    const started = Date.now();
-    await fc.assert(property, { numRuns: MIN_SCHEDULES });
-    const left = budget.ms - (Date.now() - started);
-    if (left > 0) {
-      const more = await fc.check(property, { interruptAfterTimeLimit: left, markInterruptAsFailure: false, numRuns: budget.numRuns });
-      if (more.failed && more.counterexample !== null) throw new Error(await fc.asyncDefaultReportMessage(more));
-    }
+    // One schedule may take the whole budget on a loaded machine (healing waits out real min-ages): MIN_SCHEDULES
+    // first, whatever the budget, then more while it lasts.
+    await checkWithinBudget(property, budget);
     const largest = Math.max(...results.map((r) => pActionCount(r.sc)));
     const codes: Record<string, number> = {};
     for (const r of results) for (const [c, n] of Object.entries(r.replies)) codes[c] = (codes[c] ?? 0) + n;
@@ -53,7 +46,7 @@ function processSchedules(label: string, seconds: number, start: () => Promise<P
     );
     expectEnoughRuns(budget, results.length, `the process schedules (${label})`);
     expect(await w.verifyAll()).toEqual([]);
-  }, budget.testTimeoutMs + 60_000);
+  }, budget.testTimeoutMs + 180_000);
 }
 
 describe('property (processes): two relays on one SQLite file, SIGKILL, and the operator commands as processes', () => {

@@ -1,3 +1,5 @@
+import fc from 'fast-check';
+
 /**
  * Time budgets of the schedule properties. By default each property file gets a slice sized for `npm test`
  * on a 2-core machine; `GUIDGATE_SOAK_SECONDS=N` (what `npm run test:soak` sets) gives each N seconds instead.
@@ -26,6 +28,20 @@ export function propertyBudget(defaultSeconds: number, minRuns: number): Budget 
   const soak = soakSeconds();
   const seconds = soak ?? defaultSeconds;
   return { seconds, ms: seconds * 1000, numRuns: 1_000_000, testTimeoutMs: seconds * 1000 + 120_000, soak: soak !== null, minRuns };
+}
+
+/**
+ * Runs a time-bounded property so that it always makes a sample: `budget.minRuns` runs first, whatever the time
+ * they take (a loaded machine is slower, not a reason to prove less), then more while the budget lasts. A run cut
+ * off by the time limit is no failure; a counter-example is, with fast-check's report.
+ */
+export async function checkWithinBudget<Ts extends [unknown, ...unknown[]]>(property: fc.IAsyncProperty<Ts>, budget: Budget): Promise<void> {
+  const started = Date.now();
+  await fc.assert(property, { numRuns: budget.minRuns });
+  const left = budget.ms - (Date.now() - started);
+  if (left <= 0) return;
+  const more = await fc.check(property, { interruptAfterTimeLimit: left, markInterruptAsFailure: false, numRuns: budget.numRuns });
+  if (more.failed && more.counterexample !== null) throw new Error(await fc.asyncDefaultReportMessage(more));
 }
 
 /**

@@ -67,11 +67,13 @@ export function useTestDatabases(): { url(): string; fresh(): Promise<string>; r
   beforeAll(async () => {
     main = await create();
   });
+  // Each DROP DATABASE waits for an immediate checkpoint of the whole server (PostgreSQL 15): on a server busy with
+  // other files' writes that can take longer than the default hook timeout.
   afterAll(async () => {
     await admin(async (c) => {
       for (const name of names.splice(0)) await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     });
-  });
+  }, 180_000);
   return {
     url() {
       if (main === null) throw new Error('the test database is created in beforeAll');

@@ -10,6 +10,7 @@ import type { EventStore } from '../../src/events/store.js';
 import { childScript, claimRace, spawnNode, waitForLine } from '../support/children.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
+import { sleep } from '../support/waitFor.js';
 
 /**
  * Changes made behind the store's back, the way a bug, an operator or another program could: the only
@@ -216,7 +217,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         child.stdout!.on('data', (d: Buffer) => (acked += d.toString()));
         try {
           await waitForLine(child, 'ready');
-          await new Promise((r) => setTimeout(r, 50 + Math.floor(Math.random() * 150)));
+          await sleep(50 + Math.floor(Math.random() * 150)); // the point: killed at a random moment of its work
         } finally {
           const exited = new Promise((r) => child.once('exit', r));
           child.kill('SIGKILL');

@@ -6,27 +6,25 @@
  * the in-process schedules (test/support/model.ts); the real clock throughout. Once on a SQLite file, once on a
  * PostgreSQL database (issue #13: several relays on one database; skipped without one, except under CI).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { pActionCount, pScheduleArb, ProcessWorld, runProcessSchedule, type PRunResult, type PSchedule } from '../support/scheduleProcess.js';
-import { propertyBudget } from '../support/scheduleBudget.js';
+import { checkWithinBudget, expectEnoughRuns, propertyBudget } from '../support/scheduleBudget.js';
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
+import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 
 const { available: pgAvailable } = await postgresForTests();
 const MIN_SCHEDULES = 2;
 
 /** The property over one world; `label` names it in the figures line. */
 function processSchedules(label: string, seconds: number, start: () => Promise<ProcessWorld>): void {
-  const budget = propertyBudget(seconds);
+  const budget = propertyBudget(seconds, MIN_SCHEDULES);
+  const cleanup = useCleanup('file');
   let world: ProcessWorld | undefined;
   beforeAll(async () => {
-    world = await start();
-  });
-  afterAll(async () => {
-    await world?.close();
+    world = cleanup.use(await start());
   });
 
   it(`the invariants hold across processes (${budget.seconds}s budget)`, async () => {
@@ -36,16 +34,9 @@ function processSchedules(label: string, seconds: number, start: () => Promise<P
     const property = fc.asyncProperty(pScheduleArb(), fc.scheduler(), async (sc, s) => {
       results.push({ ...(await runProcessSchedule(sc, s, w, runId++)), sc });
     });
-    // One schedule may take the whole budget on a loaded machine (healing waits out real min-ages), and fast-check
-    // counts a time limit hit before any run finished as a failure: so MIN_SCHEDULES first, whatever the budget,
-    // then more while the budget lasts; a run cut off by the limit is no failure, a counter-example is.
-    const started = Date.now();
-    await fc.assert(property, { numRuns: MIN_SCHEDULES });
-    const left = budget.ms - (Date.now() - started);
-    if (left > 0) {
-      const more = await fc.check(property, { interruptAfterTimeLimit: left, markInterruptAsFailure: false, numRuns: budget.numRuns });
-      if (more.failed && more.counterexample !== null) throw new Error(await fc.asyncDefaultReportMessage(more));
-    }
+    // One schedule may take the whole budget on a loaded machine (healing waits out real min-ages): MIN_SCHEDULES
+    // first, whatever the budget, then more while it lasts.
+    await checkWithinBudget(property, budget);
     const largest = Math.max(...results.map((r) => pActionCount(r.sc)));
     const codes: Record<string, number> = {};
     for (const r of results) for (const [c, n] of Object.entries(r.replies)) codes[c] = (codes[c] ?? 0) + n;
@@ -53,15 +44,14 @@ function processSchedules(label: string, seconds: number, start: () => Promise<P
       `[schedules/processes/${label}] ${results.length} schedules in ${budget.seconds}s budget; largest ${largest} actions; ` +
         `sends ${results.reduce((n, r) => n + r.sends, 0)}, SIGKILLs ${results.reduce((n, r) => n + r.kills, 0)}, stalls (SIGSTOP, held COMMIT acknowledgements) ${results.reduce((n, r) => n + r.stalls, 0)}; replies ${JSON.stringify(codes)}`,
     );
-    expect(results.length).toBeGreaterThanOrEqual(MIN_SCHEDULES);
+    expectEnoughRuns(budget, results.length, `the process schedules (${label})`);
     expect(await w.verifyAll()).toEqual([]);
-  }, budget.testTimeoutMs + 60_000);
+  }, budget.testTimeoutMs + 180_000);
 }
 
 describe('property (processes): two relays on one SQLite file, SIGKILL, and the operator commands as processes', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'guidgate-psched-'));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-  processSchedules('sqlite', 12, () => ProcessWorld.start(join(dir, 'ledger.db')));
+  const tmp = useTempDir('file');
+  processSchedules('sqlite', 12, () => ProcessWorld.start(join(tmp(), 'ledger.db')));
 });
 
 describe.skipIf(!pgAvailable)('property (processes): two relays on one PostgreSQL database, SIGKILL, and the operator commands as processes', () => {

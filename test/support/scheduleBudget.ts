@@ -1,3 +1,5 @@
+import fc from 'fast-check';
+
 /**
  * Time budgets of the schedule properties. By default each property file gets a slice sized for `npm test`
  * on a 2-core machine; `GUIDGATE_SOAK_SECONDS=N` (what `npm run test:soak` sets) gives each N seconds instead.
@@ -10,6 +12,8 @@ export interface Budget {
   /** Vitest's timeout for the test: the budget plus room for the last run, shrinking and cleanup. */
   readonly testTimeoutMs: number;
   readonly soak: boolean;
+  /** Fewer completed runs than this are no sample: the test fails, saying the budget was too small. */
+  readonly minRuns: number;
 }
 
 export function soakSeconds(): number | null {
@@ -20,8 +24,35 @@ export function soakSeconds(): number | null {
   return n;
 }
 
-export function propertyBudget(defaultSeconds: number): Budget {
+export function propertyBudget(defaultSeconds: number, minRuns: number): Budget {
   const soak = soakSeconds();
   const seconds = soak ?? defaultSeconds;
-  return { seconds, ms: seconds * 1000, numRuns: 1_000_000, testTimeoutMs: seconds * 1000 + 120_000, soak: soak !== null };
+  return { seconds, ms: seconds * 1000, numRuns: 1_000_000, testTimeoutMs: seconds * 1000 + 120_000, soak: soak !== null, minRuns };
+}
+
+/**
+ * Runs a time-bounded property so that it always makes a sample: `budget.minRuns` runs first, whatever the time
+ * they take (a loaded machine is slower, not a reason to prove less), then more while the budget lasts. A run cut
+ * off by the time limit is no failure; a counter-example is, with fast-check's report.
+ */
+export async function checkWithinBudget<Ts extends [unknown, ...unknown[]]>(property: fc.IAsyncProperty<Ts>, budget: Budget): Promise<void> {
+  const started = Date.now();
+  await fc.assert(property, { numRuns: budget.minRuns });
+  const left = budget.ms - (Date.now() - started);
+  if (left <= 0) return;
+  const more = await fc.check(property, { interruptAfterTimeLimit: left, markInterruptAsFailure: false, numRuns: budget.numRuns });
+  if (more.failed && more.counterexample !== null) throw new Error(await fc.asyncDefaultReportMessage(more));
+}
+
+/**
+ * A property bounded by time passes only if it ran enough: a budget that a loaded machine cut off after a handful
+ * of runs proves little, and must fail rather than pass quietly.
+ */
+export function expectEnoughRuns(budget: Budget, completed: number, what: string): void {
+  if (completed < budget.minRuns) {
+    throw new Error(
+      `${what}: only ${completed} runs completed in the ${budget.seconds} s budget, fewer than the ${budget.minRuns} a sample needs: ` +
+        'the budget is too small for this machine (give it more with GUIDGATE_SOAK_SECONDS=N, or raise the default in the spec)',
+    );
+  }
 }

@@ -7,8 +7,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { freePort, REPO_ROOT } from '../support/children.js';
+import { useCleanup, type Cleanup } from '../support/cleanup.js';
 import { waitFor } from '../support/waitFor.js';
 
 const REDIS_SERVER = '/usr/bin/redis-server';
@@ -22,12 +23,17 @@ function redisForTests(): boolean {
   return false;
 }
 
-const children: ChildProcess[] = [];
+const stop = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGKILL');
+  });
 
-/** Starts a child and resolves once it prints `marker` (the first group of the match, if any). */
-function startChild(command: string, args: string[], marker: RegExp): Promise<string> {
+/** Starts a child, stopped by `cleanup`, and resolves once it prints `marker` (the match's first group, if any). */
+function startChild(cleanup: Cleanup, command: string, args: string[], marker: RegExp): Promise<string> {
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
+  cleanup.add(() => stop(child));
   return new Promise((resolve, reject) => {
     let out = '';
     const onData = (d: Buffer) => {
@@ -40,21 +46,21 @@ function startChild(command: string, args: string[], marker: RegExp): Promise<st
     child.on('exit', (code) => reject(new Error(`${command} ${args.join(' ')} exited ${code}: ${out}`)));
   });
 }
-const startNode = (script: string, args: string[]) => startChild(process.execPath, [join(PEERS, script), ...args], /listening on (http:\/\/\S+)/);
+const startNode = (cleanup: Cleanup, script: string, args: string[]) =>
+  startChild(cleanup, process.execPath, [join(PEERS, script), ...args], /listening on (http:\/\/\S+)/);
 
 describe.skipIf(!redisForTests())('the peer relays of bench:peers', () => {
+  const forTheFile = useCleanup('file');
+  const forEachTest = useCleanup();
   let redisUrl: string;
   let stubUrl: string;
   const posts = async () => ((await (await fetch(`${stubUrl}/stats`)).json()) as { posts: number }).posts;
 
   beforeAll(async () => {
     const port = await freePort();
-    await startChild(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], /Ready to accept connections/);
+    await startChild(forTheFile, REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], /Ready to accept connections/);
     redisUrl = `redis://127.0.0.1:${port}/0`;
-    stubUrl = await startNode('stubAccount.js', ['--port', '0']);
-  });
-  afterAll(() => {
-    for (const c of children) c.kill('SIGKILL');
+    stubUrl = await startNode(forTheFile, 'stubAccount.js', ['--port', '0']);
   });
 
   const transfer = (relayUrl: string, guid: string) =>
@@ -67,7 +73,7 @@ describe.skipIf(!redisForTests())('the peer relays of bench:peers', () => {
   it.each(['powertoolsRelay.js', 'expressIdempotencyRelay.js', 'nodeIdempotencyRelay.js'])(
     '%s forwards a new GUID once and replays its answer to every resend',
     async (script) => {
-      const relay = await startNode(script, ['--port', '0', '--account-url', stubUrl, '--redis', redisUrl]);
+      const relay = await startNode(forEachTest, script, ['--port', '0', '--account-url', stubUrl, '--redis', redisUrl]);
       const guid = `${script}-a`;
       const before = await posts();
 

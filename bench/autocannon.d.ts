@@ -26,7 +26,8 @@ declare module 'autocannon' {
     total: number;
   }
   interface Result {
-    requests: Histogram;
+    /** `sent`: requests sent, those still in flight when the load stopped included. */
+    requests: Histogram & { sent: number };
     latency: Histogram;
     errors: number;
     timeouts: number;

@@ -213,7 +213,7 @@ export interface RequestLog {
 export interface StoreLifecycle {
   /**
    * Right when the ledger answers a read and a write would go through now, judged by what writes meet: the outcome
-   * of the last write that settled while it is fresh, else a probe (src/store/writeHealth.ts); the Left's message
+   * of the last write that settled while it is fresh, else a probe (src/store/shared/writeHealth.ts); the Left's message
    * says why not.
    */
   ping(): StoreResult<void>;

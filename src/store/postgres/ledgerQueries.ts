@@ -6,7 +6,7 @@ import { LedgerCorruptError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection, LedgerQuery, StatusSummary } from '../../events/store.js';
 import { nextInquiryTimes, type InquiryScheduled } from '../../events/inquirySchedule.js';
-import { onlyUnsettled, UNSETTLED_SQL } from '../unsettledIndex.js';
+import { onlyUnsettled, UNSETTLED_SQL } from '../shared/unsettledIndex.js';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -29,7 +29,7 @@ const FILTER = `
 /**
  * The query's statement: the general one, or, when it asks only for unsettled states, the same with the partial
  * index's WHERE added word for word (a generic plan cannot see that `status = ANY($1)` implies it; see
- * src/store/unsettledIndex.ts). Each is prepared once per connection under its own name.
+ * src/store/shared/unsettledIndex.ts). Each is prepared once per connection under its own name.
  */
 function filterFor(q: LedgerQuery): { name: string; where: string } {
   return q.statuses !== undefined && onlyUnsettled(q.statuses)

@@ -3,7 +3,7 @@ import { decide, type Command, type Refusal } from '../../events/decide.js';
 import { evolve } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection, ProjectionRow } from '../../events/store.js';
-import { encodeActor } from '../sqlite/eventRows.js';
+import { encodeActor } from '../shared/eventRows.js';
 
 /** A unit of work of the group commit: one caller's `execute` or `appendEvents`. */
 export type Unit =

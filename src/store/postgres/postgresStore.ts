@@ -4,10 +4,10 @@ import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, RequestRecord } from '../../events/store.js';
 import { orThrow, storeResult, type StoreResult } from '../../events/storeResult.js';
-import { writeHealth } from '../writeHealth.js';
+import { writeHealth } from '../shared/writeHealth.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
 import { groupCommit, type Caller, type SubmittedUnit } from './groupCommit.js';
-import { recordsSent, withDeadline, WRITE_DEADLINE_MARGIN_MS, writeDeadlineMs } from '../writeDeadline.js';
+import { recordsSent, withDeadline, WRITE_DEADLINE_MARGIN_MS, writeDeadlineMs } from '../shared/writeDeadline.js';
 import { countByStatus, countLedger, getLedger, queryLedger, recordUnclearInquiry } from './ledgerQueries.js';
 import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyProjection } from './maintenance.js';
 import { leaseRows, releaseLeases } from './leases.js';
@@ -47,7 +47,7 @@ export interface PostgresStoreOptions {
   /**
    * The longest the caller of a claim (an `execute` that records a Sent) waits before it is told the ledger is
    * unavailable, and the unit, if not yet committed, is left out: at most the lock timeout plus a margin
-   * (src/store/writeDeadline.ts), which is what every other `execute` and `appendEvents` gets. `serve` gives its send
+   * (src/store/shared/writeDeadline.ts), which is what every other `execute` and `appendEvents` gets. `serve` gives its send
    * window, half of --grace.
    */
   readonly claimDeadlineMs?: number;

@@ -12,14 +12,14 @@ import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProje
 import { orThrow, storeResult, type StoreResult } from '../../events/storeResult.js';
 import { ledgerTable, type LedgerTable } from './ledgerTable.js';
 import { requestsTable, type RequestsTable } from './requestsTable.js';
-import { eventsTable, type EventsTable } from './appendEvents.js';
+import { eventsTable, type EventsTable } from './eventsTable.js';
 import { watchFileIdentity, type FileWatch } from './fileWatch.js';
 import { fileIdentity } from './ledgerFile.js';
-import { recordsSent, withDeadline, writeDeadlineMs } from '../writeDeadline.js';
-import { rowToEvent } from './eventRows.js';
+import { recordsSent, withDeadline, writeDeadlineMs } from '../shared/writeDeadline.js';
+import { rowToEvent } from '../shared/eventRows.js';
 import { openDatabase, unavailable, type Synchronous } from './openDatabase.js';
 import { walSync, type WalSync } from './walSync.js';
-import { writeHealth } from '../writeHealth.js';
+import { writeHealth } from '../shared/writeHealth.js';
 import { createWriteEngine, reviveError, type OpOutcome, type WriteOp, type WriteResult } from './writeEngine.js';
 import { gaveUpSlots, markGaveUp } from './gaveUpSlots.js';
 import type { FromWriter, ToWriter } from './writerWorker.js';
@@ -40,7 +40,7 @@ export interface SqliteStoreOptions {
   /**
    * The longest the caller of a claim (an execute that records a Sent) or of the probe waits before it is told the
    * ledger is unavailable, and the unit, if not yet written, is dropped: at most the busy timeout plus a margin
-   * (src/store/writeDeadline.ts), which is what the other writes a caller acts on get. `serve` gives its send
+   * (src/store/shared/writeDeadline.ts), which is what the other writes a caller acts on get. `serve` gives its send
    * window, half of --grace.
    */
   readonly claimDeadlineMs?: number;

@@ -10,7 +10,7 @@ import { inquiryScheduleTable } from './inquiryScheduleTable.js';
 import { leasesTable } from './leasesTable.js';
 import { checkRequestRecord, requestsTable } from './requestsTable.js';
 import { ledgerTable } from './ledgerTable.js';
-import { eventsTable, isUniqueViolation } from './appendEvents.js';
+import { eventsTable, isUniqueViolation } from './eventsTable.js';
 
 /** A unit of work for the writer; plain data, so it can cross to a worker thread. */
 export type WriteOp =

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import type { Actor, NewEvent, StoredEvent } from '../../events/codecs.js';
 import { foldLog } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
-import { encodeActor, rowToEvent } from './eventRows.js';
+import { encodeActor, rowToEvent } from '../shared/eventRows.js';
 
 /**
  * The SQL of the log. `insert` appends one event at an explicit seq; the UNIQUE (guid, seq) key makes a

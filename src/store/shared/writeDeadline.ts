@@ -1,5 +1,5 @@
-import type { Command } from '../events/decide.js';
-import { LedgerUnavailableError } from '../events/errors.js';
+import type { Command } from '../../events/decide.js';
+import { LedgerUnavailableError } from '../../events/errors.js';
 
 /**
  * Past the lock wait (SQLite's busy timeout, PostgreSQL's lock_timeout) a commit is not waiting for a lock any

@@ -1,12 +1,11 @@
 import type pg from 'pg';
-import * as t from 'io-ts';
-import { isLeft } from 'fp-ts/lib/Either.js';
-import { STATUSES, Status } from '../../events/codecs.js';
+import type { Status } from '../../events/codecs.js';
 import { LedgerCorruptError } from '../../events/errors.js';
 import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection, LedgerQuery, StatusSummary } from '../../events/store.js';
 import { nextInquiryTimes, type InquiryScheduled } from '../../events/inquirySchedule.js';
 import { onlyUnsettled, UNSETTLED_SQL } from '../shared/unsettledIndex.js';
+import { statusSummary } from '../shared/rowCodecs.js';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -64,20 +63,12 @@ export async function countLedger(db: Db, q: LedgerQuery): Promise<number> {
   return Number(rows[0]?.n ?? 0);
 }
 
-const StatusCount = t.type({ status: Status, n: t.number, oldest: t.number });
-
 export async function countByStatus(db: Db): Promise<Record<Status, StatusSummary>> {
   const { rows } = await db.query({
     name: 'guidgate_count_by_status',
     text: 'SELECT status, count(*) AS n, min(updated_at) AS oldest FROM ledger GROUP BY status',
   });
-  const summary = Object.fromEntries(STATUSES.map((s) => [s, { count: 0, oldestUpdatedAt: null }])) as Record<Status, StatusSummary>;
-  for (const raw of rows) {
-    const row = StatusCount.decode(raw);
-    if (isLeft(row)) throw new LedgerCorruptError('ledger status count does not decode');
-    summary[row.right.status] = { count: row.right.n, oldestUpdatedAt: row.right.oldest };
-  }
-  return summary;
+  return statusSummary(rows);
 }
 
 /**

@@ -3,7 +3,7 @@ import { decide, type Command, type Refusal } from '../../events/decide.js';
 import { evolve } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection, ProjectionRow } from '../../events/store.js';
-import { encodeActor } from '../shared/eventRows.js';
+import { encodeEvents } from '../shared/rowEncoding.js';
 
 /** A unit of work of the group commit: one caller's `execute` or `appendEvents`. */
 export type Unit =
@@ -54,14 +54,8 @@ export function redactData(type: string, data: string): string {
 }
 
 function encode(guid: string, firstSeq: number, events: readonly NewEvent[], actor: Actor | null): PlannedEvent[] {
-  const actorJson = encodeActor(actor);
-  return events.map((event, i) => {
-    // What PostgreSQL would refuse mid-batch is refused here, where it fails only its own unit.
-    if (!Number.isSafeInteger(event.at)) throw new TypeError(`event ${event.type} has no valid time`);
-    const data: unknown = JSON.stringify(event.data);
-    if (typeof data !== 'string') throw new TypeError(`event ${event.type} has no data`);
-    return { guid, seq: firstSeq + i, event, actor, actorJson, data };
-  });
+  const { data, actorJson } = encodeEvents(events, actor);
+  return events.map((event, i) => ({ guid, seq: firstSeq + i, event, actor, actorJson, data: data[i]! }));
 }
 
 /**

@@ -2,7 +2,8 @@ import type Database from 'better-sqlite3';
 import type { Actor, NewEvent, StoredEvent } from '../../events/codecs.js';
 import { foldLog } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
-import { encodeActor, rowToEvent } from '../shared/eventRows.js';
+import { rowToEvent } from '../shared/rowCodecs.js';
+import { encodeEvents, type EncodedEvents } from '../shared/rowEncoding.js';
 
 /**
  * The SQL of the log. `insert` appends one event at an explicit seq; the UNIQUE (guid, seq) key makes a
@@ -22,15 +23,9 @@ export function eventsTable(db: Database.Database) {
 
   return {
     /** Everything an append needs, computed before anything is written (this is where JS can throw). */
-    encode(guid: string, firstSeq: number, events: readonly NewEvent[], actor: Actor | null): EncodedEvents {
-      const data = events.map((e) => {
-        // What SQLite would refuse mid-write is refused here, before anything of the unit is written.
-        if (!Number.isSafeInteger(e.at)) throw new TypeError(`event ${e.type} has no valid time`);
-        const json: unknown = JSON.stringify(e.data);
-        if (typeof json !== 'string') throw new TypeError(`event ${e.type} has no data`);
-        return json;
-      });
-      return { guid, firstSeq, events, data, actor, actorJson: encodeActor(actor) };
+    encode(guid: string, firstSeq: number, events: readonly NewEvent[], actor: Actor | null): EncodedAppend {
+      const { data, actorJson } = encodeEvents(events, actor);
+      return { guid, firstSeq, events, actor, data, actorJson };
     },
     /**
      * Inserts encoded events; only SQLite can fail here. If a later insert of several meets a taken seq,
@@ -38,7 +33,7 @@ export function eventsTable(db: Database.Database) {
      * nothing without a savepoint (a savepoint per append made SQLite copy every page it touched into a
      * sub-journal). Any other error fails the caller's whole batch.
      */
-    insertEncoded({ guid, firstSeq, events, data, actor, actorJson }: EncodedEvents): StoredEvent[] {
+    insertEncoded({ guid, firstSeq, events, data, actor, actorJson }: EncodedAppend): StoredEvent[] {
       const stored: StoredEvent[] = [];
       try {
         events.forEach((e, i) => {
@@ -75,13 +70,12 @@ export function eventsTable(db: Database.Database) {
 }
 export type EventsTable = ReturnType<typeof eventsTable>;
 
-export interface EncodedEvents {
+/** An append with its events encoded (shared/rowEncoding.ts): only SQLite can fail once it is written. */
+export interface EncodedAppend extends EncodedEvents {
   readonly guid: string;
   readonly firstSeq: number;
   readonly events: readonly NewEvent[];
-  readonly data: readonly string[];
   readonly actor: Actor | null;
-  readonly actorJson: string | null;
 }
 
 /** True for the error SQLite raises when an insert breaks the (guid, seq) key: the claim was lost. */

@@ -2,13 +2,10 @@ import { existsSync, statSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
-import * as t from 'io-ts';
-import { isLeft } from 'fp-ts/lib/Either.js';
-import { STATUSES, Status, actorsOf, type EventAudit, type NewEvent, type ProcessActor, type StoredEvent } from '../../events/codecs.js';
+import { actorsOf, type EventAudit, type NewEvent, type ProcessActor, type StoredEvent } from '../../events/codecs.js';
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
-import type { LedgerState } from '../../events/state.js';
-import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, ProjectionDifference, RequestRecord, SeenRow, StatusSummary, StoredRequestRecord } from '../../events/store.js';
+import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, ProjectionDifference, RequestRecord, SeenRow, StoredRequestRecord } from '../../events/store.js';
 import { orThrow, storeResult, type StoreResult } from '../../events/storeResult.js';
 import { ledgerTable, type LedgerTable } from './ledgerTable.js';
 import { requestsTable, type RequestsTable } from './requestsTable.js';
@@ -16,7 +13,7 @@ import { eventsTable, type EventsTable } from './eventsTable.js';
 import { watchFileIdentity, type FileWatch } from './fileWatch.js';
 import { fileIdentity } from './ledgerFile.js';
 import { recordsSent, withDeadline, writeDeadlineMs } from '../shared/writeDeadline.js';
-import { rowToEvent } from '../shared/eventRows.js';
+import { rowToEvent, statusSummary } from '../shared/rowCodecs.js';
 import { openDatabase, unavailable, type Synchronous } from './openDatabase.js';
 import { walSync, type WalSync } from './walSync.js';
 import { writeHealth } from '../shared/writeHealth.js';
@@ -69,8 +66,6 @@ export interface SqliteEventStore extends EventStore {
   /** This thread's connection, for reads, tests and maintenance that need raw SQL (integrity_check, vacuum). */
   readonly db: Database.Database;
 }
-
-const StatusCount = t.type({ status: Status, n: t.number, oldest: t.number });
 
 /** The ledger's bytes on disk: the database file and its WAL. */
 function fileBytes(path: string): number {
@@ -540,15 +535,7 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
       });
     },
     countByStatus() {
-      return read(() => {
-        const summary = Object.fromEntries(STATUSES.map((s) => [s, { count: 0, oldestUpdatedAt: null }])) as Record<Status, StatusSummary>;
-        for (const raw of ledger.countByStatus()) {
-          const row = StatusCount.decode(raw);
-          if (isLeft(row)) throw new LedgerCorruptError('ledger status count does not decode');
-          summary[row.right.status] = { count: row.right.n, oldestUpdatedAt: row.right.oldest };
-        }
-        return summary;
-      });
+      return read(() => statusSummary(ledger.countByStatus()));
     },
     rebuildProjection() {
       return storeResult('write', () => write({ op: 'rebuild' }));

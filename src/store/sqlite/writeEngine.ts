@@ -8,7 +8,8 @@ import type { InquiryScheduled } from '../../events/inquirySchedule.js';
 import type { LedgerState } from '../../events/state.js';
 import { inquiryScheduleTable } from './inquiryScheduleTable.js';
 import { leasesTable } from './leasesTable.js';
-import { checkRequestRecord, requestsTable } from './requestsTable.js';
+import { requestsTable } from './requestsTable.js';
+import { checkRequestRecord } from '../shared/rowEncoding.js';
 import { ledgerTable } from './ledgerTable.js';
 import { eventsTable, isUniqueViolation } from './eventsTable.js';
 

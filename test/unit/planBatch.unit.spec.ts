@@ -2,7 +2,8 @@ import { describe, it, expect } from 'vitest';
 import type { Command } from '../../src/events/decide.js';
 import { foldEvents } from '../../src/events/evolve.js';
 import type { LedgerState } from '../../src/events/state.js';
-import { planBatch, redactData, type Unit } from '../../src/store/postgres/planBatch.js';
+import { planBatch, type Unit } from '../../src/store/postgres/planBatch.js';
+import { redactData } from '../../src/store/shared/purgeRedaction.js';
 import { ev } from '../support/given.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 

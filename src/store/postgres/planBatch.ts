@@ -4,6 +4,7 @@ import { evolve } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection, ProjectionRow } from '../../events/store.js';
 import { encodeEvents } from '../shared/rowEncoding.js';
+import { redactData } from '../shared/purgeRedaction.js';
 
 /** A unit of work of the group commit: one caller's `execute` or `appendEvents`. */
 export type Unit =
@@ -43,14 +44,6 @@ export interface BatchPlan {
   readonly events: readonly PlannedEvent[];
   /** GUIDs whose earlier, already stored events lose their raw request and response (a Purged is planned). */
   readonly purged: ReadonlySet<string>;
-}
-
-/** The raw request and response leave an event's data; types, times and codes stay for auditors. */
-export function redactData(type: string, data: string): string {
-  const field = type === 'Claimed' ? 'request' : type === 'Answered' || type === 'Resolved' || type === 'StaleAnswer' ? 'response' : null;
-  if (field === null) return data;
-  const parsed = JSON.parse(data) as Record<string, unknown>;
-  return JSON.stringify({ ...parsed, [field]: null });
 }
 
 function encode(guid: string, firstSeq: number, events: readonly NewEvent[], actor: Actor | null): PlannedEvent[] {

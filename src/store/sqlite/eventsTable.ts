@@ -4,6 +4,7 @@ import { foldLog } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
 import { rowToEvent } from '../shared/rowCodecs.js';
 import { encodeEvents, type EncodedEvents } from '../shared/rowEncoding.js';
+import { REDACTED_TYPES, redactData } from '../shared/purgeRedaction.js';
 
 /**
  * The SQL of the log. `insert` appends one event at an explicit seq; the UNIQUE (guid, seq) key makes a
@@ -13,12 +14,8 @@ export function eventsTable(db: Database.Database) {
   const insert = db.prepare('INSERT INTO events (guid, seq, type, at, data, actor) VALUES (?, ?, ?, ?, ?, ?)');
   const selectStream = db.prepare('SELECT * FROM events WHERE guid = ? ORDER BY seq');
   const selectAll = db.prepare('SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?');
-  // Purge: the raw request and response leave the log; the events (types, times, codes) stay for auditors.
-  const redactRequest = db.prepare("UPDATE events SET data = json_set(data, '$.request', json('null')) WHERE guid = ? AND type = 'Claimed'");
-  const redactResponse = db.prepare(
-    "UPDATE events SET data = json_set(data, '$.response', json('null')) WHERE guid = ? AND type IN ('Answered', 'Resolved', 'StaleAnswer')",
-  );
-
+  const selectRedacted = db.prepare(`SELECT position, type, data FROM events WHERE guid = ? AND type IN (${REDACTED_TYPES.map(() => '?').join(', ')})`);
+  const updateData = db.prepare('UPDATE events SET data = ? WHERE position = ?');
   const deleteAt = db.prepare('DELETE FROM events WHERE position = ?');
 
   return {
@@ -52,9 +49,11 @@ export function eventsTable(db: Database.Database) {
     undo(stored: readonly StoredEvent[]): void {
       for (const e of stored) deleteAt.run(e.position);
     },
+    /** Takes what purge redacts (shared/purgeRedaction.ts) out of the GUID's events written so far. */
     redact(guid: string): void {
-      redactRequest.run(guid);
-      redactResponse.run(guid);
+      for (const e of selectRedacted.all(guid, ...REDACTED_TYPES) as Array<{ position: number; type: string; data: string }>) {
+        updateData.run(redactData(e.type, e.data), e.position);
+      }
     },
     stream(guid: string): unknown[] {
       return selectStream.all(guid);

@@ -38,7 +38,7 @@ describe('planBatch (the group commit, decided in JS before anything is written)
   it('a blocked GUID (its next seq already in the log) loses without writing', () => {
     const plan = planBatch([submit('a'), { op: 'append', guid: 'b', expectedSeq: 1, events: [ev.answered()] }], stored(sentRow('b')), toRow, new Set(['a', 'b']));
     expect(plan.units).toEqual([
-      { kind: 'refused', refusal: { reason: 'exists', state: null } },
+      { kind: 'lost', state: null },
       { kind: 'lost', state: sentRow('b') },
     ]);
     expect(plan.rows).toEqual([]);

@@ -7,6 +7,7 @@ import { isConnectionLost, isRetryable, isUniqueViolation } from './errors.js';
 import { planBatch, type Unit, type UnitPlan } from './planBatch.js';
 import type { LedgerProjection } from '../../events/store.js';
 import { ledgerColumns } from './ledgerColumns.js';
+import { executeResultOf } from '../shared/executeResult.js';
 import { serverNow } from './serverClock.js';
 import { eventKey, lockRows, redactionsFor, takenSeqs, writeBatch, writeStatement, type BatchSql } from './writeBatch.js';
 
@@ -53,18 +54,13 @@ const MAX_ROUNDS = 3;
 const MAX_ATTEMPTS = 8;
 
 function finish(unit: Pick<SubmittedUnit, 'op'>, plan: UnitPlan, positions: ReadonlyMap<string, number>): UnitOutcome {
-  switch (plan.kind) {
-    case 'error':
-      return { ok: false, error: plan.error };
-    case 'refused':
-      return { ok: true, value: { kind: 'refused', refusal: plan.refusal } };
-    case 'lost':
-      return { ok: true, value: unit.op === 'execute' ? { kind: 'refused', refusal: { reason: 'exists', state: plan.state } } : { won: false, state: plan.state } };
-    case 'won': {
-      const events = plan.events.map((p) => ({ ...p.event, guid: p.guid, seq: p.seq, position: positions.get(eventKey(p.guid, p.seq)) ?? -1, actor: p.actor }) as StoredEvent);
-      return { ok: true, value: unit.op === 'execute' ? { kind: 'applied', state: plan.state, events } : { won: true, state: plan.state, events } };
-    }
-  }
+  if (plan.kind === 'error') return { ok: false, error: plan.error };
+  if (plan.kind === 'refused') return { ok: true, value: { kind: 'refused', refusal: plan.refusal } };
+  const append: AppendResult =
+    plan.kind === 'won'
+      ? { won: true, state: plan.state, events: plan.events.map((p) => ({ ...p.event, guid: p.guid, seq: p.seq, position: positions.get(eventKey(p.guid, p.seq)) ?? -1, actor: p.actor }) as StoredEvent) }
+      : { won: false, state: plan.state };
+  return { ok: true, value: unit.op === 'execute' ? executeResultOf(append) : append };
 }
 
 /**

@@ -27,6 +27,7 @@ export interface PlannedEvent {
 export type UnitPlan =
   | { readonly kind: 'won'; readonly state: LedgerState; readonly events: readonly PlannedEvent[] }
   | { readonly kind: 'refused'; readonly refusal: Refusal }
+  /** Someone else moved first: the state now (an execute's result says `exists`, shared/executeResult.ts). */
   | { readonly kind: 'lost'; readonly state: LedgerState | null }
   | { readonly kind: 'error'; readonly error: unknown };
 
@@ -78,7 +79,7 @@ export function planBatch(units: readonly Unit[], stored: ReadonlyMap<string, Le
       expectedSeq = u.expectedSeq;
     }
     if (blocked.has(u.guid) || (current?.lastSeq ?? -1) !== expectedSeq) {
-      return u.op === 'execute' ? { kind: 'refused', refusal: { reason: 'exists', state: current } } : { kind: 'lost', state: current };
+      return { kind: 'lost', state: current };
     }
     try {
       let state = current;

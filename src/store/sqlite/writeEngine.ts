@@ -12,6 +12,7 @@ import { requestsTable } from './requestsTable.js';
 import { checkRequestRecord } from '../shared/rowEncoding.js';
 import { ledgerTable } from './ledgerTable.js';
 import { eventsTable, isUniqueViolation } from './eventsTable.js';
+import { executeResultOf } from '../shared/executeResult.js';
 
 /** A unit of work for the writer; plain data, so it can cross to a worker thread. */
 export type WriteOp =
@@ -150,17 +151,15 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
           const decided = decide(w.seen, w.command, w.now);
           if (decided._tag === 'Right') {
             const result = appendInTx(w.guid, w.seen?.lastSeq ?? -1, decided.right, w.actor, w.seen);
-            if (result.won) return { kind: 'applied', state: result.state, events: result.events } satisfies ExecuteResult;
+            if (result.won) return executeResultOf(result);
           }
         }
         const state = ledger.read(w.guid);
         const decided = decide(state, w.command, w.now);
         if (decided._tag === 'Left') return { kind: 'refused', refusal: decided.left } satisfies ExecuteResult;
-        const result = appendInTx(w.guid, state?.lastSeq ?? -1, decided.right, w.actor);
         // Lost although we hold the write lock: the projection is behind the log (its row promised a seq the
         // log's unique key already holds). Someone moved first; answer from the state as it is now.
-        if (!result.won) return { kind: 'refused', refusal: { reason: 'exists', state: result.state } } satisfies ExecuteResult;
-        return { kind: 'applied', state: result.state, events: result.events } satisfies ExecuteResult;
+        return executeResultOf(appendInTx(w.guid, state?.lastSeq ?? -1, decided.right, w.actor));
       }
       case 'rebuild': {
         const folded = events.foldAll();

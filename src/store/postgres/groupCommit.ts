@@ -8,6 +8,7 @@ import { planBatch, type Unit, type UnitPlan } from './planBatch.js';
 import type { LedgerProjection } from '../../events/store.js';
 import { ledgerColumns } from './ledgerColumns.js';
 import { executeResultOf } from '../shared/executeResult.js';
+import { CALLER_GAVE_UP, type Caller } from '../shared/writeDeadline.js';
 import { serverNow } from './serverClock.js';
 import { eventKey, lockRows, redactionsFor, takenSeqs, writeBatch, writeStatement, type BatchSql } from './writeBatch.js';
 
@@ -21,13 +22,8 @@ class NotBegunError extends Error {
 /** Found before COMMIT: some of the batch's callers stopped waiting. The batch is rolled back and run without them. */
 class CallersGaveUp extends Error {}
 
-/** Whoever waits for a unit: `gaveUp` is set by its write deadline's timer, at the moment the caller answers without it. */
-export interface Caller {
-  gaveUp: boolean;
-}
-
 /** The outcome of a unit left unwritten because its caller gave up; nobody reads it. */
-const callerGaveUp = (): { ok: false; error: Error } => ({ ok: false, error: new LedgerUnavailableError('ledger write dropped: its caller stopped waiting (the write deadline)') });
+const callerGaveUp = (): { ok: false; error: Error } => ({ ok: false, error: new LedgerUnavailableError(CALLER_GAVE_UP) });
 
 /**
  * A unit as submitted: an `execute` without `now` is decided at the database's clock, so that every host

@@ -6,8 +6,8 @@ import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProje
 import { orThrow, storeResult, type StoreResult } from '../../events/storeResult.js';
 import { writeHealth } from '../shared/writeHealth.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
-import { groupCommit, type Caller, type SubmittedUnit } from './groupCommit.js';
-import { recordsSent, withDeadline, WRITE_DEADLINE_MARGIN_MS, writeDeadlineMs } from '../shared/writeDeadline.js';
+import { groupCommit, type SubmittedUnit } from './groupCommit.js';
+import { recordsSent, submitWithDeadline, WRITE_DEADLINE_MARGIN_MS, writeDeadlineMs } from '../shared/writeDeadline.js';
 import { countByStatus, countLedger, getLedger, queryLedger, recordUnclearInquiry } from './ledgerQueries.js';
 import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyProjection } from './maintenance.js';
 import { leaseRows, releaseLeases } from './leases.js';
@@ -139,11 +139,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   writePool.on('connect', (client) => client.on('error', () => undefined));
   const writes = groupCommit(writePool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write'), projection });
   /** A unit for the group commit, given up (and left unwritten if not yet committed) at its deadline: a claim's, or the write deadline. */
-  const submit = (unit: SubmittedUnit): Promise<AppendResult | ExecuteResult> => {
-    const caller: Caller = { gaveUp: false };
-    const deadline = unit.op === 'execute' && recordsSent(unit.command) ? claimDeadlineMs : deadlineMs;
-    return withDeadline(writes.submit(unit, caller), deadline, 'write', undefined, () => (caller.gaveUp = true));
-  };
+  const submit = (unit: SubmittedUnit): Promise<AppendResult | ExecuteResult> =>
+    submitWithDeadline((caller) => writes.submit(unit, caller), unit.op === 'execute' && recordsSent(unit.command) ? claimDeadlineMs : deadlineMs);
   let closed: Promise<void> | null = null;
 
   const open = () => {

@@ -26,6 +26,29 @@ export function recordsSent(command: Command): boolean {
   return command.type === 'Submit' || command.type === 'Send';
 }
 
+/** Whoever waits for a unit of work: `gaveUp` turns true at the moment its deadline's timer answers the caller without it. */
+export interface Caller {
+  gaveUp: boolean;
+  /** Set by a writer that must hear of it elsewhere (SQLite's writer thread: its shared slots). */
+  onGiveUp?: () => void;
+}
+
+/** What a unit left unwritten because its caller stopped waiting fails with (nobody reads it). */
+export const CALLER_GAVE_UP = 'ledger write dropped: its caller stopped waiting (the write deadline)';
+
+/**
+ * A unit of work submitted for a new `Caller` and waited for until `deadlineMs` (`withDeadline`): when the caller
+ * gives up it is marked so, and its writer told, before it is answered; a writer that checks the mark right before
+ * it writes the unit leaves it unwritten.
+ */
+export function submitWithDeadline<T>(submit: (caller: Caller) => Promise<T>, deadlineMs: number, startsWhen?: Promise<void>): Promise<T> {
+  const caller: Caller = { gaveUp: false };
+  return withDeadline(submit(caller), deadlineMs, 'write', startsWhen, () => {
+    caller.gaveUp = true;
+    caller.onGiveUp?.();
+  });
+}
+
 /**
  * The caller of a ledger write gets its result, or LedgerUnavailableError once `deadlineMs` has passed (a
  * stuck fsync, a frozen file system, a writer stuck behind a long batch): a relay waiting on its claim must

@@ -12,7 +12,7 @@ import { requestsTable, type RequestsTable } from './requestsTable.js';
 import { eventsTable, type EventsTable } from './eventsTable.js';
 import { watchFileIdentity, type FileWatch } from './fileWatch.js';
 import { fileIdentity } from './ledgerFile.js';
-import { recordsSent, withDeadline, writeDeadlineMs } from '../shared/writeDeadline.js';
+import { recordsSent, submitWithDeadline, writeDeadlineMs, type Caller } from '../shared/writeDeadline.js';
 import { rowToEvent, statusSummary } from '../shared/rowCodecs.js';
 import { openDatabase, unavailable, type Synchronous } from './openDatabase.js';
 import { walSync, type WalSync } from './walSync.js';
@@ -124,13 +124,6 @@ const LOCK_RETRY_MAX_MS = 16;
 /** Free pages given back per step of `reclaimSpace` (8 MB at 4 KB), and the pause after each, for other writers. */
 const VACUUM_STEP_PAGES = 2000;
 const VACUUM_PAUSE_MS = 2 * LOCK_RETRY_MAX_MS;
-
-/** Whoever waits for a unit: set by its deadline's own timer, so that the writer sees the same moment the caller acts on. */
-interface Caller {
-  gaveUp: boolean;
-  /** Set by a writer that must hear of it elsewhere (the writer thread's shared slots). */
-  onGiveUp?: () => void;
-}
 
 interface Queued {
   readonly op: WriteOp;
@@ -427,16 +420,8 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     // the claim's; maintenance (rebuild, tombstones) may take long.
     const hasDeadline = op.op === 'execute' || op.op === 'append' || op.op === 'probe';
     const deadline = op.op === 'probe' || (op.op === 'execute' && recordsSent(op.command)) ? claimDeadlineMs : deadlineMs;
-    const caller: Caller = { gaveUp: false };
-    const submitted = w.submit(op, caller) as Promise<WriteResult<O>>;
-    return health.watch(
-      hasDeadline
-        ? withDeadline(submitted, deadline, 'write', w.started, () => {
-            caller.gaveUp = true;
-            caller.onGiveUp?.();
-          })
-        : submitted,
-    );
+    const submit = (caller: Caller) => w.submit(op, caller) as Promise<WriteResult<O>>;
+    return health.watch(hasDeadline ? submitWithDeadline(submit, deadline, w.started) : submit({ gaveUp: false }));
   }
   // What ping asks once no write has settled for a while: a probe that writes a page, so it meets a full disk as a claim would.
   const health = writeHealth(() => write({ op: 'probe' }));

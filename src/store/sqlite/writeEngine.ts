@@ -13,6 +13,7 @@ import { checkRequestRecord } from '../shared/rowEncoding.js';
 import { ledgerTable } from './ledgerTable.js';
 import { eventsTable, isUniqueViolation } from './eventsTable.js';
 import { executeResultOf } from '../shared/executeResult.js';
+import { CALLER_GAVE_UP } from '../shared/writeDeadline.js';
 
 /** A unit of work for the writer; plain data, so it can cross to a worker thread. */
 export type WriteOp =
@@ -197,7 +198,7 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
       for (const [i, w] of batch.entries()) {
         // Asked as late as possible, with the lock held: a unit whose caller has answered without it stays unwritten.
         if (dropped?.(i) === true) {
-          outcomes.push({ ok: false, error: CALLER_GAVE_UP });
+          outcomes.push({ ok: false, error: GAVE_UP });
           continue;
         }
         if (w.op === 'execute' || w.op === 'append' || w.op === 'recordRequests') {
@@ -271,7 +272,7 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
 }
 
 /** The outcome of a unit left unwritten because nobody waits for it any more; nobody reads it either. */
-const CALLER_GAVE_UP: OpError = { kind: 'unavailable', message: 'ledger write dropped: its caller stopped waiting (the write deadline)' };
+const GAVE_UP: OpError = { kind: 'unavailable', message: CALLER_GAVE_UP };
 
 const isBusy = (err: unknown): boolean => err instanceof Database.SqliteError && (err.code === 'SQLITE_BUSY' || err.code.startsWith('SQLITE_BUSY_'));
 export type WriteEngine = ReturnType<typeof createWriteEngine>;

@@ -90,7 +90,7 @@ UNION ALL
 SELECT guid, seq, position FROM appended`;
 }
 
-/** What a batch writes with: the projection's columns, its write statement, its row mapping. */
+/** What a batch writes with: the projection's columns and the write statement made from them (`writeStatement`). */
 export interface BatchSql {
   readonly columns: LedgerColumns;
   readonly write: string;

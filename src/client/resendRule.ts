@@ -13,10 +13,8 @@ export type ResendRule =
   | { readonly action: 'resend'; readonly maybeSent: boolean }
   | { readonly action: 'refuse'; readonly maybeSent: false };
 
-/** Codes the relay answers that the registry on this branch may not hold yet (keys, CONTRACT.md §6). */
-export type AuthCode = 'E401' | 'E403';
 /** E409 answers only the operator API's actions, never `POST /v1/transfers`. */
-export type RelayCode = Exclude<ReplyCode, 'E409'> | AuthCode;
+export type RelayCode = Exclude<ReplyCode, 'E409'>;
 
 export const RESEND_RULES: Readonly<Record<RelayCode, ResendRule>> = {
   // Sent, no answer yet: the transfer may be applied; the ledger settles it, so resend the same bytes later.

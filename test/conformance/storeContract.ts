@@ -174,9 +174,9 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await f.backdoor.setProjectionSeq('g', 0);
         const r = await orThrow(store.appendEvents('g', 0, [sent(3)]));
         expect(r.won).toBe(false);
-        // The same through decide: the lost append comes back as a refusal with the state now.
+        // The same through decide: the lost append comes back as the refusal `exists`, with the state now.
         const e = await orThrow(store.execute('g', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
-        expect(e.kind).toBe('refused');
+        expect(e).toMatchObject({ kind: 'refused', refusal: { reason: 'exists', state: { guid: 'g', lastSeq: 0 } } });
         expect((await orThrow(store.readStream('g'))).map((ev) => [ev.seq, ev.type])).toEqual([[0, 'Claimed'], [1, 'Sent']]);
       });
 

@@ -3,7 +3,6 @@ import type { Command } from '../../src/events/decide.js';
 import { foldEvents } from '../../src/events/evolve.js';
 import type { LedgerState } from '../../src/events/state.js';
 import { planBatch, type Unit } from '../../src/store/postgres/planBatch.js';
-import { redactData } from '../../src/store/shared/purgeRedaction.js';
 import { ev } from '../support/given.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
@@ -52,12 +51,5 @@ describe('planBatch (the group commit, decided in JS before anything is written)
     const inBatch = planBatch([submit('h'), exec('h', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"bal":1}', latencyMs: 1 }), exec('h', { type: 'Purge', retentionMs: 0 })], new Map(), toRow);
     expect(inBatch.units.map((u) => u.kind)).toEqual(['won', 'won', 'won']);
     expect(inBatch.events.map((e) => e.data).join(' ')).not.toMatch(/guid|bal/);
-  });
-
-  it('redactData nulls the request of Claimed and the response of Answered/Resolved/StaleAnswer, nothing else', () => {
-    expect(redactData('Claimed', '{"request":"r","fingerprint":"f"}')).toBe('{"request":null,"fingerprint":"f"}');
-    expect(redactData('Answered', '{"attempt":1,"code":"0000","response":"x","latencyMs":1}')).toBe('{"attempt":1,"code":"0000","response":null,"latencyMs":1}');
-    expect(redactData('StaleAnswer', '{"attempt":1,"currentAttempt":2,"code":"0000","response":"x","responseSha256":"h","latencyMs":1}')).toBe('{"attempt":1,"currentAttempt":2,"code":"0000","response":null,"responseSha256":"h","latencyMs":1}');
-    expect(redactData('Sent', '{"attempt":1,"timeoutMs":1}')).toBe('{"attempt":1,"timeoutMs":1}');
   });
 });

@@ -10,6 +10,7 @@ import { ledgerColumns } from './ledgerColumns.js';
 import { executeResultOf } from '../shared/executeResult.js';
 import { CALLER_GAVE_UP, type Caller } from '../shared/writeDeadline.js';
 import { serverNow } from './serverClock.js';
+import { withClient } from './pools.js';
 import { eventKey, lockRows, redactionsFor, takenSeqs, writeBatch, writeStatement, type BatchSql } from './writeBatch.js';
 
 /** BEGIN itself failed (typically a pooled connection the server had closed): nothing was sent yet. */
@@ -171,16 +172,8 @@ export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFli
     // COMMIT, so it is never retried here.
     for (let attempt = 1; ; attempt++) {
       try {
-        const client = await pool.connect();
-        try {
-          const outcomes = await runBatch(client, units, options.projection, sql, (i) => callers[i]!.gaveUp);
-          client.release();
-          return outcomes;
-        } catch (err) {
-          // The connection may be broken: never hand it out again.
-          client.release(true);
-          throw err;
-        }
+        // A connection that failed may be broken: it is closed, never handed out again.
+        return await withClient(pool, (client) => runBatch(client, units, options.projection, sql, (i) => callers[i]!.gaveUp));
       } catch (err) {
         if (err instanceof NotBegunError && attempt < 2) continue;
         const error = fail(err instanceof NotBegunError ? err.cause : err);

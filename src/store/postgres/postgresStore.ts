@@ -7,7 +7,7 @@ import { orThrow, storeResult, type StoreResult } from '../../events/storeResult
 import { writeHealth } from '../shared/writeHealth.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
 import { groupCommit, type SubmittedUnit } from './groupCommit.js';
-import { recordsSent, submitWithDeadline, WRITE_DEADLINE_MARGIN_MS, writeDeadlineMs } from '../shared/writeDeadline.js';
+import { recordsSent, submitWithDeadline, writeDeadlineMs } from '../shared/writeDeadline.js';
 import { countByStatus, countLedger, getLedger, queryLedger } from './ledgerQueries.js';
 import { recordUnclearInquiry } from './inquirySchedule.js';
 import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyProjection } from './maintenance.js';
@@ -17,6 +17,7 @@ import { readStream } from './readStream.js';
 import { readRequests, recordRequests } from './requests.js';
 import { migrate } from './schema.js';
 import { serverNow } from './serverClock.js';
+import { boundedWritePool, sessionSettings, storePool, withClient } from './pools.js';
 
 /** True when `--db` names a PostgreSQL database rather than a SQLite file. */
 export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db);
@@ -66,47 +67,6 @@ export interface PostgresEventStore extends EventStore {
   readonly pool: pg.Pool;
 }
 
-/** bigint columns (times in ms, counts, positions) as numbers; one beyond 2^53 stays a string and fails to decode. */
-function parseInt8(text: string): number | string {
-  const n = Number(text);
-  return Number.isSafeInteger(n) ? n : text;
-}
-const INT8_OID = 20;
-const types = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
-};
-
-/** Session settings as a connection's startup `options` (`-c name=value`), each a whole number of ms. */
-const sessionSettings = (settings: Record<string, number>): string =>
-  Object.entries(settings).map(([name, ms]) => `-c ${name}=${Math.max(0, Math.floor(ms))}`).join(' ');
-
-/**
- * A pool of the store's: bigint columns as numbers, and a connection the server closes (restart,
- * pg_terminate_backend) dropped without ending the process. An idle one is dropped by the pool, which connects a
- * new one on the next query; for one in use, the query in flight rejects (and the batch with it), and the
- * client's own 'error' event, emitted beside that, must not end the process either.
- */
-function storePool(config: pg.PoolConfig): pg.Pool {
-  const pool = new pg.Pool({ ...config, types });
-  pool.on('error', () => undefined);
-  pool.on('connect', (client) => client.on('error', () => undefined));
-  return pool;
-}
-
-/** One connection for a transaction; a connection that failed is closed, never handed out again. */
-async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
-    const result = await fn(client);
-    client.release();
-    return result;
-  } catch (err) {
-    client.release(true);
-    throw err;
-  }
-}
-
 /** The pool of reads and maintenance, once the schema is up to date (`migrate`); if that fails, the pool is ended. */
 async function openMigrated(config: pg.PoolConfig, create: boolean): Promise<pg.Pool> {
   const pool = storePool(config);
@@ -115,24 +75,6 @@ async function openMigrated(config: pg.PoolConfig, create: boolean): Promise<pg.
     throw err;
   });
   return pool;
-}
-
-/**
- * The group commit's own sessions, bounded on the server, so that a batch ends by itself however it is stuck: a
- * statement (a lock wait, a slow disk) by statement_timeout, a transaction left open by a relay frozen or cut off
- * between two statements by idle_in_transaction_session_timeout (its row locks freed for the other relays), both
- * at the write deadline; and on this side a socket that stops answering (a partition, a reply held back) by
- * query_timeout, a margin later, after which the connection is closed, never reused (`release(true)`). A claim's
- * caller gives up sooner (its claim deadline); the check before COMMIT leaves its unit out (groupCommit.ts). Reads
- * and maintenance (rebuild, vacuum) use the other pool, without those limits.
- */
-function boundedWritePool(config: pg.PoolConfig, lockTimeoutMs: number, deadlineMs: number): pg.Pool {
-  return storePool({
-    ...config,
-    // At least 1 ms each: 0 would switch the timeout off.
-    options: sessionSettings({ lock_timeout: lockTimeoutMs, statement_timeout: Math.max(1, deadlineMs), idle_in_transaction_session_timeout: Math.max(1, deadlineMs) }),
-    query_timeout: Math.floor(deadlineMs) + WRITE_DEADLINE_MARGIN_MS,
-  });
 }
 
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {

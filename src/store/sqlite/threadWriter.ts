@@ -9,21 +9,6 @@ import type { WriteOp } from './writeEngine.js';
 import type { FromWriter, ToWriter } from './writerWorker.js';
 import { settle, type Pending, type Writer } from './writer.js';
 
-/**
- * A module as a worker thread can load it: the file itself when running compiled; under a TypeScript test runner
- * (a .ts source) its compiled twin in dist.
- */
-function compiledModule(url: string, what: string): string {
-  const file = fileURLToPath(url).replace(/\.ts$/, '.js');
-  if (url.endsWith('.js') && existsSync(file)) return file;
-  const dist = file.replace(/^(.*[\\/])src([\\/])/, '$1dist$2src$2');
-  if (!existsSync(dist)) throw new LedgerUnavailableError(`${what} ${dist} is missing: run npm run build`);
-  return dist;
-}
-
-/** The compiled worker script. */
-const writerScript = (): string => compiledModule(new URL('./writerWorker.js', import.meta.url.replace(/\.ts$/, '.js')).href, 'writer thread script');
-
 /** Writes on a worker thread with its own connection; results come back after the batch committed. */
 export function threadWriter(options: { path: string; synchronous: Synchronous; busyTimeoutMs: number; maxBatch: number; projection: LedgerProjection }): Writer {
   const projectionModule = pathToFileURL(compiledModule(options.projection.module, 'projection module')).href;
@@ -113,3 +98,18 @@ export function threadWriter(options: { path: string; synchronous: Synchronous; 
     },
   };
 }
+
+/**
+ * A module as a worker thread can load it: the file itself when running compiled; under a TypeScript test runner
+ * (a .ts source) its compiled twin in dist.
+ */
+function compiledModule(url: string, what: string): string {
+  const file = fileURLToPath(url).replace(/\.ts$/, '.js');
+  if (url.endsWith('.js') && existsSync(file)) return file;
+  const dist = file.replace(/^(.*[\\/])src([\\/])/, '$1dist$2src$2');
+  if (!existsSync(dist)) throw new LedgerUnavailableError(`${what} ${dist} is missing: run npm run build`);
+  return dist;
+}
+
+/** The compiled worker script. */
+const writerScript = (): string => compiledModule(new URL('./writerWorker.js', import.meta.url.replace(/\.ts$/, '.js')).href, 'writer thread script');

@@ -7,7 +7,7 @@
  * @type {import('@stryker-mutator/api/core').PartialStrykerOptions}
  */
 export default {
-  mutate: ['src/events/decide.ts', 'src/events/evolve.ts', 'src/relay/classifyFailure.ts'],
+  mutate: ['src/events/decide.ts', 'src/events/evolve.ts', 'src/account/classifyFailure.ts'],
   testRunner: 'vitest',
   vitest: { configFile: 'vitest.mutation.config.ts', related: false },
   plugins: ['@stryker-mutator/vitest-runner'],

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { createWriteEngine, type WriteOp } from '../src/store/sqlite/writeEngine.js';
 import { openDatabase } from '../src/store/sqlite/openDatabase.js';
-import { fingerprintOf } from '../src/relay/transferRequest.js';
+import { fingerprintOf } from '../src/contract/transferRequest.js';
 import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
 export function fillLedger(path: string, transfers: number, opts: { batch?: number; extraField?: string; onProgress?: (done: number) => void } = {}): void {

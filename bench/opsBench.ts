@@ -17,10 +17,10 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { orThrow } from '../src/events/storeResult.js';
 import { openSqliteStore, type SqliteEventStore } from '../src/store/sqlite/sqliteStore.js';
-import { createAccountClient } from '../src/relay/accountClient.js';
-import { purgeDone } from '../src/commands/purge.js';
-import { reprocessFailed } from '../src/commands/reprocess.js';
-import { resolveUnknown } from '../src/commands/resolve.js';
+import { createAccountClient } from '../src/account/accountClient.js';
+import { purgeDone } from '../src/settle/purge.js';
+import { reprocessFailed } from '../src/settle/reprocess.js';
+import { resolveUnknown } from '../src/settle/resolve.js';
 import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
 const { values } = parseArgs({

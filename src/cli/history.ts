@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { Actor } from '../events/codecs.js';
 import { orThrow } from '../events/storeResult.js';
-import type { TimelineEntry } from '../commands/history.js';
+import type { TimelineEntry } from '../settle/history.js';
 import { indentJson } from '../json/indentJson.js';
 import { dbFlag, flag, jsonFlag } from './options.js';
 import { err, iso, out, printJson, setExit, type Exit } from './output.js';
@@ -52,7 +52,7 @@ function staleAnswerNote(e: Extract<TimelineEntry, { kind: 'event' }>): string |
 
 export function runHistory(o: { db: string; guid: string; json?: boolean; requests?: boolean }): Promise<Exit> {
   return withLedger('history', o.db, async (store) => {
-    const { readHistory, readTimeline } = await import('../commands/history.js');
+    const { readHistory, readTimeline } = await import('../settle/history.js');
     if (o.json === true && o.requests !== true) {
       // CONTRACT.md §5: an array of {seq, type, at, data}.
       const events = await orThrow(readHistory(store, o.guid));

@@ -1,10 +1,10 @@
 import { type Command, InvalidArgumentError } from 'commander';
 import * as E from 'fp-ts/lib/Either.js';
-import type { KeysCommandError } from '../commands/keys.js';
+import type { KeysCommandError } from '../relay/auth/keysAdmin.js';
 import { parseScopes, type Scope } from '../relay/auth/keysFile.js';
 import { flag } from './options.js';
+import { DEFAULTS } from '../shared/defaults.js';
 
-export const DEFAULT_KEYS_PATH = './data/keys';
 
 function scopesArg(value: string): Scope[] {
   const parsed = parseScopes(value.trim());
@@ -13,7 +13,7 @@ function scopesArg(value: string): Scope[] {
   return parsed.right;
 }
 
-const keysFlag = () => flag('--keys <path>', 'the keys file').default(DEFAULT_KEYS_PATH);
+const keysFlag = () => flag('--keys <path>', 'the keys file').default(DEFAULTS.keysFile);
 
 /** Reports a failed keys command on stderr; commander turns exit 2 into bad usage like its own errors. */
 function finish(cmd: Command, result: E.Either<KeysCommandError, unknown>): void {
@@ -27,7 +27,7 @@ function finish(cmd: Command, result: E.Either<KeysCommandError, unknown>): void
 export function registerKeysCommand(program: Command): void {
   const keys = program.command('keys').description('make, list and remove the keys `serve --keys` accepts');
   // Loaded when used, like the other commands.
-  const lib = () => import('../commands/keys.js');
+  const lib = () => import('../relay/auth/keysAdmin.js');
 
   keys
     .command('add')

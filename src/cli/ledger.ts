@@ -7,7 +7,8 @@ import { withLedger } from './withLedger.js';
 
 export function runLedger(o: { db: string; status?: Status[]; olderThan?: number; limit?: number; json?: boolean }): Promise<Exit> {
   return withLedger('ledger', o.db, async (store) => {
-    const { ledgerView, listLedger } = await import('../commands/ledger.js');
+    const { listLedger } = await import('../settle/ledger.js');
+    const { ledgerView } = await import('../events/policy.js');
     // Ages and --older-than by the ledger's clock, as the commands that act on them judge them.
     const now = await orThrow(store.now());
     const rows = listLedger(store, { statuses: o.status, olderThanMs: o.olderThan, limit: o.limit, clock: () => now });

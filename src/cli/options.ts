@@ -1,7 +1,8 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { parseStatuses, STATUSES, type Status } from '../events/codecs.js';
+import { DEFAULTS } from '../shared/defaults.js';
 import { formatDuration, parseDuration } from '../shared/duration.js';
-import { DEFAULT_GRACE_MS, MIN_GRACE_MS } from '../relay/sendWindow.js';
+import { MIN_GRACE_MS } from '../settle/sendWindow.js';
 
 /** Each boolean flag's environment variable (commander's own `.env()` is used for the others). */
 const booleanVariables = new WeakMap<Option, string>();
@@ -105,18 +106,29 @@ export function statusesArg(value: string): Status[] {
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-export const DEFAULT_DB = './data/guidgate.db';
+/**
+ * A duration default as `--help` and docs/operating.md write it: in days when whole days (`7d`), else in seconds
+ * (`60s`, not `1m`: the tables compare seconds at a glance), else in milliseconds.
+ */
+export function shownDefault(ms: number): string {
+  if (ms > 0 && ms % 86_400_000 === 0) return formatDuration(ms);
+  return ms > 0 && ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+}
 
-export const dbFlag = () => flag('--db <path>', 'ledger file, or postgres://user@host:port/dbname').default(DEFAULT_DB);
+export const dbFlag = () => flag('--db <path>', 'ledger file, or postgres://user@host:port/dbname').default(DEFAULTS.db);
 export const accountUrlFlag = () => flag('--account-url <url>', 'base URL of the account system').argParser(urlArg).makeOptionMandatory();
 export const limitFlag = () => flag('--limit <n>', 'handle at most this many rows').argParser(intArg(1));
 export const dryRunFlag = (what: string) => flag('--dry-run', what);
-export const concurrencyFlag = (what: string) => flag('--concurrency <n>', what).argParser(intArg(1, 256)).default(8);
+export const concurrencyFlag = (what: string) => flag('--concurrency <n>', what).argParser(intArg(1, 256)).default(DEFAULTS.concurrency);
+/** `--timeout`: one call's overall deadline (serve, naive, reprocess), or one inquiry's (resolve). */
+export const timeoutFlag = (what: string) => flag('--timeout <duration>', what).argParser(timeLimitArg).default(DEFAULTS.timeoutMs, shownDefault(DEFAULTS.timeoutMs));
+/** `--max-attempts`: sends of one GUID at most (serve, reprocess), or the cap `stats` counts dead letters at. */
+export const maxAttemptsFlag = (what: string) => flag('--max-attempts <n>', what).argParser(intArg(1)).default(DEFAULTS.maxAttempts);
 export const jsonFlag = (what = 'print the result as JSON') => flag('--json', what);
 
 /**
  * `--grace`, for every command that sweeps orphans or sends (serve, resolve, reprocess): at least MIN_GRACE_MS, since
- * half of it is the window in which a claim must commit and its call start (src/relay/sendWindow.ts). Every process on
+ * half of it is the window in which a claim must commit and its call start (src/settle/sendWindow.ts). Every process on
  * one ledger should be given the same value.
  */
 export const graceFlag = (what: string) =>
@@ -124,11 +136,11 @@ export const graceFlag = (what: string) =>
     .argParser((value: string): number => {
       const ms = durationArg(value);
       if (ms < MIN_GRACE_MS) {
-        throw new InvalidArgumentError(`'${value}' is under ${MIN_GRACE_MS}ms: half of --grace is the time a claim has to commit and its call to start, and a relay must be able to do that (README, "The grace")`);
+        throw new InvalidArgumentError(`'${value}' is under ${MIN_GRACE_MS}ms: half of --grace is the time a claim has to commit and its call to start, and a relay must be able to do that (docs/architecture.md, "The grace and the send window")`);
       }
       return ms;
     })
-    .default(DEFAULT_GRACE_MS, formatDuration(DEFAULT_GRACE_MS));
+    .default(DEFAULTS.graceMs, shownDefault(DEFAULTS.graceMs));
 
 /** `--min-age`: how old a row's last Sent must be before it is inquired about (or, FAILED by an inquiry, sent again). */
-export const minAgeFlag = (what: string) => flag('--min-age <duration>', what).argParser(durationArg).default(60_000, '60s');
+export const minAgeFlag = (what: string) => flag('--min-age <duration>', what).argParser(durationArg).default(DEFAULTS.minAgeMs, shownDefault(DEFAULTS.minAgeMs));

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { formatDuration } from '../shared/duration.js';
-import { dbFlag, dryRunFlag, durationArg, flag, jsonFlag } from './options.js';
+import { dbFlag, dryRunFlag, durationArg, flag, jsonFlag, shownDefault } from './options.js';
+import { DEFAULTS } from '../shared/defaults.js';
 import { err, out, printJson, setExit, type Exit } from './output.js';
 import { withLedger } from './withLedger.js';
 import { interruptedExit, interruptible } from './interrupt.js';
@@ -9,7 +10,7 @@ import { startProgress } from './progress.js';
 export interface PurgeCliOptions { db: string; retention: number; tombstoneRetention: number; dryRun?: boolean; json?: boolean }
 
 export async function runPurge(o: PurgeCliOptions): Promise<Exit> {
-  const { purgeDone, SHORT_RETENTION_MS } = await import('../commands/purge.js');
+  const { purgeDone, SHORT_RETENTION_MS } = await import('../settle/purge.js');
   if (o.retention < SHORT_RETENTION_MS) {
     err(`guidgate purge: warning: retention ${formatDuration(o.retention)} is under a day; channels may still resend within it, and a resend after the purge gets E905 instead of the answer`);
   }
@@ -40,8 +41,8 @@ export function registerPurge(program: Command): void {
   program
     .command('purge')
     .description('DONE rows finished before now - retention become PURGED tombstones; old tombstones are deleted; space is given back')
-    .addOption(flag('--retention <duration>', 'keep DONE rows this long after their last change').argParser(durationArg).default(7 * 86_400_000, '7d'))
-    .addOption(flag('--tombstone-retention <duration>', 'keep PURGED tombstones (E905 answers) this long').argParser(durationArg).default(90 * 86_400_000, '90d'))
+    .addOption(flag('--retention <duration>', 'keep DONE rows this long after their last change').argParser(durationArg).default(DEFAULTS.retentionMs, shownDefault(DEFAULTS.retentionMs)))
+    .addOption(flag('--tombstone-retention <duration>', 'keep PURGED tombstones (E905 answers) this long').argParser(durationArg).default(DEFAULTS.tombstoneRetentionMs, shownDefault(DEFAULTS.tombstoneRetentionMs)))
     .addOption(dryRunFlag('count what would be purged and removed; change nothing'))
     .addOption(dbFlag())
     .addOption(jsonFlag())

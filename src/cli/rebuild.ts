@@ -6,7 +6,7 @@ import { withLedger } from './withLedger.js';
 
 export function runRebuild(o: { db: string; verify?: boolean; json?: boolean }): Promise<Exit> {
   return withLedger('rebuild', o.db, async (store) => {
-    const { rebuildLedger, verifyLedger } = await import('../commands/rebuild.js');
+    const { rebuildLedger, verifyLedger } = await import('../settle/rebuild.js');
     if (o.verify !== true) {
       const { rows } = await orThrow(rebuildLedger(store));
       if (o.json) printJson({ rebuilt: true, rows });

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, flag, graceFlag, intArg, jsonFlag, limitFlag, timeLimitArg } from './options.js';
+import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, graceFlag, jsonFlag, limitFlag, maxAttemptsFlag, timeoutFlag } from './options.js';
 import { err, setExit, toJson, type Exit } from './output.js';
-import { sendWindowMs } from '../relay/sendWindow.js';
+import { sendWindowMs } from '../settle/sendWindow.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
 export interface ReprocessCliOptions extends RowCliOptions { maxAttempts: number; minAge: number; grace: number }
@@ -13,7 +13,7 @@ const stderrSendLog = {
 };
 
 export async function runReprocess(o: ReprocessCliOptions): Promise<Exit> {
-  const { reprocessExitCode, reprocessFailed } = await import('../commands/reprocess.js');
+  const { reprocessExitCode, reprocessFailed } = await import('../settle/reprocess.js');
   return runRowCommand(o, {
     name: 'reprocess',
     claimDeadlineMs: sendWindowMs(o.grace),
@@ -31,12 +31,12 @@ export function registerReprocess(program: Command): void {
     .command('reprocess')
     .description('send FAILED rows again (same GUID, stored bytes) while attempts < --max-attempts; never touches any other state')
     .addOption(accountUrlFlag())
-    .addOption(flag('--max-attempts <n>', 'sends of one GUID at most (refused connections count)').argParser(intArg(1)).default(5))
+    .addOption(maxAttemptsFlag('sends of one GUID at most (refused connections count)'))
     .addOption(minAgeFlag('a row FAILED by an inquiry is sent again only when its last Sent is this old and a fresh inquiry says absent'))
     .addOption(limitFlag())
     .addOption(dryRunFlag('list the candidates; send and change nothing'))
     .addOption(concurrencyFlag('sends in flight at once'))
-    .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(timeLimitArg).default(3000, '3s'))
+    .addOption(timeoutFlag('timeout of one account call'))
     .addOption(graceFlag("as serve's --grace: a row is sent only if its claim commits within half of it"))
     .addOption(dbFlag())
     .addOption(jsonFlag())

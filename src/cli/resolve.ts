@@ -1,13 +1,13 @@
 import type { Command } from 'commander';
 import { formatDuration } from '../shared/duration.js';
-import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, flag, graceFlag, jsonFlag, limitFlag, timeLimitArg } from './options.js';
+import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, graceFlag, jsonFlag, limitFlag, timeoutFlag } from './options.js';
 import { setExit, type Exit } from './output.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
 export interface ResolveCliOptions extends RowCliOptions { minAge: number; grace: number }
 
 export async function runResolve(o: ResolveCliOptions): Promise<Exit> {
-  const { resolveExitCode, resolveUnknown } = await import('../commands/resolve.js');
+  const { resolveExitCode, resolveUnknown } = await import('../settle/resolve.js');
   return runRowCommand(o, {
     name: 'resolve',
     failures: ['unreachable', 'still-unknown', 'ledger-error'],
@@ -33,7 +33,7 @@ export function registerResolve(program: Command): void {
     .addOption(dryRunFlag('list the candidates; sweep, inquire and change nothing'))
     .addOption(concurrencyFlag('inquiries in flight at once'))
     .addOption(graceFlag("grace of the orphan sweep run first (as serve's --grace)"))
-    .addOption(flag('--timeout <duration>', 'deadline of one inquiry').argParser(timeLimitArg).default(3000, '3s'))
+    .addOption(timeoutFlag('deadline of one inquiry'))
     .addOption(dbFlag())
     .addOption(jsonFlag())
     .action(async (o: ResolveCliOptions) => {

@@ -1,8 +1,8 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventStore } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
-import type { LedgerFailures } from '../commands/rows.js';
-import type { AccountClient } from '../relay/accountClient.js';
+import type { LedgerFailures } from '../settle/rows.js';
+import type { AccountClient } from '../account/accountClient.js';
 import { interruptedExit, interruptible } from './interrupt.js';
 import { age, err, iso, out, printJson, type Exit } from './output.js';
 import { startProgress } from './progress.js';
@@ -38,7 +38,7 @@ export interface RowCommand<S extends { readonly dryRun: boolean } & LedgerFailu
 
 async function withAccount<T>(url: string, timeoutMs: number, concurrency: number, work: (account: AccountClient) => Promise<T>): Promise<T> {
   // undici and the relay's code are loaded only by the commands that call the account system.
-  const { createAccountClient } = await import('../relay/accountClient.js');
+  const { createAccountClient } = await import('../account/accountClient.js');
   const account = createAccountClient({ baseUrl: url, timeoutMs, connections: Math.max(1, concurrency) });
   try {
     return await work(account);
@@ -60,7 +60,7 @@ export function runRowCommand<S extends { readonly dryRun: boolean } & LedgerFai
   const name = command.name;
   return withLedger(name, o.db, (store) =>
     withAccount(o.accountUrl, o.timeout, o.concurrency, async (account) => {
-      const { ledgerView } = await import('../commands/ledger.js');
+      const { ledgerView } = await import('../events/policy.js');
       const progress = startProgress(name);
       const stop = interruptible(name);
       const listed: LedgerState[] = [];

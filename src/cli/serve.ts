@@ -1,39 +1,39 @@
 import type { Command } from 'commander';
 import { stopSignal } from './interrupt.js';
 import { keepRunningWhenStdoutCloses } from './output.js';
-import { DEFAULT_MAX_CONNECTIONS_PER_ADDRESS } from '../relay/connections.js';
 import { addSecurityOptions, securityOptionsOrExit, type SecurityFlags } from './serveSecurity.js';
-import { durationOrOffArg, minAgeFlag, choiceArg, dbFlag, flag, graceFlag, intArg, LOG_LEVELS, timeLimitArg, urlArg } from './options.js';
-import { MIN_GRACE_MS } from '../relay/sendWindow.js';
+import { durationOrOffArg, minAgeFlag, choiceArg, dbFlag, flag, graceFlag, intArg, LOG_LEVELS, maxAttemptsFlag, shownDefault, timeLimitArg, timeoutFlag, urlArg } from './options.js';
+import { DEFAULTS } from '../shared/defaults.js';
+import { MIN_GRACE_MS } from '../settle/sendWindow.js';
 
 export function registerServe(program: Command): void {
   addSecurityOptions(program.command('serve'))
     .description('run the relay (with the bundled account simulator when no --account-url is given)')
-    .addOption(flag('--port <n>', 'port to listen on').argParser(intArg(0, 65535)).default(8080))
-    .addOption(flag('--host <host>', 'address to listen on').default('127.0.0.1'))
+    .addOption(flag('--port <n>', 'port to listen on').argParser(intArg(0, 65535)).default(DEFAULTS.port))
+    .addOption(flag('--host <host>', 'address to listen on').default(DEFAULTS.host))
     .addOption(dbFlag())
     .addOption(flag('--account-url <url>', 'base URL of the account system (http or https)').argParser(urlArg))
-    .addOption(flag('--timeout <duration>', 'timeout of one account call').argParser(timeLimitArg).default(3000, '3s'))
+    .addOption(timeoutFlag('timeout of one account call'))
     .addOption(graceFlag(`how long past its timeout a SENT row waits before the sweep calls it orphaned; a claim must commit and its call start within half of it (at least ${MIN_GRACE_MS}ms)`))
-    .addOption(flag('--max-attempts <n>', 'sends of one GUID at most (refused connections count)').argParser(intArg(1)).default(5))
-    .addOption(flag('--synchronous <mode>', 'SQLite synchronous: FULL (durable, default) or NORMAL (faster; a power cut may lose the last claims)').argParser(choiceArg(['FULL', 'NORMAL', 'EXTRA'] as const)).default('FULL'))
-    .addOption(flag('--busy-timeout <duration>', 'how long to wait for another process holding the ledger lock').argParser(timeLimitArg).default(5000, '5s'))
-    .addOption(flag('--body-timeout <duration>', 'a request body not received in full within this gets 408 (E400); nothing is stored').argParser(timeLimitArg).default(10_000, '10s'))
-    .addOption(flag('--max-connections <n>', 'connections held at most; a new one takes the slot of the longest idle one').argParser(intArg(1)).default(1024))
-    .addOption(flag('--max-connections-per-address <n>', 'connections held at most from one client address (an IPv6 /64); behind a proxy, all come from the proxy').argParser(intArg(1)).default(DEFAULT_MAX_CONNECTIONS_PER_ADDRESS))
-    .addOption(flag('--log-level <level>', LOG_LEVELS.join(', ')).argParser(choiceArg(LOG_LEVELS)).default('info'))
-    .addOption(flag('--settle-every <duration>', 'settle UNKNOWN rows by inquiry in the background this often (0: off)').argParser(durationOrOffArg).default(10_000, '10s'))
+    .addOption(maxAttemptsFlag('sends of one GUID at most (refused connections count)'))
+    .addOption(flag('--synchronous <mode>', 'SQLite synchronous: FULL (durable, default) or NORMAL (faster; a power cut may lose the last claims)').argParser(choiceArg(['FULL', 'NORMAL', 'EXTRA'] as const)).default(DEFAULTS.synchronous))
+    .addOption(flag('--busy-timeout <duration>', 'how long to wait for another process holding the ledger lock').argParser(timeLimitArg).default(DEFAULTS.busyTimeoutMs, shownDefault(DEFAULTS.busyTimeoutMs)))
+    .addOption(flag('--body-timeout <duration>', 'a request body not received in full within this gets 408 (E400); nothing is stored').argParser(timeLimitArg).default(DEFAULTS.bodyTimeoutMs, shownDefault(DEFAULTS.bodyTimeoutMs)))
+    .addOption(flag('--max-connections <n>', 'connections held at most; a new one takes the slot of the longest idle one').argParser(intArg(1)).default(DEFAULTS.maxConnections))
+    .addOption(flag('--max-connections-per-address <n>', 'connections held at most from one client address (an IPv6 /64); behind a proxy, all come from the proxy').argParser(intArg(1)).default(DEFAULTS.maxConnectionsPerAddress))
+    .addOption(flag('--log-level <level>', LOG_LEVELS.join(', ')).argParser(choiceArg(LOG_LEVELS)).default(DEFAULTS.logLevel))
+    .addOption(flag('--settle-every <duration>', 'settle UNKNOWN rows by inquiry in the background this often (0: off)').argParser(durationOrOffArg).default(DEFAULTS.settleEveryMs, shownDefault(DEFAULTS.settleEveryMs)))
     .addOption(minAgeFlag('settle (and resend a row an inquiry made FAILED) only once its last Sent is this old'))
-    .addOption(flag('--breaker-failures <n>', 'stop calling the account system after this many calls in a row ended FAILED or UNKNOWN (0: off)').argParser(intArg(0)).default(20))
-    .addOption(flag('--breaker-cooldown <duration>', 'how long the breaker stays open before one trial call').argParser(timeLimitArg).default(5000, '5s'))
+    .addOption(flag('--breaker-failures <n>', 'stop calling the account system after this many calls in a row ended FAILED or UNKNOWN (0: off)').argParser(intArg(0)).default(DEFAULTS.breakerFailures))
+    .addOption(flag('--breaker-cooldown <duration>', 'how long the breaker stays open before one trial call').argParser(timeLimitArg).default(DEFAULTS.breakerCooldownMs, shownDefault(DEFAULTS.breakerCooldownMs)))
     .addOption(flag('--check', 'run the full ledger check (guidgate check) before listening; refuse to start if it fails'))
-    .addOption(flag('--writer <where>', 'where ledger commits run: inline (the request thread; at FULL the WAL is synced off the event loop) or thread (a worker thread with its own connection)').argParser(choiceArg(['inline', 'thread'] as const)).default('inline'))
+    .addOption(flag('--writer <where>', 'where ledger commits run: inline (the request thread; at FULL the WAL is synced off the event loop) or thread (a worker thread with its own connection)').argParser(choiceArg(['inline', 'thread'] as const)).default(DEFAULTS.writer))
     .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; maxConnectionsPerAddress: number; logLevel: string; writer: 'thread' | 'inline'; check?: boolean; settleEvery: number; minAge: number; breakerFailures: number; breakerCooldown: number } & SecurityFlags, cmd: Command) => {
       const security = securityOptionsOrExit(cmd, o);
       const stopped = stopSignal();
       keepRunningWhenStdoutCloses();
       // Loaded when used, so that the operator commands start without fastify.
-      const { serve } = await import('../commands/serve.js');
+      const { serve } = await import('../wiring/serve.js');
       const relay = await serve({
         port: o.port, host: o.host, db: o.db, accountUrl: o.accountUrl, timeoutMs: o.timeout, graceMs: o.grace,
         maxAttempts: o.maxAttempts, synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, bodyTimeoutMs: o.bodyTimeout,

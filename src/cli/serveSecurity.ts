@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import type { Command } from 'commander';
 import * as E from 'fp-ts/lib/Either.js';
-import type { ServeOptions } from '../commands/serve.js';
+import type { ServeOptions } from '../wiring/serve.js';
 import { openKeyRing } from '../relay/auth/keyRing.js';
 import { flag } from './options.js';
 

@@ -1,12 +1,12 @@
 import type { Command } from 'commander';
 import { orThrow } from '../events/storeResult.js';
-import { dbFlag, flag, intArg, jsonFlag } from './options.js';
+import { dbFlag, jsonFlag, maxAttemptsFlag } from './options.js';
 import { age, iso, out, printJson, setExit, type Exit } from './output.js';
 import { withLedger } from './withLedger.js';
 
 export function runStats(o: { db: string; maxAttempts: number; json?: boolean }): Promise<Exit> {
   return withLedger('stats', o.db, async (store) => {
-    const { ledgerStats } = await import('../commands/stats.js');
+    const { ledgerStats } = await import('../settle/stats.js');
     const now = await orThrow(store.now());
     const s = await orThrow(ledgerStats(store, { maxAttempts: o.maxAttempts, clock: () => now }));
     if (o.json) {
@@ -28,7 +28,7 @@ export function registerStats(program: Command): void {
   program
     .command('stats')
     .description('rows per status, the oldest UNKNOWN and FAILED rows, and FAILED rows at the attempt cap')
-    .addOption(flag('--max-attempts <n>', 'the attempt cap the relay and reprocess use').argParser(intArg(1)).default(5))
+    .addOption(maxAttemptsFlag('the attempt cap the relay and reprocess use'))
     .addOption(dbFlag())
     .addOption(jsonFlag())
     .action(async (o: { maxAttempts: number; db: string; json?: boolean }) => {

@@ -1,4 +1,4 @@
-import { packageRoot } from '../packageRoot.js';
+import { packageRoot } from '../shared/packageRoot.js';
 
 /** guidgate's version, read from its package.json when asked, so it is never stale. */
 export function packageVersion(): string {

@@ -1,6 +1,6 @@
 import { Agent } from 'undici';
-import { GUID_PATTERN } from '../relay/transferRequest.js';
-import { backoffDelay, sleep, type BackoffOptions } from './backoff.js';
+import { GUID_PATTERN } from '../contract/transferRequest.js';
+import { backoffDelay, retryAfterMs, sleep, type BackoffOptions } from './backoff.js';
 import { decodeReplyBody, decodeTransferStatus, type ReplyBody, type TransferStatus } from './codecs.js';
 import {
   AuthError,
@@ -48,6 +48,8 @@ export interface AttemptReport {
   /** The reply's code, `HTTP <status>` for a reply without one, or `timeout` / `connection` / `aborted`. */
   readonly reply: string;
   readonly elapsedMs: number;
+  /** The wait the reply's `Retry-After` asked for, in ms, when it had a valid one. */
+  readonly retryAfterMs?: number;
 }
 
 /** The account system's answer (0000, B2xx, E500), as the relay stored it. */
@@ -84,9 +86,10 @@ export interface CallOptions {
 export interface GuidgateClient {
   /**
    * Sends a transfer and resends the same bytes under the same GUID until the answer is definite or `maxWait`
-   * has passed. Rejects only when nothing was applied under this call (InvalidRequestError, AuthError,
-   * GuidReusedError, RouteNotFoundError, NotSentError, TransferAbortedError), or with GuidExpiredError
-   * (completed long ago).
+   * has passed, never sooner than a reply's `Retry-After` allows. Rejects only when nothing was applied under this
+   * call so far (InvalidRequestError, AuthError, GuidReusedError, RouteNotFoundError, NotSentError,
+   * TransferAbortedError), or with GuidExpiredError (completed long ago). After NotSentError the transfer is still
+   * open: resend the same GUID later, never a new one.
    */
   transfer(input: TransferInput, opts?: CallOptions): Promise<TransferResult>;
   /** The ledger row of a GUID, or null when the relay has none. */
@@ -142,6 +145,7 @@ export function createClient(opts: ClientOptions): GuidgateClient {
     let attempts = 0;
     let maybeSent = false;
     let lastReply = '';
+    let retryAt: Date | null = null;
     const unknown = (): UnknownResult => ({ status: 'unknown', guid, attempts, lastReply });
 
     for (;;) {
@@ -155,8 +159,9 @@ export function createClient(opts: ClientOptions): GuidgateClient {
         signal,
       });
       const reply = ex.kind === 'reply' ? decodeReplyBody(ex.text) : null;
+      const asked = ex.kind === 'reply' ? retryAfterMs(ex.retryAfter, Date.now()) : null;
       lastReply = ex.kind === 'no-reply' ? ex.reason : (reply?.code ?? `HTTP ${ex.httpStatus}`);
-      opts.onAttempt?.({ guid, attempt: attempts, reply: lastReply, elapsedMs: Date.now() - started });
+      opts.onAttempt?.({ guid, attempt: attempts, reply: lastReply, elapsedMs: Date.now() - started, ...(asked === null ? {} : { retryAfterMs: asked }) });
 
       const rule = ex.kind === 'reply' ? resendRuleFor(ex.httpStatus, reply?.code) : NO_CLEAR_REPLY;
       if (ex.kind === 'reply' && reply !== null) {
@@ -172,15 +177,21 @@ export function createClient(opts: ClientOptions): GuidgateClient {
       maybeSent ||= rule.maybeSent;
       if (ex.kind === 'no-reply' && ex.reason === 'aborted') return unknown();
 
-      const wait = backoffDelay(attempts - 1, opts.backoff ?? {});
-      if (Date.now() + wait >= deadline) break;
+      // The relay's Retry-After (the breaker's cooldown, the row's own pace) is a floor under the backoff: resending
+      // sooner would spend the transfer's attempts inside one short outage. One past the deadline ends the call now.
+      const wait = Math.max(backoffDelay(attempts - 1, opts.backoff ?? {}), asked ?? 0);
+      if (Date.now() + wait >= deadline) {
+        const at = asked === null ? null : new Date(Date.now() + asked);
+        retryAt = at !== null && Number.isFinite(at.getTime()) ? at : null;
+        break;
+      }
       if (!(await sleep(wait, signal))) {
         if (maybeSent) return unknown();
         throw new TransferAbortedError(guid);
       }
     }
     if (maybeSent) return unknown();
-    throw new NotSentError(lastReply, attempts, guid);
+    throw new NotSentError(lastReply, attempts, guid, retryAt);
   }
 
   async function status(guid: string, call: CallOptions = {}): Promise<TransferStatus | null> {

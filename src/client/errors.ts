@@ -1,7 +1,8 @@
 /**
  * The errors `client.transfer` and `client.status` reject with. Callers match on `code` (as with undici's
- * errors). A rejected `transfer` means nothing was applied under this call, except `GuidExpiredError`, which
- * says the GUID was completed long ago and its record purged. Messages never hold the token or the body.
+ * errors). A rejected `transfer` means nothing was applied under this call so far; `NotSentError` leaves the
+ * transfer open (resend the same GUID later), and `GuidExpiredError` says the GUID was completed long ago and its
+ * record purged. Messages never hold the token or the body.
  */
 export class GuidgateClientError extends Error {
   override readonly name: string = 'GuidgateClientError';
@@ -65,8 +66,11 @@ export class RouteNotFoundError extends GuidgateClientError {
 }
 
 /**
- * `maxWait` ran out and every reply said the transfer was not sent (E902, E503): it was certainly not
- * applied, and a later `transfer` with the same GUID may still send it.
+ * `maxWait` ran out, or the relay asked to wait past it (`Retry-After`), and every reply said the transfer was not
+ * sent (E902, E503): nothing was applied SO FAR. It is not a failure of the transfer: the relay may hold it open
+ * under this GUID (a FAILED row), and an operator's `guidgate reprocess` may still send it. Resend the same
+ * transfer under the same GUID later (not before `retryAt` when the relay named a time); never under a new GUID,
+ * which would be a second transfer and may debit twice.
  */
 export class NotSentError extends GuidgateClientError {
   override readonly name = 'NotSentError';
@@ -75,8 +79,16 @@ export class NotSentError extends GuidgateClientError {
     readonly lastCode: string,
     readonly attempts: number,
     guid: string,
+    /** When the relay's last `Retry-After` allows the next resend; null when it named no time. */
+    readonly retryAt: Date | null = null,
   ) {
-    super(lastCode, `not sent after ${attempts} attempt(s); the transfer was not applied`, guid);
+    const when = retryAt === null ? 'later' : `later (not before ${retryAt.toISOString()})`;
+    super(
+      lastCode,
+      `not sent so far (${attempts} attempt(s), last reply ${lastCode}): nothing has been applied yet, but the transfer stays open ` +
+        `under GUID ${guid} and may still be sent by an operator's reprocess; resend the same GUID ${when}, never a new one`,
+      guid,
+    );
   }
 }
 

@@ -2,7 +2,14 @@ import { request, type Dispatcher } from 'undici';
 
 /** One HTTP exchange with the relay: a reply, or none. */
 export type Exchange =
-  | { readonly kind: 'reply'; readonly httpStatus: number; readonly text: string; readonly replayed: boolean }
+  | {
+      readonly kind: 'reply';
+      readonly httpStatus: number;
+      readonly text: string;
+      readonly replayed: boolean;
+      /** The reply's `Retry-After` header(s), as sent. */
+      readonly retryAfter: string | readonly string[] | undefined;
+    }
   /** `aborted`: the caller's signal; `timeout`: the attempt's own deadline; `connection`: anything else. */
   | { readonly kind: 'no-reply'; readonly reason: 'timeout' | 'connection' | 'aborted'; readonly detail: string };
 
@@ -31,7 +38,13 @@ export async function exchange(dispatcher: Dispatcher, spec: ExchangeSpec): Prom
       bodyTimeout: spec.timeoutMs,
     });
     const text = await res.body.text();
-    return { kind: 'reply', httpStatus: res.statusCode, text, replayed: res.headers['idempotent-replayed'] === 'true' };
+    return {
+      kind: 'reply',
+      httpStatus: res.statusCode,
+      text,
+      replayed: res.headers['idempotent-replayed'] === 'true',
+      retryAfter: res.headers['retry-after'],
+    };
   } catch (err) {
     const code = (err as { code?: unknown }).code;
     const timedOut = deadline.aborted || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';

@@ -1,5 +1,5 @@
 import { isDefiniteCode } from '../events/codecs.js';
-import type { ReplyCode } from '../relay/codes.js';
+import type { ReplyCode } from '../contract/codes.js';
 
 /**
  * What a channel does with one reply to `POST /v1/transfers` (CONTRACT.md §2). The one table the client
@@ -13,7 +13,7 @@ export type ResendRule =
   | { readonly action: 'resend'; readonly maybeSent: boolean }
   | { readonly action: 'refuse'; readonly maybeSent: false };
 
-/** E409 answers only the operator API's actions, never `POST /v1/transfers`. */
+/** The codes `POST /v1/transfers` answers: every code of the registry but E409 (the operator API's actions only). */
 export type RelayCode = Exclude<ReplyCode, 'E409'>;
 
 export const RESEND_RULES: Readonly<Record<RelayCode, ResendRule>> = {

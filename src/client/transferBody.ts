@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
-import { decodeTransferRequest } from '../relay/transferRequest.js';
+import { decodeTransferRequest } from '../contract/transferRequest.js';
 import { InvalidRequestError } from './errors.js';
 
 /** What a channel sends. Extra fields are forwarded untouched by the relay and are not part of the fingerprint. */

@@ -4,18 +4,30 @@
  */
 
 const TOKEN_KEY = 'guidgate.token';
+/** Signed in without a token: the relay runs without keys (open mode, loopback only). */
+const OPEN_KEY = 'guidgate.open';
 
-export function savedToken(): string | null {
-  return sessionStorage.getItem(TOKEN_KEY);
+/** Whom the calls are made as: a token, or none (open mode). Null: nobody has signed in, so nothing is called. */
+export interface Session {
+  readonly token: string | null;
 }
 
-export function saveToken(token: string): void {
-  if (token === '') sessionStorage.removeItem(TOKEN_KEY);
+export function savedSession(): Session | null {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token !== null) return { token };
+  return sessionStorage.getItem(OPEN_KEY) === '1' ? { token: null } : null;
+}
+
+/** Signs in with a token, or with none (empty) for a relay without keys. */
+export function saveSession(token: string): void {
+  forgetSession();
+  if (token === '') sessionStorage.setItem(OPEN_KEY, '1');
   else sessionStorage.setItem(TOKEN_KEY, token);
 }
 
-export function forgetToken(): void {
+export function forgetSession(): void {
   sessionStorage.removeItem(TOKEN_KEY);
+  sessionStorage.removeItem(OPEN_KEY);
 }
 
 /** A refusal or failure as the relay states it (code, message, the field at fault), or `network`. */
@@ -38,9 +50,11 @@ function errorOf(status: number, body: unknown): ApiError {
 }
 
 async function call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<Result<T>> {
+  // Before sign-in nothing is asked: a call without the token would only be refused (E401), logged and counted.
+  const session = savedSession();
+  if (session === null) return { ok: false, error: { status: 0, code: 'signed-out', message: 'sign in first' } };
   const headers: Record<string, string> = { accept: 'application/json' };
-  const token = savedToken();
-  if (token !== null) headers['authorization'] = `Bearer ${token}`;
+  if (session.token !== null) headers['authorization'] = `Bearer ${session.token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
   let res: Response;
   try {
@@ -73,6 +87,8 @@ export interface Row {
   readonly attempts: number;
   readonly createdAt: Instant;
   readonly updatedAt: Instant;
+  /** FAILED, and one of its attempts left (an inquiry said absent, or an older attempt answered): a resend inquires first. */
+  readonly failedByInquiry?: boolean;
   readonly [other: string]: unknown;
 }
 
@@ -81,7 +97,12 @@ export interface Stats {
   readonly oldest: { readonly UNKNOWN?: Row | null; readonly FAILED?: Row | null };
   readonly deadLetters?: { readonly maxAttempts: number; readonly count: number };
   readonly breaker: unknown;
-  readonly replies: { readonly windowSeconds: number; readonly perCode: Readonly<Record<string, number>> };
+  readonly replies: {
+    readonly windowSeconds: number;
+    readonly perCode: Readonly<Record<string, number>>;
+    /** Per code in each of the last 60 minutes, oldest first (absent from a relay before it). */
+    readonly perMinute?: ReadonlyArray<Readonly<Record<string, number>>>;
+  };
 }
 
 export interface LedgerPage {

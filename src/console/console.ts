@@ -4,7 +4,7 @@
  * script besides.
  */
 import {
-  STATUSES, forgetToken, getLedger, getStats, getTimeline, runAction, saveToken, savedToken,
+  STATUSES, forgetSession, getLedger, getStats, getTimeline, runAction, saveSession, savedSession,
   type Action, type ActionResult, type ApiError, type Instant, type Row, type Stats, type Status, type TimelineEntry,
 } from './api.js';
 
@@ -27,7 +27,12 @@ const ui = {
   token: byId('token', HTMLInputElement),
   logout: byId('logout', HTMLButtonElement),
   session: byId('session', HTMLElement),
+  main: byId('main', HTMLElement),
   refresh: byId('refresh', HTMLButtonElement),
+  autoRefresh: byId('auto-refresh', HTMLInputElement),
+  refreshEvery: byId('refresh-every', HTMLSelectElement),
+  trendReplies: byId('trend-replies', HTMLElement),
+  trendUnsettled: byId('trend-unsettled', HTMLElement),
   overviewStatus: byId('overview-status', HTMLElement),
   counts: byId('counts', HTMLTableElement),
   facts: byId('facts', HTMLElement),
@@ -45,8 +50,11 @@ const ui = {
   transfer: byId('transfer', HTMLElement),
   rowFacts: byId('row-facts', HTMLElement),
   timeline: byId('timeline', HTMLTableElement),
+  actionNote: byId('action-note', HTMLElement),
   action: byId('action', HTMLFormElement),
   minAge: byId('min-age', HTMLInputElement),
+  previewResolve: byId('preview-resolve', HTMLButtonElement),
+  previewReprocess: byId('preview-reprocess', HTMLButtonElement),
   preview: byId('preview', HTMLElement),
   previewTitle: byId('preview-title', HTMLElement),
   previewFacts: byId('preview-facts', HTMLElement),
@@ -77,7 +85,7 @@ const describeError = (e: ApiError) => `${e.code}: ${e.message}${e.field === und
 function failed(where: HTMLElement, e: ApiError): void {
   say(where, describeError(e), 'error');
   if (e.status === 401) {
-    forgetToken();
+    signedOutView();
     say(ui.session, `The token was refused (${e.code}): ${e.message}. Enter a valid token.`, 'error');
   }
 }
@@ -104,6 +112,21 @@ function time(t: Instant | null | undefined, withAge = true): Node {
 // ---- small renderers ----
 
 const badge = (status: string) => h('span', { class: `badge ${status}` }, status);
+
+/**
+ * A row's code as an operator should read it. A FAILED row one of whose attempts left (`failedByInquiry`: an inquiry
+ * found no record of it, or an older attempt was answered after it was sent again) keeps the code E902, "not sent",
+ * but it was sent, and a resend inquires first. In the list the row alone cannot say which; a transfer's timeline can.
+ */
+const codeText = (row: Row): string => (row.failedByInquiry === true ? 'sent, may have arrived (a resend inquires first)' : scalar(row.code));
+
+/** As codeText, for one transfer whose timeline is known: an inquiry that said absent, or an older attempt answered. */
+function transferCodeText(row: Row, timeline: readonly TimelineEntry[]): string {
+  if (row.failedByInquiry !== true) return codeText(row);
+  return timeline.some((e) => e.kind === 'event' && e.type === 'StaleAnswer')
+    ? 'sent: an older attempt was answered after it was sent again (StaleAnswer); a resend inquires first'
+    : 'sent, account system has no record (inquiry); a resend inquires first';
+}
 
 function guidLink(guid: string): HTMLElement {
   return h('a', { href: `#guid=${encodeURIComponent(guid)}` }, guid);
@@ -186,16 +209,131 @@ function renderStats(s: Stats): void {
   );
 }
 
-async function loadOverview(): Promise<boolean> {
-  say(ui.overviewStatus, 'Loading…');
+// ---- the last hour: replies per minute (the relay's counters) and unsettled rows (sampled by this page) ----
+
+const HOUR_MS = 3_600_000;
+/** Replies that did not settle the transfer: sent with the outcome unknown, in progress, not sent, ledger down. */
+const UNSETTLING = ['E901', 'E903', 'E902', 'E503'];
+const UNSETTLED: readonly Status[] = ['RECEIVED', 'SENT', 'UNKNOWN', 'FAILED'];
+
+/**
+ * Unsettled rows, one sample per overview load while this page is open (the relay keeps no history of its row
+ * counts; auto-refresh makes the samples regular). Kept for an hour, in this page only.
+ */
+const samples: Array<{ readonly at: number; readonly unsettled: number }> = [];
+
+const SVG = 'http://www.w3.org/2000/svg';
+function svg(tag: string, attrs: Record<string, string | number>): SVGElement {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  return el;
+}
+
+const CHART = { width: 300, height: 60 };
+const sum = (counts: Readonly<Record<string, number>>, only?: readonly string[]) =>
+  Object.entries(counts).reduce((n, [code, k]) => (only === undefined || only.includes(code) ? n + k : n), 0);
+const clock = (t: number) => new Date(t).toISOString().slice(11, 16);
+
+/** A small chart with its text: the chart is drawn for the eye, the caption says the same for everyone. */
+function figure(el: HTMLElement, id: string, chart: SVGElement | null, caption: string): void {
+  const captionEl = h('figcaption', { id }, caption);
+  if (chart === null) {
+    el.replaceChildren(captionEl);
+    return;
+  }
+  chart.setAttribute('role', 'img');
+  chart.setAttribute('aria-labelledby', id);
+  el.replaceChildren(chart, captionEl);
+}
+
+function renderTrend(s: Stats, now: number): void {
+  const perMinute = s.replies.perMinute;
+  if (perMinute === undefined || perMinute.length === 0) {
+    figure(ui.trendReplies, 'trend-replies-text', null, 'Replies per minute: this relay does not give them (an older version).');
+  } else {
+    const totals = perMinute.map((m) => sum(m));
+    const unsettling = perMinute.map((m) => sum(m, UNSETTLING));
+    const peak = Math.max(1, ...totals);
+    const step = CHART.width / perMinute.length;
+    const chart = svg('svg', { viewBox: `0 0 ${CHART.width} ${CHART.height}`, class: 'chart' });
+    totals.forEach((n, i) => {
+      if (n === 0) return;
+      const hAll = (n / peak) * CHART.height;
+      chart.append(svg('rect', { class: 'all', x: i * step, y: CHART.height - hAll, width: step * 0.8, height: hAll }));
+      const hBad = (unsettling[i]! / peak) * CHART.height;
+      if (hBad > 0) chart.append(svg('rect', { class: 'unsettling', x: i * step, y: CHART.height - hBad, width: step * 0.8, height: hBad }));
+    });
+    const total = totals.reduce((a, b) => a + b, 0);
+    const bad = unsettling.reduce((a, b) => a + b, 0);
+    figure(
+      ui.trendReplies,
+      'trend-replies-text',
+      chart,
+      `Replies per minute, last 60 minutes: ${total} in all, at most ${Math.max(...totals)} in one minute; ` +
+        `${bad} of them not settling the transfer (${UNSETTLING.join(', ')}), in red. This relay's replies only.`,
+    );
+  }
+
+  const shown = samples.filter((p) => p.at > now - HOUR_MS);
+  const latest = shown[shown.length - 1];
+  if (latest === undefined) {
+    figure(ui.trendUnsettled, 'trend-unsettled-text', null, 'Unsettled rows: no sample yet.');
+    return;
+  }
+  // Headroom above the highest sample, so that a steady count is a line inside the chart, not along its edge.
+  const top = Math.max(1, ...shown.map((p) => p.unsettled)) * 1.25;
+  const x = (t: number) => ((t - (now - HOUR_MS)) / HOUR_MS) * CHART.width;
+  const y = (n: number) => CHART.height - (n / top) * CHART.height;
+  const chart = svg('svg', { viewBox: `0 0 ${CHART.width} ${CHART.height}`, class: 'chart' });
+  chart.append(svg('polyline', { class: 'line', points: shown.map((p) => `${x(p.at).toFixed(1)},${y(p.unsettled).toFixed(1)}`).join(' ') }));
+  for (const p of shown) chart.append(svg('circle', { class: 'point', cx: x(p.at).toFixed(1), cy: y(p.unsettled).toFixed(1), r: 1.5 }));
+  const first = shown[0]!;
+  const since =
+    shown.length === 1
+      ? 'one sample so far (turn on auto-refresh to follow it)'
+      : `${first.unsettled} at ${clock(first.at)} UTC; ${shown.length} samples, taken by this page at each refresh while it is open`;
+  figure(ui.trendUnsettled, 'trend-unsettled-text', chart, `Unsettled rows (${UNSETTLED.join(', ')}): ${latest.unsettled} now, ${since}.`);
+}
+
+/** Each overview load is numbered too: an answer that arrives after a later load started is dropped. */
+let overviewLoads = 0;
+/** The last overview: the attempt cap (deadLetters.maxAttempts) decides whether reprocess is offered. */
+let lastStats: Stats | null = null;
+
+async function loadOverview(quiet = false): Promise<boolean> {
+  const mine = ++overviewLoads;
+  if (!quiet) say(ui.overviewStatus, 'Loading…');
   const r = await getStats();
+  if (mine !== overviewLoads) return r.ok;
   if (!r.ok) {
     failed(ui.overviewStatus, r.error);
     return false;
   }
+  lastStats = r.value;
+  const now = Date.now();
+  samples.push({ at: now, unsettled: UNSETTLED.reduce((n, st) => n + (r.value.statuses[st]?.count ?? 0), 0) });
+  while (samples.length > 0 && samples[0]!.at <= now - HOUR_MS) samples.shift();
   renderStats(r.value);
-  say(ui.overviewStatus, `Updated ${new Date().toISOString().slice(11, 19)} UTC.`);
+  renderTrend(r.value, now);
+  const every = ui.autoRefresh.checked ? `; auto-refresh every ${ui.refreshEvery.selectedOptions[0]?.textContent ?? ''}` : '';
+  say(ui.overviewStatus, `Updated ${new Date(now).toISOString().slice(11, 19)} UTC${every}.`);
   return true;
+}
+
+// ---- auto-refresh: off by default; the overview (and its trend) again every interval while it is on ----
+
+let refreshTimer: ReturnType<typeof setInterval> | undefined;
+
+function scheduleRefresh(): void {
+  clearInterval(refreshTimer);
+  refreshTimer = undefined;
+  if (!ui.autoRefresh.checked || savedSession() === null) return;
+  refreshTimer = setInterval(() => void loadOverview(true), Number(ui.refreshEvery.value));
+}
+
+function stopRefresh(): void {
+  ui.autoRefresh.checked = false;
+  scheduleRefresh();
 }
 
 // ---- rows ----
@@ -224,7 +362,15 @@ async function loadRows(): Promise<void> {
   nextCursor = r.value.nextCursor;
   body(ui.rows).replaceChildren(
     ...rows.map((row: Row) =>
-      h('tr', {}, h('th', { scope: 'row', class: 'mono' }, guidLink(row.guid)), h('td', {}, badge(row.status)), h('td', {}, scalar(row.code)), h('td', { class: 'num' }, String(row.attempts)), h('td', {}, time(row.updatedAt))),
+      h(
+        'tr',
+        {},
+        h('th', { scope: 'row', class: 'mono', 'data-label': 'GUID' }, guidLink(row.guid)),
+        h('td', { 'data-label': 'Status' }, badge(row.status)),
+        h('td', { 'data-label': 'Code' }, codeText(row)),
+        h('td', { class: 'num', 'data-label': 'Attempts' }, String(row.attempts)),
+        h('td', { 'data-label': 'Last change' }, time(row.updatedAt)),
+      ),
     ),
   );
   const which = statuses.length === 0 ? 'any status' : statuses.join(', ');
@@ -257,21 +403,21 @@ function entryRow(e: TimelineEntry, i: number): HTMLElement {
     return h(
       'tr',
       { class: stale === null ? 'event' : 'event stale' },
-      h('td', { class: 'num' }, String(i + 1)),
-      h('td', {}, time(e.at, false)),
-      h('th', { scope: 'row' }, `${e.type} (event, seq ${e.seq})`),
-      h('td', {}, actorText(e.actor)),
-      h('td', {}, stale === null ? details : h('div', {}, h('p', { class: 'warning' }, stale), details)),
+      h('td', { class: 'num', 'data-label': '#' }, String(i + 1)),
+      h('td', { 'data-label': 'Time (UTC)' }, time(e.at, false)),
+      h('th', { scope: 'row', 'data-label': 'What' }, `${e.type} (event, seq ${e.seq})`),
+      h('td', { 'data-label': 'Actor' }, actorText(e.actor)),
+      h('td', { 'data-label': 'Details' }, stale === null ? details : h('div', {}, h('p', { class: 'warning' }, stale), details)),
     );
   }
   return h(
     'tr',
     { class: 'request' },
-    h('td', { class: 'num' }, String(i + 1)),
-    h('td', {}, time(e.at, false)),
-    h('th', { scope: 'row' }, `request answered ${e.code}`),
-    h('td', {}, e.key === null ? 'channel (no key)' : `channel key ${e.key}`),
-    h('td', {}, e.fingerprintMatch ? 'same request as the first (fingerprint matched)' : 'a DIFFERENT request under this GUID (fingerprint mismatch)'),
+    h('td', { class: 'num', 'data-label': '#' }, String(i + 1)),
+    h('td', { 'data-label': 'Time (UTC)' }, time(e.at, false)),
+    h('th', { scope: 'row', 'data-label': 'What' }, `request answered ${e.code}`),
+    h('td', { 'data-label': 'Actor' }, e.key === null ? 'channel (no key)' : `channel key ${e.key}`),
+    h('td', { 'data-label': 'Details' }, e.fingerprintMatch ? 'same request as the first (fingerprint matched)' : 'a DIFFERENT request under this GUID (fingerprint mismatch)'),
   );
 }
 
@@ -294,7 +440,7 @@ async function loadTransfer(guid: string): Promise<void> {
   fill(ui.rowFacts, [
     ['GUID', h('span', { class: 'mono' }, guid)],
     ['Status', row === null ? '—' : badge(row.status)],
-    ['Code', scalar(row?.code)],
+    ['Code', row === null ? '—' : transferCodeText(row, timeline)],
     ['Attempts', scalar(row?.attempts)],
     ['Created', time(row?.createdAt)],
     ['Last change', time(row?.updatedAt)],
@@ -302,29 +448,87 @@ async function loadTransfer(guid: string): Promise<void> {
   ]);
   ui.timeline.caption!.textContent = `Timeline of ${guid}: ${timeline.length} entries, oldest first`;
   body(ui.timeline).replaceChildren(...timeline.map(entryRow));
+  offerActions(guid, row);
   ui.transfer.hidden = false;
   say(ui.transferStatus, `${guid}: ${row === null ? 'no ledger row' : row.status}, ${timeline.length} timeline entries.`);
 }
 
-// ---- actions: a dry run first, then the real one on confirmation ----
+// ---- actions: only those the row's status allows; a dry run first, then the real one on confirmation ----
 
 let pending: { action: Action; guid: string; minAge: string } | null = null;
+/** The row of the transfer shown: what the preview says could become of it. */
+let shownRow: Row | null = null;
 
 function hidePreview(): void {
   pending = null;
   ui.preview.hidden = true;
 }
 
+/**
+ * Offers resolve for an UNKNOWN row and reprocess for a FAILED row under the attempt cap, the rows the commands
+ * take (anything else would only be refused with E409), and says why for every other row.
+ */
+function offerActions(guid: string, row: Row | null): void {
+  shownRow = row;
+  const cap = lastStats?.deadLetters?.maxAttempts;
+  const deadLetter = row?.status === 'FAILED' && cap !== undefined && row.attempts >= cap;
+  const resolve = row?.status === 'UNKNOWN';
+  const reprocess = row?.status === 'FAILED' && !deadLetter;
+  ui.previewResolve.hidden = !resolve;
+  ui.previewReprocess.hidden = !reprocess;
+  ui.action.hidden = !(resolve || reprocess);
+  let note: string;
+  if (row === null) note = 'No ledger row: nothing to act on.';
+  else if (resolve) note = 'UNKNOWN: sent, outcome unknown. Resolve asks the account system what became of it.';
+  else if (reprocess) {
+    note =
+      `FAILED after ${row.attempts} attempt${row.attempts === 1 ? '' : 's'}${cap === undefined ? '' : ` of ${cap}`}: ` +
+      (row.failedByInquiry === true
+        ? 'one of its attempts left, so it may have arrived. Reprocess asks the account system first, and sends it only if the answer is absent.'
+        : 'never sent (the connection was refused). Reprocess sends it again, the same GUID and bytes.');
+  } else if (deadLetter) {
+    note =
+      `A dead letter: FAILED at the attempt cap (${cap}); nothing sends it again on its own. The console does not raise the cap: ` +
+      `after the checks of the runbook (docs/operating.md, Dead letters), guidgate reprocess --max-attempts ${cap + 1} ${guid}`;
+  } else if (row.status === 'DONE') note = 'DONE: settled. Nothing to resolve or reprocess.';
+  else if (row.status === 'PURGED') note = 'PURGED: finished and forgotten. Nothing to resolve or reprocess.';
+  else note = `${row.status}: in flight. Nothing to do until it is answered, or swept as an orphan after its call timeout plus --grace (it then becomes UNKNOWN or FAILED).`;
+  ui.actionNote.textContent = note;
+}
+
 const statusOf = (row: Row | null) => (row === null ? 'no row' : `${row.status}${row.code === null ? '' : ` (${row.code})`}`);
 
-function resultFacts(r: ActionResult, action: Action): Array<readonly [string, Child]> {
+/** What the real run could make of the row: a dry run changes nothing, so its "after" is only the "before". */
+function couldBecome(action: Action, row: Row | null): string[] {
+  if (action === 'resolve') {
+    return [
+      "processed → DONE, with the account system's answer (the channel's next resend gets it)",
+      'absent → FAILED: sent, but the account system has no record of it (reprocess, or the channel, may send it again)',
+      'no answer, or none it can use → stays UNKNOWN (E901), asked again later',
+    ];
+  }
+  const sent = [
+    'answered → DONE (0000, B2xx or E500: the account system\'s answer)',
+    'connection refused → FAILED again, one attempt more',
+    'no answer in time → UNKNOWN (E901), for resolve',
+  ];
+  if (row?.failedByInquiry !== true) return sent;
   return [
+    'an inquiry first: processed → DONE, nothing sent',
+    'too young for it, or no clear answer → stays FAILED, nothing sent',
+    ...sent.map((s) => `absent, then sent: ${s}`),
+  ];
+}
+
+function resultFacts(r: ActionResult, action: Action): Array<readonly [string, Child]> {
+  const facts: Array<readonly [string, Child]> = [
     ['Action', action],
     ['GUID', h('span', { class: 'mono' }, r.guid)],
     ['Outcome', `${scalar(r.outcome)}${r.detail === undefined ? '' : `: ${r.detail}`}`],
     ['Status before', statusOf(r.before)],
-    ['Status after', statusOf(r.after)],
   ];
+  if (!r.dryRun) return [...facts, ['Status after', statusOf(r.after)]];
+  return [...facts, ['Could become', h('ul', {}, ...couldBecome(action, shownRow).map((c) => h('li', {}, c)))]];
 }
 
 async function preview(action: Action): Promise<void> {
@@ -344,7 +548,7 @@ async function preview(action: Action): Promise<void> {
   fill(ui.previewFacts, resultFacts(r.value, action));
   ui.confirm.textContent = `Confirm ${action}`;
   ui.preview.hidden = false;
-  say(ui.actionStatus, `Dry run of ${action}: outcome ${scalar(r.value.outcome)}, ${statusOf(r.value.before)} → ${statusOf(r.value.after)}. Confirm to do it.`);
+  say(ui.actionStatus, `Dry run of ${action}: outcome ${scalar(r.value.outcome)}, ${statusOf(r.value.before)} now; nothing was asked, sent or changed. Confirm to do it.`);
   ui.preview.focus();
 }
 
@@ -367,22 +571,47 @@ async function confirm(): Promise<void> {
 
 // ---- session ----
 
+/** Signed out (or never signed in): the sign-in form only, nothing shown, nothing called, no timer running. */
+function signedOutView(): void {
+  forgetSession();
+  stopRefresh();
+  lastStats = null;
+  samples.length = 0;
+  for (const t of [ui.counts, ui.replies, ui.rows, ui.timeline]) body(t).replaceChildren();
+  for (const f of [ui.facts, ui.trendReplies, ui.trendUnsettled]) f.replaceChildren();
+  ui.transfer.hidden = true;
+  shownGuid = null;
+  shownRow = null;
+  hidePreview();
+  for (const st of [ui.overviewStatus, ui.rowsStatus, ui.transferStatus, ui.actionStatus]) say(st, '');
+  ui.main.hidden = true;
+  ui.logout.hidden = true;
+}
+
 async function start(): Promise<void> {
-  const signedIn = savedToken() !== null;
-  const ok = await loadOverview();
-  if (!ok) {
-    // A refused token has been said so already (E401); a known key without `read` is told here.
-    if (!signedIn) say(ui.session, 'Enter a token to sign in.');
-    else if (savedToken() !== null) say(ui.session, `Signed in, but this key may not read the ledger: ${ui.overviewStatus.textContent ?? ''}`, 'error');
+  const session = savedSession();
+  if (session === null) {
+    // Nothing is asked before a token (or, for a relay without keys, an empty sign-in) is given.
+    signedOutView();
+    say(ui.session, 'Enter a token to sign in.');
     ui.token.focus();
     return;
   }
+  ui.logout.hidden = false;
+  const ok = await loadOverview();
+  if (!ok) {
+    // A refused token has been said so already (E401); a known key without `read` is told here.
+    if (savedSession() !== null) say(ui.session, `Signed in, but this key may not read the ledger: ${ui.overviewStatus.textContent ?? ''}`, 'error');
+    ui.token.focus();
+    return;
+  }
+  ui.main.hidden = false;
   cursor = null;
   await loadRows();
   // The transfer the address names is opened (its GUID put in the field) before the session says it is ready:
   // said earlier, a GUID typed in the meantime was overwritten by the address's when the rows came in.
   route();
-  say(ui.session, signedIn ? 'Signed in (the token is kept for this browser tab only).' : 'No token: the relay runs without keys.', 'ok');
+  say(ui.session, session.token !== null ? 'Signed in (the token is kept for this browser tab only).' : 'No token: the relay runs without keys.', 'ok');
 }
 
 function route(): void {
@@ -406,21 +635,24 @@ function wire(): void {
 
   ui.login.addEventListener('submit', (ev) => {
     ev.preventDefault();
-    saveToken(ui.token.value.trim());
+    saveSession(ui.token.value.trim());
     ui.token.value = '';
     void start();
   });
   ui.logout.addEventListener('click', () => {
-    forgetToken();
-    for (const t of [ui.counts, ui.replies, ui.rows, ui.timeline]) body(t).replaceChildren();
-    ui.facts.replaceChildren();
-    ui.transfer.hidden = true;
-    shownGuid = null;
-    for (const s of [ui.overviewStatus, ui.rowsStatus, ui.transferStatus, ui.actionStatus]) say(s, '');
+    signedOutView();
     say(ui.session, 'Signed out: the token is forgotten.');
     ui.token.focus();
   });
   ui.refresh.addEventListener('click', () => void loadOverview());
+  ui.autoRefresh.addEventListener('change', () => {
+    scheduleRefresh();
+    if (ui.autoRefresh.checked) void loadOverview(true);
+  });
+  ui.refreshEvery.addEventListener('change', () => {
+    scheduleRefresh();
+    if (ui.autoRefresh.checked) void loadOverview(true);
+  });
   ui.filter.addEventListener('submit', (ev) => {
     ev.preventDefault();
     cursor = null;

@@ -137,7 +137,7 @@ export function actorOf(process: ProcessActor | undefined, audit: EventAudit | u
 
 /**
  * `actorOf` for one process part, made once per audit value: a relay hands the same audit for every request of a
- * key (`relayAudit`), so each of its events gets the same actor value, which the store encodes once.
+ * key (`sendAudit`), so each of its events gets the same actor value, which the store encodes once.
  */
 export function actorsOf(process: ProcessActor | undefined): (audit: EventAudit | undefined) => Actor | null {
   const made = new WeakMap<EventAudit, Actor | null>();

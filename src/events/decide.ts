@@ -2,9 +2,7 @@ import { createHash } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
 import { isDefiniteCode, type CallFailedReason, type CallUnknownReason, type NewEvent } from './codecs.js';
 import { mayHaveArrived, type LedgerState } from './state.js';
-
-/** The `--min-age` default: how long after its last Sent a row may be asked about, or resent after an inquiry. */
-export const DEFAULT_MIN_AGE_MS = 60_000;
+import { DEFAULTS } from '../shared/defaults.js';
 
 /**
  * A fresh inquiry made by the caller before a resend of a row that may have arrived (CONTRACT.md §7), handed to
@@ -23,10 +21,15 @@ export function oldEnoughToAsk(state: LedgerState, at: number, minAgeMs: number)
   return at - (state.sentAt ?? state.updatedAt) >= minAgeMs;
 }
 
+/** Whether a row has been sent `maxAttempts` times (refused connections count): no further send (CONTRACT.md §4). */
+export function attemptsUsedUp(state: Pick<LedgerState, 'attempts'>, maxAttempts: number): boolean {
+  return state.attempts >= maxAttempts;
+}
+
 interface ResendRules {
   readonly timeoutMs: number;
   readonly maxAttempts: number;
-  /** Default DEFAULT_MIN_AGE_MS. */
+  /** Default: `--min-age`'s (src/shared/defaults.ts). */
   readonly minAgeMs?: number;
   readonly inquiry?: ResendInquiry;
 }
@@ -119,10 +122,10 @@ function sendAgain(state: LedgerState, rules: ResendRules, now: number): E.Eithe
       if (!isDefiniteCode(inquiry.answer.code)) return refuse('not-definite', state);
       return E.right([{ type: 'Resolved', at: now, data: { source: 'inquiry', outcome: 'processed', code: inquiry.answer.code, response: inquiry.answer.response } }]);
     }
-    if (!oldEnoughToAsk(state, inquiry.at, rules.minAgeMs ?? DEFAULT_MIN_AGE_MS)) return refuse('too-young', state);
+    if (!oldEnoughToAsk(state, inquiry.at, rules.minAgeMs ?? DEFAULTS.minAgeMs)) return refuse('too-young', state);
     if (inquiry.answer.kind !== 'absent') return refuse('inquiry-unclear', state);
   }
-  if (state.attempts >= rules.maxAttempts) return refuse('attempt-cap', state);
+  if (attemptsUsedUp(state, rules.maxAttempts)) return refuse('attempt-cap', state);
   return E.right([{ type: 'Sent', at: now, data: { attempt: state.attempts + 1, timeoutMs: rules.timeoutMs } }]);
 }
 

@@ -36,8 +36,10 @@ export function evolve(state: LedgerState | null, event: NewEvent, guid: string)
     // A fact about an earlier attempt, not a transition: status, code, attempts, the answer stored, the times
     // (sentAt and timeoutMs drive the sweep and min-age) all stay. Only, a FAILED row becomes one whose attempt may
     // have arrived: one of its attempts did reach the account system, so a resend must inquire first, even when
-    // its last attempt failed by a refused connection (without that, the resend would go out unasked).
-    return { ...state, lastSeq: state.lastSeq + 1, failedByInquiry: state.failedByInquiry || state.status === 'FAILED' };
+    // its last attempt failed by a refused connection (without that, the resend would go out unasked). A SENT row
+    // is marked too, for the refused connection of its attempt in flight to keep (ConnectFailed below).
+    const marked = state.status === 'FAILED' || state.status === 'SENT';
+    return { ...state, lastSeq: state.lastSeq + 1, failedByInquiry: state.failedByInquiry || marked };
   }
   const next = { ...state, updatedAt: event.at, lastSeq: state.lastSeq + 1, failedByInquiry: false };
   switch (event.type) {
@@ -48,7 +50,8 @@ export function evolve(state: LedgerState | null, event: NewEvent, guid: string)
     case 'TimedOut':
       return { ...next, status: 'UNKNOWN', code: 'E901' };
     case 'ConnectFailed':
-      return { ...next, status: 'FAILED', code: 'E902' };
+      // This attempt never left, but an older one answered while it was in flight (a StaleAnswer marked the row).
+      return { ...next, status: 'FAILED', code: 'E902', failedByInquiry: state.failedByInquiry };
     case 'Resolved':
       return event.data.outcome === 'processed'
         ? { ...next, status: 'DONE', code: event.data.code, response: event.data.response }

@@ -23,8 +23,9 @@ export interface LedgerState {
   /**
    * FAILED through an inquiry that said absent, not through a refused connection: the last attempt left, and an
    * account system slower than the inquiry may still apply it. Also FAILED and then an older attempt answered
-   * (`StaleAnswer`): one of its attempts reached the account system. Such a row is sent again only after a fresh
-   * inquiry (CONTRACT.md §7); false in every other case.
+   * (`StaleAnswer`), or FAILED by a refused connection of an attempt during which an older one answered: one of its
+   * attempts reached the account system. Such a row is sent again only after a fresh inquiry (CONTRACT.md §7). Set
+   * on a SENT row by such an answer, for its ConnectFailed to keep; false in every other case.
    */
   readonly failedByInquiry: boolean;
 }

@@ -1,6 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { isStoreError, LedgerUnavailableError, type StoreError } from './errors.js';
-import type { LedgerClock } from './store.js';
 
 /**
  * What every method of the store contract gives back: a promise that always resolves, to `Right` with the value
@@ -39,12 +38,4 @@ export async function orThrow<T>(result: StoreResult<T>): Promise<T> {
   const r = await result;
   if (E.isLeft(r)) throw r.left;
   return r.right;
-}
-
-/**
- * The time ages are judged by: `clock` when the caller was given one (tests, a fixed time), else the ledger's
- * clock (`store.now()`). What the clock throws is a Left, as a failing ledger clock is.
- */
-export function ledgerTime(store: LedgerClock, clock: (() => number | Promise<number>) | undefined): StoreResult<number> {
-  return clock === undefined ? store.now() : storeResult('clock', clock);
 }

@@ -3,46 +3,34 @@ import type { ServerOptions as HttpsServerOptions } from 'node:https';
 import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
-import { DEFAULT_MIN_AGE_MS } from '../events/decide.js';
 import { isStoreError } from '../events/errors.js';
 import type { EventStore } from '../events/store.js';
-import type { AccountClient } from './accountClient.js';
 import { registerAuth, requestKey } from './auth/authHook.js';
 import type { Key } from './auth/keysFile.js';
-import type { Breaker } from './breaker.js';
-import { REPLY_CODES } from './codes.js';
-import { DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, guardConnections, OTHER_KEEP_ALIVE_MS } from './connections.js';
+import { guardConnections, OTHER_KEEP_ALIVE_MS, type ConnectionGuard } from './connections.js';
 import { defaultConsoleDir, registerConsole } from './console.js';
-import type { Metrics } from './metrics.js';
+import type { Metrics } from '../telemetry/metrics.js';
 import { registerOpenApi, type RouteDoc } from './openapi.js';
 import { operatorRoutes } from './operator/routes.js';
 import * as S from './operator/schemas.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
-import { DEFAULT_GRACE_MS, type MonotonicClock } from './sendWindow.js';
+import { DEFAULTS } from '../shared/defaults.js';
 import { maskAccount } from '../shared/maskAccount.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
-import { transferView } from './rowViews.js';
-import { GUID_PATTERN, isJsonMediaType } from './transferRequest.js';
+import { transferView } from '../events/policy.js';
+import { GUID_PATTERN, isJsonMediaType } from '../contract/transferRequest.js';
 
 export const BODY_LIMIT = 64 * 1024;
-export const DEFAULT_BODY_TIMEOUT_MS = 10_000;
-export const DEFAULT_MAX_CONNECTIONS = 1024;
 /** A GUID is at most 128 characters; percent-encoded, each may take three. Longer is 414. */
 const MAX_PARAM_LENGTH = 3 * 128;
 
-export interface AppDeps {
+/**
+ * What the relay's routes run on: the channel's POST's own (`graceMs` is also the grace of the operator API's
+ * resolve, `minAgeMs` its floor) and the HTTP server's.
+ */
+export interface AppDeps extends Pick<RelayDeps, 'account' | 'metrics' | 'timeoutMs' | 'maxAttempts' | 'minAgeMs' | 'graceMs' | 'monotonicNow' | 'breaker'> {
   readonly store: EventStore;
-  readonly account: AccountClient;
-  readonly metrics: Metrics;
-  readonly timeoutMs: number;
-  readonly maxAttempts: number;
-  readonly minAgeMs?: number | undefined;
-  /** The orphan sweep's grace (default 5s, as `serve --grace`): the operator API's resolve sweeps with it, and every send keeps to half of it after its claim (sendWindow.ts). */
-  readonly graceMs?: number | undefined;
-  /** What the send window is measured on; default `performance.now` (tests hand in a clock they move). */
-  readonly monotonicNow?: MonotonicClock | undefined;
-  readonly breaker?: Breaker | undefined;
   readonly logger?: FastifyServerOptions['logger'];
   /** Keys on (CONTRACT.md §6): the keys in force now. Absent: open mode. */
   readonly keys?: () => readonly Key[];
@@ -101,17 +89,75 @@ function clientErrorStatus(code: string | undefined): number {
   return 400;
 }
 
+/** Sends a reply in the contract's shape and counts it (`guidgate_replies_total`). */
+export type SendReply = (reply: FastifyReply, r: Reply) => FastifyReply;
+
+function replySender(metrics: Pick<Metrics, 'reply'>): SendReply {
+  return (reply, r) => {
+    metrics.reply(r.code);
+    reply.code(r.status).header('content-type', 'application/json; charset=utf-8');
+    if (r.replayed) reply.header('idempotent-replayed', 'true');
+    return reply.send(r.body);
+  };
+}
+
 /** The relay's HTTP surface, separate from the process that listens (tests use it with real sockets too). */
 export function buildApp(deps: AppDeps): FastifyInstance {
-  const bodyTimeoutMs = deps.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
-  const readiness = deps.readiness ?? storeReadiness(deps.store);
+  const send = replySender(deps.metrics);
+  const app = createServer(deps, send);
+  const connections = guardConnections(app.server, {
+    maxConnections: deps.maxConnections ?? DEFAULTS.maxConnections,
+    maxPerAddress: deps.maxConnectionsPerAddress ?? DEFAULTS.maxConnectionsPerAddress,
+    onClosed: (reason) => deps.metrics.connectionClosed(reason),
+  });
+
+  // The body is taken as raw bytes, whatever the content type: it is forwarded byte for byte.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_req, body, done) => done(null, body));
+
+  if (deps.keys !== undefined) registerAuth(app, { keys: deps.keys, store: deps.store, metrics: deps.metrics });
+  // Before any route: every route registered with `config.openapi` is described in /openapi.json.
+  registerOpenApi(app);
+  registerErrorReplies(app, send);
+  registerConsole(app, deps.consoleDir === undefined ? defaultConsoleDir() : deps.consoleDir, send);
+
+  const requests = deps.requests ?? createRequestRecorder({
+    store: deps.store,
+    onLoss: (lost, why) => {
+      deps.metrics.requestRecordsLost(lost);
+      app.log.error({ lost, reason: why }, 'request records lost');
+    },
+  });
+  // After the last request was answered (app.close waits for them), before whoever owns the store closes it.
+  app.addHook('onClose', () => requests.close());
+
+  registerChannelRoutes(app, deps, { send, connections, requests });
+  registerProbes(app, deps, send);
+  void app.register(operatorRoutes({
+    store: deps.store,
+    account: deps.account,
+    metrics: deps.metrics,
+    breaker: deps.breaker,
+    timeoutMs: deps.timeoutMs,
+    maxAttempts: deps.maxAttempts,
+    minAgeMs: deps.minAgeMs ?? DEFAULTS.minAgeMs,
+    graceMs: deps.graceMs ?? DEFAULTS.graceMs,
+    monotonicNow: deps.monotonicNow,
+    send,
+  }));
+  return app;
+}
+
+/** Fastify with the contract's limits and time limits, and the contract's shape for what is refused below the routes. */
+function createServer(deps: AppDeps, send: SendReply): FastifyInstance {
+  const bodyTimeoutMs = deps.bodyTimeoutMs ?? DEFAULTS.bodyTimeoutMs;
   // The HTTPS server has the same request API; fastify's types only tell them apart by a type parameter.
   const serverTimeouts = {
     requestTimeout: bodyTimeoutMs, // also here: Node refuses a headersTimeout over the requestTimeout it is built with
     headersTimeout: bodyTimeoutMs,
     connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(bodyTimeoutMs / 4))),
   };
-  const app = (Fastify as (o: FastifyServerOptions & { https?: HttpsServerOptions; http?: HttpServerOptions }) => FastifyInstance)({
+  return (Fastify as (o: FastifyServerOptions & { https?: HttpsServerOptions; http?: HttpServerOptions }) => FastifyInstance)({
     logger: deps.logger ?? false,
     // One line per transfer is written by the route itself (guid, code, latency, masked accounts).
     logController: new LogController({ disableRequestLogging: true }),
@@ -130,42 +176,30 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // Fastify hands `http` to http.createServer, or only `https` to https.createServer: the limits go in whichever is used.
     ...(deps.https === undefined ? { http: serverTimeouts } : { https: { ...deps.https, ...serverTimeouts } }),
     frameworkErrors: (err, _req, reply) => send(reply, refusal(err.statusCode ?? 400, err.code)),
-    clientErrorHandler: (err: Error & { code?: string }, socket: Socket) => {
-      if (err.code === 'ECONNRESET' || socket.destroyed) return;
-      // As Node does: answer only when no response of ours has started on this socket.
-      const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-      if (socket.writable && inFlight?.headersSent !== true) {
-        const r = refusal(clientErrorStatus(err.code));
-        deps.metrics.reply(r.code);
-        socket.write(
-          `HTTP/1.1 ${r.status} ${STATUS_CODES[r.status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-            `Content-Length: ${Buffer.byteLength(r.body)}\r\nConnection: close\r\n\r\n${r.body}`,
-        );
-      }
-      socket.destroy(err);
-    },
+    clientErrorHandler: answerClientError(deps.metrics),
   });
-  const connections = guardConnections(app.server, {
-    maxConnections: deps.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
-    maxPerAddress: deps.maxConnectionsPerAddress ?? DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
-    onClosed: (reason) => deps.metrics.connectionClosed(reason),
-  });
+}
 
-  const send = (reply: FastifyReply, r: Reply) => {
-    deps.metrics.reply(r.code);
-    reply.code(r.status).header('content-type', 'application/json; charset=utf-8');
-    if (r.replayed) reply.header('idempotent-replayed', 'true');
-    return reply.send(r.body);
+/** Node's HTTP parser errors (before any request object exists): answered on the socket in the contract's shape. */
+function answerClientError(metrics: Pick<Metrics, 'reply'>) {
+  return (err: Error & { code?: string }, socket: Socket): void => {
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    // As Node does: answer only when no response of ours has started on this socket.
+    const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (socket.writable && inFlight?.headersSent !== true) {
+      const r = refusal(clientErrorStatus(err.code));
+      metrics.reply(r.code);
+      socket.write(
+        `HTTP/1.1 ${r.status} ${STATUS_CODES[r.status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+          `Content-Length: ${Buffer.byteLength(r.body)}\r\nConnection: close\r\n\r\n${r.body}`,
+      );
+    }
+    socket.destroy(err);
   };
+}
 
-  // The body is taken as raw bytes, whatever the content type: it is forwarded byte for byte.
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_req, body, done) => done(null, body));
-
-  if (deps.keys !== undefined) registerAuth(app, { keys: deps.keys, store: deps.store, metrics: deps.metrics });
-  // Before any route: every route registered with `config.openapi` is described in /openapi.json.
-  registerOpenApi(app);
-
+/** A route's own error (a 4xx: E400 with its status) or an unexpected one, and a route that does not exist (E404). */
+function registerErrorReplies(app: FastifyInstance, send: SendReply): void {
   app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, req, reply) => {
     const status = err.statusCode ?? 500;
     if (status < 500) return send(reply, refusal(status, err.code));
@@ -173,20 +207,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     // We cannot tell whether a call left: the honest answer is "unknown", never "not sent".
     return send(reply, req.method === 'POST' ? codeReply('E901', undefined) : codeReply('E503', undefined));
   });
-
   app.setNotFoundHandler((req, reply) => send(reply, codeReply('E404', undefined, { message: `no route ${req.method} ${req.url.split('?')[0]}` })));
-  registerConsole(app, deps.consoleDir === undefined ? defaultConsoleDir() : deps.consoleDir, send);
+}
 
-  const requests = deps.requests ?? createRequestRecorder({
-    store: deps.store,
-    onLoss: (lost, why) => {
-      deps.metrics.requestRecordsLost(lost);
-      app.log.error({ lost, reason: why }, 'request records lost');
-    },
-  });
-  // After the last request was answered (app.close waits for them), before whoever owns the store closes it.
-  app.addHook('onClose', () => requests.close());
-
+/** The channel API (CONTRACT.md §2): POST /v1/transfers and GET /v1/transfers/{guid}. */
+function registerChannelRoutes(app: FastifyInstance, deps: AppDeps, parts: { send: SendReply; connections: ConnectionGuard; requests: RequestRecorder }): void {
+  const { send, connections, requests } = parts;
   // Every E503 of a transfer is logged once, with the store error's code and cause.
   const relayDeps: RelayDeps = { ...deps, log: ledgerLog(app.log), sendLog: app.log };
 
@@ -226,7 +252,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     reply.code(200).header('content-type', 'application/json; charset=utf-8');
     return reply.send(JSON.stringify(transferView(row)));
   });
+}
 
+/** What a load balancer and a scraper ask: /healthz (readiness) and /metrics. */
+function registerProbes(app: FastifyInstance, deps: AppDeps, send: SendReply): void {
+  const readiness = deps.readiness ?? storeReadiness(deps.store);
   // Readiness: 200 only when a new transfer would not get E503 now, so a load balancer can route around us.
   app.get('/healthz', { config: { openapi: HEALTH_DOC } }, async (_req, reply) => {
     const reason = await readiness().catch(reasonOf);
@@ -246,21 +276,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       return send(reply, codeReply('E503', undefined));
     }
   });
-
-  void app.register(operatorRoutes({
-    store: deps.store,
-    account: deps.account,
-    metrics: deps.metrics,
-    breaker: deps.breaker,
-    timeoutMs: deps.timeoutMs,
-    maxAttempts: deps.maxAttempts,
-    minAgeMs: deps.minAgeMs ?? DEFAULT_MIN_AGE_MS,
-    graceMs: deps.graceMs ?? DEFAULT_GRACE_MS,
-    monotonicNow: deps.monotonicNow,
-    send,
-  }));
-
-  return app;
 }
 
 const TRANSFER_DOC: RouteDoc = {
@@ -302,4 +317,3 @@ const METRICS_DOC: RouteDoc = {
   responses: { 200: { description: 'Prometheus text format', contentType: 'text/plain', schema: { type: 'string' } }, 503: 'E503' },
 };
 
-export { REPLY_CODES };

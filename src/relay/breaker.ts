@@ -1,5 +1,5 @@
-import type { CallOutcome } from './accountClient.js';
-import type { Metrics } from './metrics.js';
+import type { CallPermit } from '../settle/sendClaimed.js';
+import type { Metrics } from '../telemetry/metrics.js';
 
 export interface BreakerOptions {
   /** Calls in a row that ended FAILED or UNKNOWN before the breaker opens; 0 turns it off. */
@@ -7,11 +7,6 @@ export interface BreakerOptions {
   readonly cooldownMs: number;
   readonly clock: () => number;
   readonly metrics?: Pick<Metrics, 'breaker' | 'breakerTripped'> | undefined;
-}
-
-/** Leave to make one POST /transfer; `done` says how it ended (null: no call was made after all). */
-export interface CallPermit {
-  done(outcome: CallOutcome['kind'] | null): void;
 }
 
 /** What the operator API shows of the breaker (`GET /v1/stats`). */

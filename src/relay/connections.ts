@@ -1,5 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { ConnectionClosedReason } from '../telemetry/metrics.js';
 
 /**
  * Idle keep-alive of a connection that has carried a channel's request (`POST /v1/transfers`, `GET
@@ -12,9 +13,6 @@ export const CHANNEL_KEEP_ALIVE_MS = 72_000;
  * refused E401/E403): short, since anyone who can reach the port can open one. Enough for a few requests in a row.
  */
 export const OTHER_KEEP_ALIVE_MS = 5_000;
-export const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 256;
-
-export type ConnectionClosedReason = 'max-connections' | 'max-connections-per-address' | 'idle-for-new';
 
 export interface ConnectionLimits {
   /** Connections held at most. */

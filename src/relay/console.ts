@@ -1,13 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { packageRoot } from '../packageRoot.js';
+import { packageRoot } from '../shared/packageRoot.js';
 import { codeReply, type Reply } from './replies.js';
 
 /**
  * The console's files, the only ones served under /console/ (a fixed list: no path from the URL ever reaches
  * the file system). `npm run build` puts them in `dist/console/` (`tsconfig.console.json` and
- * `src/console/copyAssets.ts`), which the package ships.
+ * `scripts/buildConsole.mjs`), which the package ships.
  */
 export const CONSOLE_ASSETS: Readonly<Record<string, string>> = {
   'index.html': 'text/html; charset=utf-8',

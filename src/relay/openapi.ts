@@ -1,6 +1,6 @@
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { accessFor } from './auth/authHook.js';
-import { REPLY_CODES, type ReplyCode } from './codes.js';
+import { REPLY_CODES, type ReplyCode } from '../contract/codes.js';
 import { errorReply } from './operator/schemas.js';
 
 /** A reply documented by its contract code (its schema is the error reply's) or by its own schema. */

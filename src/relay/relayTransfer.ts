@@ -1,23 +1,17 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventAudit } from '../events/codecs.js';
-import { decide, DEFAULT_MIN_AGE_MS, type Command } from '../events/decide.js';
-import type { StoreError } from '../events/errors.js';
+import { decide, type Command } from '../events/decide.js';
 import type { EventLog, LedgerClock, LedgerReadModel } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
-import type { AccountClient, CallOutcome } from './accountClient.js';
-import type { Breaker, CallPermit } from './breaker.js';
-import type { Metrics } from './metrics.js';
-import { recordOutcome, type Recorded } from './recordOutcome.js';
+import type { AccountClient } from '../account/accountClient.js';
+import type { Breaker } from './breaker.js';
+import type { Metrics } from '../telemetry/metrics.js';
 import { codeReply, definiteReply, ledgerUnavailableReply, replyForRefusal, replyForState, type Reply } from './replies.js';
-import { resendAfterInquiry } from './resendAfterInquiry.js';
-import { DEFAULT_GRACE_MS, monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from './sendWindow.js';
-import { decodeTransferRequest, type TransferRequest } from './transferRequest.js';
-
-/** Where a send's alarms go (a pino logger fits): a send withheld, an answer the row had moved past. */
-export interface SendLogger {
-  warn(line: Record<string, unknown>, message: string): void;
-  error(line: Record<string, unknown>, message: string): void;
-}
+import { resendAfterInquiry } from '../settle/resendAfterInquiry.js';
+import { sendAudit, sendClaimed, type SendLogger, type SendResult } from '../settle/sendClaimed.js';
+import { monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from '../settle/sendWindow.js';
+import { DEFAULTS } from '../shared/defaults.js';
+import { decodeTransferRequest, type TransferRequest } from '../contract/transferRequest.js';
 
 export interface RelayDeps {
   readonly store: EventLog & LedgerReadModel & LedgerClock;
@@ -27,7 +21,7 @@ export interface RelayDeps {
   readonly maxAttempts: number;
   /** A resend of a row that may have arrived needs its last Sent this old and a fresh inquiry (CONTRACT.md §7). */
   readonly minAgeMs?: number | undefined;
-  /** The orphan sweep's grace (`--grace`): the send window is half of it (sendWindow.ts). Default DEFAULT_GRACE_MS. */
+  /** The orphan sweep's grace (`--grace`): the send window is half of it (sendWindow.ts). Default: `--grace`'s. */
   readonly graceMs?: number | undefined;
   /** Stops calls while the account system keeps failing (CONTRACT.md §7); none: always call. */
   readonly breaker?: Breaker | undefined;
@@ -52,21 +46,13 @@ export interface RelayResult {
   readonly known?: { readonly fingerprintMatch: boolean };
 }
 
-/** The audit of events that may lead to a send (a channel request's, reprocess's): the key and the flags in force. */
-export function relayAudit(deps: Pick<RelayDeps, 'timeoutMs' | 'maxAttempts' | 'minAgeMs'>, channel: string | undefined): EventAudit {
-  return {
-    ...(channel === undefined ? {} : { key: channel }),
-    params: { timeoutMs: deps.timeoutMs, maxAttempts: deps.maxAttempts, minAgeMs: deps.minAgeMs ?? DEFAULT_MIN_AGE_MS },
-  };
-}
-
 const auditsByDeps = new WeakMap<RelayDeps, Map<string | undefined, EventAudit>>();
-/** `relayAudit` made once per relay and key (the flags do not change while it runs): the store then encodes its actor once. */
+/** `sendAudit` made once per relay and key (the flags do not change while it runs): the store then encodes its actor once. */
 function auditOf(deps: RelayDeps, channel: string | undefined): EventAudit {
   let byKey = auditsByDeps.get(deps);
   if (byKey === undefined) auditsByDeps.set(deps, (byKey = new Map()));
   let audit = byKey.get(channel);
-  if (audit === undefined) byKey.set(channel, (audit = relayAudit(deps, channel)));
+  if (audit === undefined) byKey.set(channel, (audit = sendAudit(deps, channel)));
   return audit;
 }
 
@@ -133,73 +119,13 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     permit?.done(null);
     return { reply: replyForState(claimed), request, ...knownAs(claimed, request) };
   }
-  const sent = await sendClaimed({ ...deps, sendWindowMs: sendWindowMs(deps.graceMs ?? DEFAULT_GRACE_MS) }, { state: claimed, startedAt }, permit ?? undefined, audit);
+  const sent = await sendClaimed({ ...deps, sendWindowMs: sendWindowMs(deps.graceMs ?? DEFAULTS.graceMs) }, { state: claimed, startedAt }, permit ?? undefined, audit);
   // The call was made and its outcome is not in the ledger (E901 to the channel): the operator must hear of it,
   // with the store's error, since the account system may have applied it.
   if (sent.sent && E.isLeft(sent.recorded)) {
     deps.log?.({ guid: sent.guid, reply: 'E901', call: sent.call.kind, error: sent.recorded.left.code, cause: sent.recorded.left.message, what: 'sent, but the outcome could not be recorded' });
   }
   return { reply: replyForSend(sent), request, ...knownAs(claimed, request) };
-}
-
-/** What `sendClaimed` did: not sent (and why), or the call's outcome and what recording it gave. */
-export type SendResult =
-  | { readonly sent: false; readonly guid: string; readonly why: 'no-stored-request' }
-  /** The claim was acknowledged past the send window (sendWindow.ts): no call; the row stays SENT for the sweep. */
-  | { readonly sent: false; readonly guid: string; readonly why: 'claim-too-slow'; readonly elapsedMs: number; readonly windowMs: number }
-  /** `recorded` is a Left when the call was made but the ledger could not record its outcome. */
-  | { readonly sent: true; readonly guid: string; readonly call: CallOutcome; readonly recorded: E.Either<StoreError, Recorded> };
-
-/** A row this process has just moved to SENT, and when (monotonic clock) it started the write that did it. */
-export interface Claim {
-  readonly state: LedgerState;
-  readonly startedAt: number;
-}
-
-/**
- * Sends a row this process has just moved to SENT (its stored bytes, never the resend's) and records the
- * outcome. Every path that calls `POST /transfer` comes here (a channel's first send and its resend of a FAILED
- * row, `reprocess`, the operator API's reprocess): the one place the send window is kept (sendWindow.ts). It is
- * checked last, right before the call: past it, the sweep of another process may already own the row.
- */
-export async function sendClaimed(
-  deps: Pick<RelayDeps, 'store' | 'account' | 'metrics' | 'monotonicNow' | 'sendLog'> & { readonly sendWindowMs: number },
-  claim: Claim,
-  permit?: CallPermit,
-  audit?: EventAudit,
-): Promise<SendResult> {
-  const { state: claimed } = claim;
-  const { guid, attempts: attempt } = claimed;
-  if (claimed.request === null) {
-    permit?.done(null);
-    return { sent: false, guid, why: 'no-stored-request' };
-  }
-  const elapsedMs = (deps.monotonicNow ?? monotonicNow)() - claim.startedAt;
-  if (elapsedMs > deps.sendWindowMs) {
-    permit?.done(null);
-    deps.metrics.sendWithheld('claim-too-slow');
-    deps.sendLog?.warn(
-      { guid, attempt, elapsedMs: Math.round(elapsedMs), windowMs: deps.sendWindowMs },
-      'not sent: the claim was acknowledged after the send window (half of --grace); the row stays SENT and the sweep settles it',
-    );
-    return { sent: false, guid, why: 'claim-too-slow', elapsedMs, windowMs: deps.sendWindowMs };
-  }
-  const call = await deps.account.transfer(claimed.request, guid);
-  permit?.done(call.kind);
-  deps.metrics.call(call.kind, call.latencyMs);
-  const recorded = await recordOutcome(deps.store, claimed, call, audit);
-  if (E.isRight(recorded) && recorded.right.recorded === false && recorded.right.stale !== undefined) staleAnswerAlarm(deps, guid, recorded.right.stale);
-  return { sent: true, guid, call, recorded };
-}
-
-/** An answer the row had moved past: counted, and logged as what it may mean. */
-function staleAnswerAlarm(deps: Pick<RelayDeps, 'metrics' | 'sendLog'>, guid: string, stale: NonNullable<Extract<Recorded, { recorded: false }>['stale']>): void {
-  const { attempt, currentAttempt, code } = stale;
-  const older = attempt < currentAttempt;
-  deps.metrics.staleAnswer(older ? 'older' : 'current');
-  const line = { guid, attempt, currentAttempt, code };
-  if (older) deps.sendLog?.error(line, `possible double application of GUID ${guid} (attempt ${attempt} answered after attempt ${currentAttempt})`);
-  else deps.sendLog?.warn(line, `GUID ${guid}: attempt ${attempt} answered after its row was settled another way (inquiry, purge); kept as a StaleAnswer`);
 }
 
 /** The channel's reply to a send (CONTRACT.md §2): the call's outcome if it was recorded, else the ledger's. */
@@ -221,7 +147,10 @@ export function replyForSend(r: SendResult): Reply {
     // not this call's answer. An answer to a superseded attempt (an E500 from attempt 1 while attempt 2 is
     // in flight or done) must not reach the channel, and a row an inquiry settled replies with the stored
     // bytes, the same ones every later resend gets.
-    return recorded.state === null ? codeReply('E901', guid) : replyForState(recorded.state);
+    if (recorded.state === null) return codeReply('E901', guid);
+    // This call left (answered, or its outcome unknown) while the row became FAILED: "not sent" would be false.
+    if (recorded.state.status === 'FAILED' && call.kind !== 'failed') return codeReply('E901', guid);
+    return replyForState(recorded.state);
   }
   switch (call.kind) {
     case 'definite':

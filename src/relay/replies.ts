@@ -1,7 +1,8 @@
-import { REPLY_CODES, type ReplyCode } from './codes.js';
+import { REPLY_CODES, type ReplyCode } from '../contract/codes.js';
 import type { Refusal } from '../events/decide.js';
 import type { StoreError } from '../events/errors.js';
 import type { LedgerState } from '../events/state.js';
+import { heldReplyMessage, isHeld } from '../events/policy.js';
 
 export interface Reply {
   readonly status: number;
@@ -60,8 +61,6 @@ export function replyForRefusal(guid: string, refusal: Refusal, maxAttempts: num
   if (state === null) return codeReply('E503', guid);
   if (reason === 'attempt-cap') return codeReply('E902', state.guid, { message: `not sent; the attempt cap (${maxAttempts}) is used up` });
   // A FAILED row whose last attempt may have arrived (CONTRACT.md §7): not sent again while in doubt.
-  if (reason === 'too-young' || reason === 'inquiry-unclear' || reason === 'needs-inquiry') {
-    return codeReply('E901', state.guid, { message: `sent earlier, outcome unknown (${reason === 'too-young' ? 'too soon to ask the account system' : 'the account system could not tell'}); not sent again, resend later` });
-  }
+  if (isHeld(reason)) return codeReply('E901', state.guid, { message: heldReplyMessage(reason) });
   return replyForState(state);
 }

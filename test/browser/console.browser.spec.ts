@@ -1,6 +1,4 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +7,7 @@ import { chromiumForTests, launchChromium, SCREENSHOTS } from '../support/browse
 import { runToEnd } from '../support/children.js';
 import { httpRequest, makeKeys } from '../support/relayHarness.js';
 import { BIN, exited, startServe } from '../support/serveProcess.js';
+import { useTempDir } from '../support/tmp.js';
 
 /**
  * The console in a real browser (Debian's Chromium, headless, driven by playwright-core) against a real
@@ -18,7 +17,7 @@ import { BIN, exited, startServe } from '../support/serveProcess.js';
 const { available } = chromiumForTests();
 
 describe.skipIf(!available)('the console in Chromium', () => {
-  let dir: string;
+  const tmp = useTempDir('file');
   let sim: Simulator;
   let relay: ReturnType<typeof startServe>;
   let url: string;
@@ -26,12 +25,22 @@ describe.skipIf(!available)('the console in Chromium', () => {
   let page: Page;
   let tokens: Record<string, string> = {};
   const pageErrors: string[] = [];
+  /** The path of every request the page made. */
+  const calls: string[] = [];
+  const dataCalls = () => calls.filter((c) => !c.startsWith('/console'));
+  /** E401 replies the relay has counted (each one is also a warning in its log). */
+  const refusals = async () => {
+    const metrics = (await httpRequest(`${url}/metrics`, { method: 'GET', headers: { authorization: `Bearer ${tokens['ops']!}` } })).body;
+    return Number(/^guidgate_replies_total\{code="E401"\} (\d+)$/m.exec(metrics)?.[1] ?? '0');
+  };
   const run = Date.now().toString(36);
   // Timed out (the account system answers after the relay's timeout), then settled by `guidgate resolve`.
   const settled = `late-${run}-settled`;
   // Timed out and left UNKNOWN (settling is off), for the filter and the console's own resolve.
   const unknown = [`late-${run}-u1`, `late-${run}-u2`];
   const done = [`ok-${run}-1`, `ok-${run}-2`, `ok-${run}-3`];
+  // Sent and never answered (the account system holds it), then FAILED by the inquiry of `guidgate resolve` (absent).
+  const absent = `hole-${run}-1`;
   const FROM = '6222021001';
   const NOTE = '<img src=x onerror="document.title=\'pwned\'">';
 
@@ -45,19 +54,22 @@ describe.skipIf(!available)('the console in Chromium', () => {
     (await httpRequest(`${url}/v1/transfers/${guid}`, { method: 'GET', headers: { authorization: `Bearer ${tokens['ops']!}` } })).json()['status'];
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'guidgate-browser-'));
+    const dir = tmp();
     const keys = join(dir, 'keys');
     tokens = makeKeys(keys, { pay: ['transfer'], ops: ['read', 'admin'], auditor: ['read'] }).tokens;
-    sim = await startSimulator({ port: 0, faults: { lateMs: 6000, byGuidPrefix: { [`late-${run}`]: 'late-answer' } } });
+    sim = await startSimulator({ port: 0, faults: { lateMs: 6000, byGuidPrefix: { [`late-${run}`]: 'late-answer', [`hole-${run}`]: 'hold' } } });
     const db = join(dir, 'ledger.db');
     relay = startServe(['--keys', keys, '--db', db, '--account-url', sim.url, '--timeout', '2s', '--settle-every', '0', '--min-age', '0s']);
     url = await relay.ready;
 
-    // A transfer that timed out, was settled by inquiry, and whose resends got E901 and then the answer.
-    expect((await post(settled, { note: NOTE })).json()['code']).toBe('E901');
+    // A transfer that timed out, was settled by inquiry, and whose resends got E901 and then the answer; and one the
+    // account system never received (held, never applied), which the same resolve finds absent.
+    const [first, held] = await Promise.all([post(settled, { note: NOTE }), post(absent)]);
+    expect([first.json()['code'], held.json()['code']]).toEqual(['E901', 'E901']);
     expect((await post(settled, { note: NOTE })).json()['code']).toBe('E901');
     const resolve = await runToEnd(spawn(process.execPath, [BIN, 'resolve', '--db', db, '--account-url', sim.url, '--min-age', '0s'], { stdio: ['ignore', 'pipe', 'pipe'] }));
     expect(resolve.code, resolve.stderr).toBe(0);
+    expect(await rowStatus(absent)).toBe('FAILED');
     expect((await post(settled, { note: NOTE })).json()['code']).toBe('0000');
     // Two left UNKNOWN, three done, one rejected (an account id starting with X does not exist).
     for (const r of await Promise.all(unknown.map((g) => post(g)))) expect(r.json()['code']).toBe('E901');
@@ -68,6 +80,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
     page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
     page.setDefaultTimeout(15_000);
     page.on('pageerror', (err) => pageErrors.push(err.message));
+    page.on('request', (r) => calls.push(new URL(r.url()).pathname));
   }, 60_000);
 
   afterAll(async () => {
@@ -78,10 +91,22 @@ describe.skipIf(!available)('the console in Chromium', () => {
       await exited(relay.child);
     }
     await sim?.close();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   const session = () => page.locator('#session');
+  /** For a poll that waits on the relay: a loaded machine (the whole suite at once) may take seconds. */
+  const WAIT = { timeout: 10_000 };
+
+  it('before sign-in: the sign-in form only, and nothing asked of the relay (no E401 logged or counted)', async () => {
+    const refusedBefore = await refusals();
+    await page.goto(`${url}/console`);
+    await expect.poll(() => session().textContent()).toBe('Enter a token to sign in.');
+    expect(dataCalls()).toEqual([]);
+    expect(await refusals()).toBe(refusedBefore);
+    expect(await page.getByRole('button', { name: 'Sign out' }).count()).toBe(0);
+    expect(await page.getByRole('heading', { name: 'Overview' }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: 'Sign in' }).isVisible()).toBe(true);
+  });
 
   it('a wrong token is refused (nothing shown, nothing kept); a channel key without read is told it may not read', async () => {
     await page.goto(`${url}/console`);
@@ -111,12 +136,12 @@ describe.skipIf(!available)('the console in Chromium', () => {
     const count = (status: string) => counts.getByRole('row', { name: new RegExp(`^${status} `) }).locator('td').first().textContent();
     await expect.poll(() => count('DONE')).toBe('5');
     expect(await count('UNKNOWN')).toBe('2');
-    expect(await count('FAILED')).toBe('0');
+    expect(await count('FAILED')).toBe('1');
     const facts = await page.locator('#facts').textContent();
     expect(facts).toMatch(/Oldest UNKNOWN.*late-/);
     expect(facts).toMatch(/Breaker\s*closed/);
     const replies = page.getByRole('table', { name: /^Replies per code, last/ });
-    expect(await replies.getByRole('row', { name: /^E901 / }).locator('td').textContent()).toBe('4');
+    expect(await replies.getByRole('row', { name: /^E901 / }).locator('td').textContent()).toBe('5');
     // The token is kept for this tab only.
     expect(await page.evaluate("[sessionStorage.getItem('guidgate.token') !== null, localStorage.length]")).toEqual([true, 0]);
     await page.screenshot({ path: join(SCREENSHOTS, 'console-overview.png') });
@@ -145,6 +170,28 @@ describe.skipIf(!available)('the console in Chromium', () => {
     expect(await page.locator('body').textContent()).not.toContain(FROM);
     expect(await page.locator('#row-facts').textContent()).toMatch(/StatusDONE/);
     await timeline.screenshot({ path: join(SCREENSHOTS, 'console-timeline.png') });
+    // A DONE row offers no action (resolve or reprocess would only be refused, E409), and says why.
+    expect(await page.getByRole('button', { name: /^Preview/ }).count()).toBe(0);
+    expect(await page.locator('#action-note').textContent()).toBe('DONE: settled. Nothing to resolve or reprocess.');
+  });
+
+  it('a row FAILED by an inquiry reads "sent", not "not sent" (E902); reprocess is offered, resolve is not', async () => {
+    await page.getByRole('checkbox', { name: 'UNKNOWN' }).uncheck();
+    await page.getByRole('checkbox', { name: 'FAILED' }).check();
+    await page.getByRole('button', { name: 'Show rows' }).click();
+    const rows = page.getByRole('table', { name: 'Ledger rows' });
+    await expect.poll(() => page.locator('#rows-status').textContent(), WAIT).toMatch(/^1 row \(FAILED\)/);
+    const cells = await rows.locator('tbody tr').first().locator('td').allTextContents();
+    expect(cells.slice(0, 2)).toEqual(['FAILED', 'sent, may have arrived (a resend inquires first)']);
+    await rows.getByRole('link', { name: absent }).click();
+    await page.getByRole('table', { name: new RegExp(`^Timeline of ${absent}`) }).waitFor();
+    expect(await page.locator('#row-facts').textContent()).toContain('Codesent, account system has no record (inquiry); a resend inquires first');
+    expect(await page.getByRole('button', { name: 'Preview resolve' }).count()).toBe(0);
+    await page.getByRole('button', { name: 'Preview reprocess' }).click();
+    await expect.poll(() => page.locator('#preview').textContent(), WAIT).toMatch(/Could become.*an inquiry first: processed → DONE, nothing sent/);
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    expect(await rowStatus(absent)).toBe('FAILED');
+    await page.getByRole('checkbox', { name: 'FAILED' }).uncheck();
   });
 
   it('filters the UNKNOWN rows', async () => {
@@ -165,6 +212,12 @@ describe.skipIf(!available)('the console in Chromium', () => {
     const preview = page.locator('#preview');
     await preview.waitFor();
     await expect.poll(() => preview.textContent()).toMatch(/Status beforeUNKNOWN/);
+    // A dry run changes nothing: the preview says what the real run could make of the row, not "after" = "before".
+    const could = await preview.locator('li').allTextContents();
+    expect(could.map((c) => c.split(' → ')[0])).toEqual(['processed', 'absent', 'no answer, or none it can use']);
+    expect(could.map((c) => /→ (\w+(?: UNKNOWN)?)/.exec(c)?.[1])).toEqual(['DONE', 'FAILED', 'stays UNKNOWN']);
+    expect(await preview.textContent()).not.toContain('Status after');
+    expect(await page.getByRole('button', { name: 'Preview reprocess' }).count()).toBe(0);
     expect(await page.evaluate('document.activeElement.id')).toBe('preview');
     expect(await rowStatus(guid)).toBe('UNKNOWN');
     await page.locator('#transfer').screenshot({ path: join(SCREENSHOTS, 'console-preview.png') });
@@ -177,6 +230,8 @@ describe.skipIf(!available)('the console in Chromium', () => {
     // The overview follows.
     const counts = page.getByRole('table', { name: 'Rows per status' });
     await expect.poll(() => counts.getByRole('row', { name: /^UNKNOWN / }).locator('td').first().textContent()).toBe('1');
+    // Now DONE: no action offered any more.
+    expect(await page.getByRole('button', { name: /^Preview/ }).count()).toBe(0);
   });
 
   it('a bad age is refused naming the field; a read-only key sees everything but may not act; signing out forgets the token', async () => {
@@ -216,21 +271,102 @@ describe.skipIf(!available)('the console in Chromium', () => {
       await page.getByRole('button', { name: 'Next page' }).click();
       await expect.poll(() => rows.locator('tbody th').first().textContent()).not.toBe(before);
     }
-    expect(seen).toEqual([...done, settled, ...unknown, `bad-${run}`].sort());
+    expect(seen).toEqual([...done, settled, ...unknown, absent, `bad-${run}`].sort());
     await page.getByRole('button', { name: 'First page' }).click();
     await expect.poll(() => rows.locator('tbody th').allTextContents()).toEqual(seen.slice(0, 2));
+  });
+
+  it('at 390 px wide nothing is cut off: the rows and the timeline stack, each cell under its column\'s name', async () => {
+    const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    try {
+      await phone.goto(`${url}/console/#guid=${settled}`);
+      await phone.getByLabel('Token').fill(tokens['ops']!);
+      await phone.getByRole('button', { name: 'Sign in' }).click();
+      await phone.locator('#timeline tbody tr').first().waitFor();
+      // (The page's own code, as a string: the test's TypeScript knows no DOM.)
+      const overflow = await phone.evaluate(`(() => {
+        const width = document.documentElement.clientWidth;
+        const cells = [...document.querySelectorAll('#timeline tbody td, #timeline tbody th, #rows tbody td, #rows tbody th')]
+          .map((el) => el.getBoundingClientRect())
+          .filter((r) => r.left < -0.5 || r.right > width + 0.5).length;
+        return { page: document.documentElement.scrollWidth - width, cells };
+      })()`);
+      expect(overflow).toEqual({ page: 0, cells: 0 });
+      // Each cell says which column it is.
+      expect(await phone.locator('#timeline tbody tr').first().locator('[data-label="What"]').textContent()).toMatch(/^request answered|^Claimed/);
+    } finally {
+      await phone.close();
+    }
+  });
+
+  it('auto-refresh is off by default; on, it reloads the overview every interval, and the trend of the last hour fills', async () => {
+    const tab = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    // The page's timers run on a clock the test moves: no waiting for a real interval.
+    await tab.clock.install();
+    const statsCalls: number[] = [];
+    tab.on('request', (r) => {
+      if (new URL(r.url()).pathname === '/v1/stats') statsCalls.push(Date.now());
+    });
+    try {
+      await tab.goto(`${url}/console/`);
+      await tab.getByLabel('Token').fill(tokens['ops']!);
+      await tab.getByRole('button', { name: 'Sign in' }).click();
+      await expect.poll(() => tab.locator('#session').textContent()).toMatch(/^Signed in/);
+      const autoRefresh = tab.getByRole('checkbox', { name: 'Auto-refresh' });
+      expect(await autoRefresh.isChecked()).toBe(false);
+      expect(statsCalls).toHaveLength(1);
+      await tab.clock.runFor(10 * 60_000);
+      expect(statsCalls).toHaveLength(1);
+
+      await tab.getByLabel('Interval').selectOption({ label: '10 s' });
+      await autoRefresh.check();
+      // Each load is awaited to its end (its "Updated" time, by the page's clock): a load still waiting for its answer
+      // when the next starts is dropped, sample and all.
+      const updated = () => tab.locator('#overview-status').textContent();
+      await expect.poll(() => statsCalls.length, WAIT).toBe(2);
+      await expect.poll(updated, WAIT).toMatch(/auto-refresh every 10 s\.$/);
+      for (let n = 3; n <= 5; n++) {
+        const before = await updated();
+        await tab.clock.runFor(10_000);
+        await expect.poll(() => statsCalls.length, WAIT).toBe(n);
+        await expect.poll(updated, WAIT).not.toBe(before);
+      }
+      // The trend: the relay's replies per minute, and the unsettled rows this page sampled at each load.
+      const trend = tab.getByRole('region', { name: 'Last hour' });
+      await expect.poll(() => trend.locator('#trend-unsettled-text').textContent(), WAIT).toMatch(/^Unsettled rows \(RECEIVED, SENT, UNKNOWN, FAILED\): 2 now, 2 at \d\d:\d\d UTC; 5 samples/);
+      const replies = (await trend.locator('#trend-replies-text').textContent())!;
+      const [, total, unsettling] = /^Replies per minute, last 60 minutes: (\d+) in all, .*; (\d+) of them not settling/.exec(replies) ?? [];
+      // Every reply of this run came within the hour: the trend's counts are the relay's counters.
+      const counted = [...(await httpRequest(`${url}/metrics`, { method: 'GET', headers: { authorization: `Bearer ${tokens['ops']!}` } })).body.matchAll(/^guidgate_replies_total\{code="(\w+)"\} (\d+)$/gm)];
+      const sumOf = (codes?: string[]) => counted.filter(([, code]) => codes === undefined || codes.includes(code!)).reduce((n, [, , k]) => n + Number(k), 0);
+      expect([Number(total), Number(unsettling)]).toEqual([sumOf(), sumOf(['E901', 'E902', 'E903', 'E503'])]);
+      expect(Number(unsettling)).toBeGreaterThanOrEqual(5);
+      expect(await trend.getByRole('img').count()).toBe(2);
+      await trend.screenshot({ path: join(SCREENSHOTS, 'console-trend.png') });
+
+      await autoRefresh.uncheck();
+      await tab.clock.runFor(60_000);
+      expect(statsCalls).toHaveLength(5);
+    } finally {
+      await tab.close();
+    }
   });
 });
 
 describe.skipIf(!available)('the console in Chromium, relay without keys', () => {
-  it('needs no token: the overview loads at once', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'guidgate-browser-open-'));
-    const relay = startServe(['--db', join(dir, 'ledger.db'), '--settle-every', '0']);
+  const tmp = useTempDir();
+  it('needs no token: signing in with the field empty loads the overview; nothing is asked before', async () => {
+    const relay = startServe(['--db', join(tmp(), 'ledger.db'), '--settle-every', '0']);
     const browser = await launchChromium();
     try {
       const url = await relay.ready;
       const page = await browser.newPage();
+      const calls: string[] = [];
+      page.on('request', (r) => calls.push(new URL(r.url()).pathname));
       await page.goto(`${url}/console/`);
+      await expect.poll(() => page.locator('#session').textContent()).toBe('Enter a token to sign in.');
+      expect(calls.filter((c) => !c.startsWith('/console'))).toEqual([]);
+      await page.getByRole('button', { name: 'Sign in' }).click();
       await expect.poll(() => page.locator('#session').textContent()).toBe('No token: the relay runs without keys.');
       expect(await page.getByRole('table', { name: 'Rows per status' }).locator('tbody tr').count()).toBe(6);
       expect(await page.locator('#rows-status').textContent()).toBe('0 rows (any status).');
@@ -238,7 +374,6 @@ describe.skipIf(!available)('the console in Chromium, relay without keys', () =>
       await browser.close();
       relay.child.kill('SIGTERM');
       await exited(relay.child);
-      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

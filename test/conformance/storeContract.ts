@@ -12,6 +12,7 @@ import type { OpenStoreOptions } from '../../src/store/openStore.js';
 import { childScript, claimRace, spawnNode, waitForLine } from '../support/children.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
+import { sleep } from '../support/waitFor.js';
 
 /**
  * Changes made behind the store's back, the way a bug, an operator or another program could: the only
@@ -333,7 +334,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         child.stdout!.on('data', (d: Buffer) => (acked += d.toString()));
         try {
           await waitForLine(child, 'ready');
-          await new Promise((r) => setTimeout(r, 50 + Math.floor(Math.random() * 150)));
+          await sleep(50 + Math.floor(Math.random() * 150)); // the point: killed at a random moment of its work
         } finally {
           const exited = new Promise((r) => child.once('exit', r));
           child.kill('SIGKILL');
@@ -588,6 +589,29 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(onTombstone).toMatchObject({ kind: 'applied', state: { status: 'PURGED', code: '0000' }, events: [{ type: 'StaleAnswer', data: { response: null, currentAttempt: 2 } }] });
         expect(await f.backdoor.rawEventData('b')).not.toContain('LATER-SECRET');
         expect(await orThrow(store.verifyProjection())).toEqual([]);
+      });
+
+      it('an older attempt answered while the next is in flight: that attempt\'s own outcome still lands (decided again on the row as it is); a refused connection of it leaves the row may-have-arrived', async () => {
+        const store = await open(await fresh());
+        const older = { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{"code":"0000"}', latencyMs: 9 } as const;
+        const inFlight = async (guid: string) => {
+          await orThrow(store.execute(guid, submit(guid)));
+          await orThrow(store.execute(guid, { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' }));
+          const applied = await orThrow(store.execute(guid, { type: 'Send', timeoutMs: 3000, maxAttempts: 3 }));
+          if (applied.kind !== 'applied') throw new Error(`${guid}: not sent again`);
+          expect((await orThrow(store.execute(guid, older))).kind).toBe('applied');
+          // What the caller of attempt 2 still holds: the row as its Sent left it, a seq behind.
+          return { state: applied.state };
+        };
+        const answered = await orThrow(store.execute('c', { type: 'RecordAnswer', attempt: 2, code: 'B201', response: '{"code":"B201"}', latencyMs: 3 }, undefined, await inFlight('c')));
+        expect(answered).toMatchObject({ kind: 'applied', state: { status: 'DONE', attempts: 2, code: 'B201' }, events: [{ type: 'Answered' }] });
+        const refused = await orThrow(store.execute('d', { type: 'RecordConnectFailure', attempt: 2, reason: 'refused' }, undefined, await inFlight('d')));
+        expect(refused).toMatchObject({ kind: 'applied', state: { status: 'FAILED', attempts: 2, failedByInquiry: true } });
+        // Attempt 1 reached the account system: a resend must inquire first, never go out unasked.
+        expect(await orThrow(store.execute('d', submit('d')))).toMatchObject({ kind: 'refused', refusal: { reason: 'needs-inquiry' } });
+        await orThrow(store.rebuildProjection());
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
+        expect(await orThrow(store.getLedger('d'))).toMatchObject({ status: 'FAILED', failedByInquiry: true });
       });
     });
 

@@ -1,11 +1,12 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { describe, it, expect, afterEach } from 'vitest';
-import { resolveUnknown } from '../../src/commands/resolve.js';
+import { describe, it, expect } from 'vitest';
+import { resolveUnknown } from '../../src/settle/resolve.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
-import { createAccountClient } from '../../src/relay/accountClient.js';
+import { createAccountClient } from '../../src/account/accountClient.js';
 import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
@@ -34,18 +35,12 @@ async function scriptedAccount(): Promise<{ url: string; posts: () => number; an
 
 describe('account answers, contract v2 §3 (real sockets: relay, ledger file, a scripted account system)', () => {
   const tmp = useTempDir();
-  let h: Harness | undefined;
-  const closers: Array<() => Promise<void>> = [];
-  afterEach(async () => {
-    await h?.close();
-    h = undefined;
-    while (closers.length) await closers.pop()!();
-  });
+  const cleanup = useCleanup();
 
   it('an answer giving code twice is not definite (E901, UNKNOWN); an inquiry 404 counts as absent only when its JSON names the GUID', async () => {
     const account = await scriptedAccount();
-    closers.push(account.close);
-    h = await startHarness(tmp(), { relay: { accountUrl: account.url } });
+    cleanup.add(account.close);
+    const h: Harness = cleanup.use(await startHarness(tmp(), { relay: { accountUrl: account.url } }));
     const t = transfer();
     const guid = String(t['guid']);
 
@@ -80,8 +75,8 @@ describe('account answers, contract v2 §3 (real sockets: relay, ledger file, a 
 
   it('an answer about another GUID is not definite: a POST gets E901 (UNKNOWN), an inquiry leaves it UNKNOWN; the answer naming it settles it', async () => {
     const account = await scriptedAccount();
-    closers.push(account.close);
-    h = await startHarness(tmp(), { relay: { accountUrl: account.url } });
+    cleanup.add(account.close);
+    const h: Harness = cleanup.use(await startHarness(tmp(), { relay: { accountUrl: account.url } }));
     const t = transfer();
     const guid = String(t['guid']);
     const other = JSON.stringify({ guid: 'SOMEONE-ELSE', code: '0000', message: 'transfer done', txId: 'tx-other' });

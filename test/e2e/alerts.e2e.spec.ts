@@ -3,13 +3,14 @@
  * every metric name the rules and the dashboard's queries use must be one a real relay's GET /metrics exposes.
  */
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { describe, it, expect, afterEach } from 'vitest';
+import { describe, it, expect } from 'vitest';
 import { REPO_ROOT } from '../support/children.js';
 import { startHarness, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 
 const run = promisify(execFile);
 const RULES_DIR = join(REPO_ROOT, 'deploy', 'prometheus');
@@ -55,11 +56,8 @@ function dashboardQueries(dashboard: unknown): string[] {
 
 describe('alerts and dashboard (deploy/)', () => {
   const tmp = useTempDir();
-  let h: Harness | null = null;
-  afterEach(async () => {
-    await h?.close();
-    h = null;
-  });
+  const cleanup = useCleanup();
+  const harness = async (dir: string, opts: Parameters<typeof startHarness>[1] = {}): Promise<Harness> => cleanup.use(await startHarness(dir, opts));
 
   it('promtool check rules and promtool test rules pass', async (ctx) => {
     const tool = await promtool();
@@ -71,13 +69,43 @@ describe('alerts and dashboard (deploy/)', () => {
       return;
     }
     const check = await run(tool, ['check', 'rules', RULES]);
-    expect(check.stdout).toMatch(/SUCCESS: 6 rules found/);
+    expect(check.stdout).toMatch(/SUCCESS: 8 rules found/);
     const test = await run(tool, ['test', 'rules', 'guidgate.rules.test.yml'], { cwd: RULES_DIR });
     expect(test.stdout).toMatch(/SUCCESS/);
+
+    // The dashboard's queries are PromQL promtool parses (each as a recording rule, the instance variable as Grafana
+    // expands "All": a regex matching every instance).
+    const queries = dashboardQueries(JSON.parse(readFileSync(DASHBOARD, 'utf8')));
+    const file = join(tmp(), 'dashboard.rules.yml');
+    const rules = queries.map((q, i) => `      - record: dashboard:query_${i}\n        expr: ${JSON.stringify(q.replaceAll('$instance', '.+'))}`);
+    writeFileSync(file, `groups:\n  - name: dashboard\n    rules:\n${rules.join('\n')}\n`);
+    const parsed = await run(tool, ['check', 'rules', file]);
+    expect(parsed.stdout).toContain(`SUCCESS: ${queries.length} rules found`);
+  });
+
+  it('pages for a relay that is down, and names what the dead-letter alert can list them with', () => {
+    const rules = readFileSync(RULES, 'utf8');
+    expect(rules).toMatch(/alert: GuidgateDown\n(?:\s+#.*\n)*\s+expr: up\{job="guidgate"\} == 0\n/);
+    // `guidgate stats` only counts dead letters; `ledger --status FAILED` and the console list them.
+    const deadLetters = rules.slice(rules.indexOf('alert: GuidgateDeadLetters'), rules.indexOf('alert: GuidgateBreakerOpen'));
+    expect(deadLetters).not.toContain('`guidgate stats` lists');
+    expect(deadLetters).toContain('`guidgate ledger --status FAILED` lists them');
+  });
+
+  it('the dashboard has an instance variable, and every query keeps to the instances chosen', () => {
+    const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as { templating: { list: Array<{ name: string; type: string; query?: unknown; includeAll?: boolean }> } };
+    const instance = dashboard.templating.list.find((v) => v.name === 'instance');
+    expect(instance).toMatchObject({ type: 'query', includeAll: true, query: { query: 'label_values(guidgate_replies_total, instance)' } });
+    const queries = dashboardQueries(dashboard);
+    const unscoped = queries.flatMap((q) => [...q.matchAll(/\b(guidgate_[a-z0-9_]+|up)\b(\{[^}]*\})?/g)].filter((m) => !(m[2] ?? '').includes('instance=~"$instance"')).map((m) => `${m[0]} in ${q}`));
+    expect(unscoped).toEqual([]);
+    const used = metricNames(queries.join('\n'));
+    for (const m of ['guidgate_request_records_lost_total', 'guidgate_stale_answers_total', 'guidgate_sends_withheld_total', 'guidgate_connections_closed_total']) expect(used).toContain(m);
+    expect(queries.some((q) => q.includes('up{'))).toBe(true);
   });
 
   it('every metric the rules and the dashboard use is exposed by a real relay', async () => {
-    h = await startHarness(tmp(), { relay: { settleEveryMs: 100 } });
+    const h = await harness(tmp(), { relay: { settleEveryMs: 100 } });
     const metrics = await h.get('/metrics');
     expect(metrics.status).toBe(200);
     const exposed = exposedNames(metrics.body);
@@ -89,7 +117,7 @@ describe('alerts and dashboard (deploy/)', () => {
     expect(used.rules.length).toBeGreaterThanOrEqual(5);
     expect({ rules: used.rules.filter((n) => !exposed.has(n)), dashboard: used.dashboard.filter((n) => !exposed.has(n)) }).toEqual({ rules: [], dashboard: [] });
     // And the ones the alerts of CONTRACT.md §7 need are all among them.
-    for (const needed of ['guidgate_oldest_row_age_seconds', 'guidgate_dead_letters', 'guidgate_breaker_open', 'guidgate_replies_total', 'guidgate_settle_last_run_timestamp_seconds']) {
+    for (const needed of ['guidgate_oldest_row_age_seconds', 'guidgate_dead_letters', 'guidgate_breaker_open', 'guidgate_replies_total', 'guidgate_settle_last_run_timestamp_seconds', 'guidgate_request_records_lost_total']) {
       expect(used.rules).toContain(needed);
     }
   });

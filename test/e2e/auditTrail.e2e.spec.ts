@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { TimelineEntry } from '../../src/commands/history.js';
+import { describe, expect, it } from 'vitest';
+import type { TimelineEntry } from '../../src/settle/history.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
@@ -10,6 +10,7 @@ import { cli } from '../support/commandsSeed.js';
 import { makeKeys, startHarness, transfer, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
+import { useCleanup } from '../support/cleanup.js';
 
 /**
  * The audit trail end to end (#15): a real `serve` with keys on a real ledger file, real HTTP, `purge` and
@@ -18,17 +19,14 @@ import { waitFor } from '../support/waitFor.js';
  */
 describe('audit trail over HTTP', () => {
   const tmp = useTempDir();
-  let h: Harness | undefined;
-  afterEach(async () => {
-    await h?.close();
-    h = undefined;
-  });
+  const cleanup = useCleanup();
+  const harness = async (dir: string, opts: Parameters<typeof startHarness>[1] = {}): Promise<Harness> => cleanup.use(await startHarness(dir, opts));
 
   it('a transfer, its resend, an E904 under another amount and another key, an E905 after purge: all recorded; history --requests tells it', async () => {
     const dir = tmp();
     const keys = makeKeys(join(dir, 'keys'), { 'shop-a': ['transfer'], 'shop-b': ['transfer'] });
     const [shop, other] = [keys.tokens['shop-a']!, keys.tokens['shop-b']!];
-    h = await startHarness(dir, { relay: { keys: keys.ring, minAgeMs: 1500 } });
+    const h = await harness(dir, { relay: { keys: keys.ring, minAgeMs: 1500 } });
     const as = (t: string) => ({ authorization: `Bearer ${t}` });
 
     const t = transfer({ from: '6222021001', to: '6222021002', amount: 1500 });
@@ -99,7 +97,7 @@ describe('audit trail over HTTP', () => {
 
   it('history pretty-prints the request and the answer as stored (indented, numbers as written, controls escaped)', async () => {
     const dir = tmp();
-    h = await startHarness(dir);
+    const h = await harness(dir);
     const body = '{"guid":"PRETTY-1","from":"6222021001","to":"6222021002","amount":1500,"memo":{"big":12345678901234567890,"tab":"a\\tb"}}';
     expect((await h.post(body)).json()['code']).toBe('0000');
     const human = await cli(['history', 'PRETTY-1', '--db', h.db]);
@@ -123,7 +121,7 @@ describe('audit trail over HTTP', () => {
 
   it('a request nested 30,000 levels deep (#24): accepted, history prints a bounded text and exits 0, --json stays the stored bytes, the timeline route answers masked', async () => {
     const dir = tmp();
-    h = await startHarness(dir);
+    const h = await harness(dir);
     const levels = 30_000;
     const body = `{"guid":"DEEP-1","from":"6222021001","to":"6222021002","amount":1500,"x":${'['.repeat(levels)}${']'.repeat(levels)}}`;
     expect(Buffer.byteLength(body)).toBeLessThan(64 * 1024);

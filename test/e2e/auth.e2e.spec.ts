@@ -1,9 +1,10 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { describe, it, expect, beforeAll } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { httpRequest, makeKeys, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
+import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
@@ -12,17 +13,15 @@ describe('keys and scopes over HTTP', () => {
   let h: Harness;
   let dir: string;
   let tokens: Record<string, string> = {};
+  // One ledger for the whole file.
+  const tmp = useTempDir('file');
+  const cleanup = useCleanup('file');
 
   beforeAll(async () => {
-    // One ledger for the whole file (useTempDir would delete it under the running relay after the first test).
-    dir = mkdtempSync(join(tmpdir(), 'guidgate-auth-'));
+    dir = tmp();
     const keys = makeKeys(join(dir, 'keys'), { pay: ['transfer'], pay2: ['transfer'], reader: ['read'], ops: ['admin'] });
     tokens = keys.tokens;
-    h = await startHarness(dir, { relay: { keys: keys.ring } });
-  });
-  afterAll(async () => {
-    await h?.close();
-    rmSync(dir, { recursive: true, force: true });
+    h = cleanup.use(await startHarness(dir, { relay: { keys: keys.ring } }));
   });
 
   const call = (method: 'GET' | 'POST', path: string, token: string | null, body?: string): Promise<HttpReply> =>

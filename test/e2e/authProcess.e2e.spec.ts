@@ -1,16 +1,18 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { appendFileSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { connect as netConnect } from 'node:net';
 import { join } from 'node:path';
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
 import { Agent, request } from 'undici';
-import { describe, it, expect, afterAll, afterEach, beforeAll } from 'vitest';
+import { describe, it, expect, beforeAll } from 'vitest';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { makePki, type Pki } from '../support/certs.js';
 import { REPO_ROOT } from '../support/children.js';
 import { httpRequest, transfer } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
+import { sigkillAndWait } from '../support/settle.js';
+import { waitFor } from '../support/waitFor.js';
 
 /** Keys, open mode and TLS through the real `./bin/guidgate` (`npm run build` first). */
 const BIN = join(REPO_ROOT, 'bin', 'guidgate');
@@ -48,33 +50,15 @@ function startServe(args: string[]): Served {
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
-async function until(check: () => Promise<boolean>, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 describe('keys, open mode and TLS through ./bin/guidgate', () => {
   const tmp = useTempDir();
-  const cleanup: Array<() => Promise<unknown> | void> = [];
-  afterEach(async () => {
-    while (cleanup.length) await cleanup.pop()!();
-  });
+  const cleanup = useCleanup();
   const serve = (args: string[]) => {
     const s = startServe(args);
-    cleanup.push(() => {
-      if (s.child.exitCode === null) s.child.kill('SIGKILL');
-    });
+    cleanup.add(() => sigkillAndWait(s.child));
     return s;
   };
-  const simulator = async () => {
-    const sim = await startSimulator({ port: 0 });
-    cleanup.push(() => sim.close());
-    return sim;
-  };
+  const simulator = async (): Promise<Simulator> => cleanup.use(await startSimulator({ port: 0 }));
   const addKey = (keys: string, name: string, scopes: string) => {
     const r = guidgate(['keys', 'add', name, '--scopes', scopes, '--keys', keys]);
     expect(r.code, r.stderr).toBe(0);
@@ -133,12 +117,12 @@ describe('keys, open mode and TLS through ./bin/guidgate', () => {
     expect((await post(oldToken)).json()['code']).toBe('0000');
 
     s.child.kill('SIGHUP');
-    await until(async () => (await post(newToken)).status === 200, 'the new key to work');
+    await waitFor(async () => (await post(newToken)).status === 200, { intervalMs: 50, what: 'the new key to work' });
     expect((await post(oldToken)).status).toBe(401);
 
     appendFileSync(keys, 'just-a-name\n');
     s.child.kill('SIGHUP');
-    await until(async () => s.output().includes('keys file refused'), 'the refusal in the log');
+    await waitFor(() => s.output().includes('keys file refused'), { what: 'the refusal in the log' });
     expect(s.output()).toMatch(/line 2: expected NAME SCOPES HASH/);
     expect((await post(newToken)).json()['code']).toBe('0000');
     expect(s.child.exitCode).toBeNull();
@@ -191,7 +175,7 @@ describe('keys, open mode and TLS through ./bin/guidgate', () => {
     const url = await s.ready;
     writeFileSync(keys, pasted);
     s.child.kill('SIGHUP');
-    await until(async () => s.output().includes('keys file refused'), 'the refusal in the log');
+    await waitFor(() => s.output().includes('keys file refused'), { what: 'the refusal in the log' });
     expect(s.output()).toContain('line 2: column 2 (SCOPES)');
     // The old keys stay in force.
     const ok = await httpRequest(`${url}/v1/transfers`, { method: 'POST', body: JSON.stringify(transfer()), headers: bearer(token) });
@@ -217,18 +201,12 @@ describe('keys, open mode and TLS through ./bin/guidgate', () => {
 
   describe('TLS', () => {
     let pki: Pki;
-    let pkiDir: string;
-    // Made once for these tests (useTempDir would remove them after the first).
+    // Made once for these tests, removed after the last.
+    const pkiDir = useTempDir('file');
     beforeAll(() => {
-      pkiDir = mkdtempSync(join(tmpdir(), 'guidgate-pki-'));
-      pki = makePki(pkiDir);
+      pki = makePki(pkiDir());
     });
-    afterAll(() => rmSync(pkiDir, { recursive: true, force: true }));
-    const agent = (client?: { cert: string; key: string }) => {
-      const a = new Agent({ connect: { ca: pki.caCert, ...client } });
-      cleanup.push(() => a.close());
-      return a;
-    };
+    const agent = (client?: { cert: string; key: string }) => cleanup.use(new Agent({ connect: { ca: pki.caCert, ...client } }));
     const get = async (url: string, dispatcher: Agent, headers: Record<string, string> = {}) => {
       const res = await request(url, { dispatcher, headers });
       return { status: res.statusCode, body: await res.body.text() };
@@ -285,7 +263,7 @@ describe('keys, open mode and TLS through ./bin/guidgate', () => {
         socket.on('close', end);
       });
       await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-      cleanup.push(() => new Promise<void>((r) => server.close(() => r())));
+      cleanup.add(() => new Promise<void>((r) => server.close(() => r())));
       const address = server.address();
       if (address === null || typeof address === 'string') throw new Error('no address');
       return `https://127.0.0.1:${address.port}`;

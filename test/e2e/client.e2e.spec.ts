@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createClient, NotSentError, type TransferResult } from '../../src/client/index.js';
 import type { TransferInput } from '../../src/client/transferBody.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
@@ -7,9 +7,14 @@ import { runToEnd, spawnNode } from '../support/children.js';
 import { startCaptureProxy, type CaptureProxy } from '../support/captureProxy.js';
 import { BIN, exited, startServe } from '../support/serveProcess.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
+import { sleep } from '../support/waitFor.js';
 
-/** Lets the relay's pool notice the keep-alive sockets the simulator just closed (else a send on one is a reset). */
-const settleSockets = () => new Promise((r) => setTimeout(r, 150));
+/**
+ * Lets the relay's pool notice the keep-alive sockets the simulator just closed (else a send on one is a reset).
+ * A sleep: the relay is another process, and nothing it shows tells when its pool has seen the close.
+ */
+const settleSockets = () => sleep(150);
 
 type Outcome = { kind: 'result'; result: TransferResult } | { kind: 'error'; error: unknown };
 
@@ -19,10 +24,7 @@ type Outcome = { kind: 'result'; result: TransferResult } | { kind: 'error'; err
  */
 describe('guidgate/client against serve and the simulator with faults', () => {
   const tmp = useTempDir();
-  const cleanup: Array<() => Promise<unknown> | void> = [];
-  afterEach(async () => {
-    while (cleanup.length) await cleanup.pop()!();
-  });
+  const cleanup = useCleanup();
 
   it('ends every transfer definite or unknown, resends identical bytes, and the account system applies each GUID once', async () => {
     const dir = tmp();
@@ -33,14 +35,14 @@ describe('guidgate/client against serve and the simulator with faults', () => {
       port: 0,
       faults: { lateMs: 2_500, byGuidPrefix: { 'late-': 'late-answer', 'reset-': 'reset', 'hole-': 'hold' } },
     });
-    cleanup.push(() => sim.close());
+    cleanup.use(sim);
     // For a relay with v2's inquiry-before-resend and breaker: a short --min-age, and the breaker off, so that
     // the refusals below are answered E902 (not held back); before v2 these variables name no flag and are ignored.
     const relay = startServe(['--db', db, '--account-url', sim.url, '--timeout', '1s', '--grace', '500ms', '--max-attempts', '20'], {
       GUIDGATE_MIN_AGE: '1ms',
       GUIDGATE_BREAKER_FAILURES: '0',
     });
-    cleanup.push(async () => {
+    cleanup.add(async () => {
       relay.child.kill('SIGTERM');
       await exited(relay.child);
     });
@@ -49,7 +51,7 @@ describe('guidgate/client against serve and the simulator with faults', () => {
     const proxy: CaptureProxy = await startCaptureProxy(relayUrl, (guid) =>
       guid.startsWith('bh-') ? 'black-hole' : guid.startsWith('drop-') ? 'drop-answer' : undefined,
     );
-    cleanup.push(() => proxy.close());
+    cleanup.use(proxy);
 
     let attempts = 0;
     const client = createClient({
@@ -59,7 +61,7 @@ describe('guidgate/client against serve and the simulator with faults', () => {
       backoff: { initialMs: 100, maxMs: 400 },
       onAttempt: () => void attempts++,
     });
-    cleanup.push(() => client.close());
+    cleanup.use(client);
 
     const inputs = new Map<string, TransferInput>();
     const make = (prefix: string, n: number): TransferInput[] =>

@@ -6,14 +6,15 @@ import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { describe, it, expect, afterEach } from 'vitest';
+import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { REPO_ROOT, runToEnd } from '../support/children.js';
-import { cli, seedRow, sleep, snapshot, transferBody } from '../support/commandsSeed.js';
+import { cli, seedRow, snapshot, transferBody } from '../support/commandsSeed.js';
 import { startHarness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
+import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
@@ -21,13 +22,10 @@ const LONG_AGO = Date.UTC(2020, 0, 1);
 
 describe('guidgate operator commands as processes', () => {
   const tmp = useTempDir();
-  const cleanup: Array<() => Promise<unknown>> = [];
-  afterEach(async () => {
-    while (cleanup.length) await cleanup.pop()!();
-  });
+  const cleanup = useCleanup();
   const simulator = async (): Promise<Simulator> => {
     const sim = await startSimulator({ port: 0 });
-    cleanup.push(() => sim.close());
+    cleanup.add(() => sim.close());
     return sim;
   };
   /** A ledger file with these rows, all last changed in 2020 unless `young`. */
@@ -119,7 +117,7 @@ describe('guidgate operator commands as processes', () => {
 
   it('purge while the relay runs: a later resend gets E905 with the original code, and the account system is not called', async () => {
     const h = await startHarness(tmp());
-    cleanup.push(() => h.close());
+    cleanup.add(() => h.close());
     const t = transferBody('PURGE-ME');
     expect((await h.post(t.body)).json()['code']).toBe('0000');
     const p = await cli(['purge', '--retention', '0ms', '--json', '--db', h.db]);

@@ -2,10 +2,11 @@ import net from 'node:net';
 import { join } from 'node:path';
 import tls from 'node:tls';
 import { Agent, request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { makePki } from '../support/certs.js';
 import { makeKeys, startHarness, transfer, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 import { waitFor } from '../support/waitFor.js';
 
 /** A client connection that sends `head` (a request without a body, keep-alive) and keeps the connection open. */
@@ -48,18 +49,12 @@ const post = (body: string, headers = '') =>
 
 describe('idle keep-alive connections cannot lock channels out (real sockets; loopback addresses as distinct clients)', () => {
   const tmp = useTempDir();
+  const cleanup = useCleanup();
   let h: Harness | undefined;
-  const clients: RawClient[] = [];
-  const agents: Agent[] = [];
-  afterEach(async () => {
-    while (clients.length) clients.pop()!.socket.destroy();
-    while (agents.length) await agents.pop()!.close();
-    await h?.close();
-    h = undefined;
-  });
+  const harness = async (...args: Parameters<typeof startHarness>): Promise<Harness> => (h = cleanup.use(await startHarness(...args)));
   const open = (url: string, head: string, from?: string, ca?: string) => {
     const c = rawClient(url, head, from, ca);
-    clients.push(c);
+    cleanup.add(() => c.socket.destroy());
     return c;
   };
   /** `n` connections from `from`, each sending `head` once and then staying idle; each has its answer or was closed. */
@@ -74,18 +69,17 @@ describe('idle keep-alive connections cannot lock channels out (real sockets; lo
   };
   /** A channel's transfer over a connection of its own from `from`. */
   const channelTransfer = async (url: string, from: string) => {
-    const agent = new Agent({ connect: { localAddress: from } });
-    agents.push(agent);
+    const agent = cleanup.use(new Agent({ connect: { localAddress: from } }));
     const res = await request(`${url}/v1/transfers`, { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json' }, body: JSON.stringify(transfer()) });
     return { status: res.statusCode, body: (await res.body.json()) as Record<string, unknown> };
   };
   const closedTotal = async (reason: string) => {
-    const text = await (await request(`${h!.relay.url}/metrics`, { dispatcher: new Agent({ connect: { localAddress: '127.0.0.3' } }) })).body.text();
+    const text = await (await request(`${h!.relay.url}/metrics`, { dispatcher: cleanup.use(new Agent({ connect: { localAddress: '127.0.0.3' } })) })).body.text();
     return Number(new RegExp(`guidgate_connections_closed_total\\{reason="${reason}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
   };
 
   it('the attack of #24 (1,024 connections from one address, each one GET /healthz, then idle): a channel from another address still gets its transfer through', async () => {
-    h = await startHarness(tmp());
+    h = await harness(tmp());
     const crowd = await idleCrowd(h.relay.url, 1024, '127.0.0.1');
     const held = crowd.filter((c) => !c.isClosed()).length;
     expect(held).toBe(256);
@@ -96,7 +90,7 @@ describe('idle keep-alive connections cannot lock channels out (real sockets; lo
   }, 60_000);
 
   it('the same attack from many addresses, each under its cap, fills every slot: a new channel connection takes the slot of the longest idle one', async () => {
-    h = await startHarness(tmp());
+    h = await harness(tmp());
     const crowds = await Promise.all(Array.from({ length: 8 }, (_, i) => idleCrowd(h!.relay.url, 128, `127.0.0.${10 + i}`)));
     expect(crowds.flat().filter((c) => !c.isClosed())).toHaveLength(1024);
     const r = await channelTransfer(h.relay.url, '127.0.0.2');
@@ -113,7 +107,7 @@ describe('idle keep-alive connections cannot lock channels out (real sockets; lo
   const holding = { sim: { faults: { byGuidPrefix: { 'hold-': 'hold' as const } } } };
 
   it("over the cap, the longest idle connection that carried no channel's request goes first; a channel's idle connection stays; with every one busy the new one is closed unanswered", async () => {
-    h = await startHarness(tmp(), { ...holding, relay: { maxConnections: 4, timeoutMs: 3_000 } });
+    h = await harness(tmp(), { ...holding, relay: { maxConnections: 4, timeoutMs: 3_000 } });
     const url = h.relay.url;
     const channel = open(url, post(JSON.stringify(transfer())));
     expect(await channel.answered).toBe(200);
@@ -139,7 +133,7 @@ describe('idle keep-alive connections cannot lock channels out (real sockets; lo
   }, 60_000);
 
   it('--max-connections-per-address: a new connection from a full address takes the slot of its own idle one, and is closed when they are all busy; another address is served', async () => {
-    h = await startHarness(tmp(), { ...holding, relay: { maxConnectionsPerAddress: 2, timeoutMs: 3_000 } });
+    h = await harness(tmp(), { ...holding, relay: { maxConnectionsPerAddress: 2, timeoutMs: 3_000 } });
     const url = h.relay.url;
     const a = open(url, HEALTH, '127.0.0.1');
     expect(await a.answered).toBe(200);
@@ -158,7 +152,7 @@ describe('idle keep-alive connections cannot lock channels out (real sockets; lo
 
   it("under TLS the same: an idle connection gives its slot to a new one, a channel's last", async () => {
     const pki = makePki(tmp());
-    h = await startHarness(tmp(), { relay: { maxConnections: 2, tls: { cert: Buffer.from(pki.serverCert), key: Buffer.from(pki.serverKey) } } });
+    h = await harness(tmp(), { relay: { maxConnections: 2, tls: { cert: Buffer.from(pki.serverCert), key: Buffer.from(pki.serverKey) } } });
     const url = h.relay.url;
     expect(url).toMatch(/^https:/);
     const channel = open(url, post(JSON.stringify(transfer())), undefined, pki.caCert);
@@ -174,7 +168,7 @@ describe('idle keep-alive connections cannot lock channels out (real sockets; lo
   it("keep-alive: a connection that carried only /healthz, /metrics or a refused request is closed once idle for the short keep-alive; one that carried a channel's transfer stays open", async () => {
     const dir = tmp();
     const keys = makeKeys(join(dir, 'keys'), { pay: ['transfer'], reader: ['read'] });
-    h = await startHarness(dir, { relay: { keys: keys.ring } });
+    h = await harness(dir, { relay: { keys: keys.ring } });
     const url = h.relay.url;
     const channel = open(url, post(JSON.stringify(transfer()), `Authorization: Bearer ${keys.tokens['pay']!}\r\n`));
     expect(await channel.answered).toBe(200);

@@ -1,26 +1,24 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Fastify from 'fastify';
 import { request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { CONSOLE_ASSETS, CONSOLE_CSP, registerConsole } from '../../src/relay/console.js';
 import { REPO_ROOT } from '../support/children.js';
 import { makeKeys, startHarness, type Harness } from '../support/relayHarness.js';
+import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 
 /** The console's files as `serve` sends them (keys on): public, from a fixed list, under a strict CSP. */
 describe('the console files at /console', () => {
   let h: Harness;
-  let dir: string;
+  const tmp = useTempDir('file');
+  const cleanup = useCleanup('file');
   const built = join(REPO_ROOT, 'dist', 'console');
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'guidgate-console-'));
-    h = await startHarness(dir, { relay: { keys: makeKeys(join(dir, 'keys'), { ops: ['read', 'admin'] }).ring } });
-  });
-  afterAll(async () => {
-    await h?.close();
-    rmSync(dir, { recursive: true, force: true });
+    const dir = tmp();
+    h = cleanup.use(await startHarness(dir, { relay: { keys: makeKeys(join(dir, 'keys'), { ops: ['read', 'admin'] }).ring } }));
   });
 
   const get = async (path: string, method: 'GET' | 'HEAD' = 'GET') => {
@@ -80,11 +78,10 @@ describe('the console files at /console', () => {
   it('a relay whose console is not built answers E404 saying so', async () => {
     const app = Fastify();
     registerConsole(app, null, (reply, r) => reply.code(r.status).header('content-type', 'application/json; charset=utf-8').send(r.body));
-    const url = await app.listen({ port: 0, host: '127.0.0.1' });
     try {
-      const res = await request(`${url}/console/`);
+      const res = await app.inject({ method: 'GET', url: '/console/' });
       expect(res.statusCode).toBe(404);
-      expect(await res.body.json()).toMatchObject({ code: 'E404', message: expect.stringContaining('npm run build') });
+      expect(res.json()).toMatchObject({ code: 'E404', message: expect.stringContaining('npm run build') });
     } finally {
       await app.close();
     }

@@ -3,6 +3,7 @@ import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { childScript, spawnNode, waitForLine } from '../support/children.js';
 import { useTempDir } from '../support/tmp.js';
+import { sleep } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
@@ -15,7 +16,7 @@ describe('crash: SIGKILL while appending', () => {
     for (let round = 0; round < 8; round++) {
       const child = spawnNode(childScript('appender'), [dbPath, `r${round}`]);
       await waitForLine(child, 'ready');
-      await new Promise((r) => setTimeout(r, 20 + Math.floor(Math.random() * 200)));
+      await sleep(20 + Math.floor(Math.random() * 200)); // the point: killed at a random moment of its work
       const exited = new Promise((r) => child.on('exit', r));
       child.kill('SIGKILL');
       await exited;

@@ -12,8 +12,6 @@
  *
  * The same loop runs on a SQLite file and on a PostgreSQL database (`--db postgres://…`).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Agent } from 'undici';
@@ -28,27 +26,37 @@ import { guidgate, jsonSummary, killChildren, post, sigkill, spawnServe, type Se
 import { soakSeconds } from '../support/scheduleBudget.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
+import { useCleanup } from '../support/cleanup.js';
+import { useTempDir } from '../support/tmp.js';
+import { sleep, waitFor } from '../support/waitFor.js';
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const KILLS = 22;
 const SOAK = soakSeconds();
-const TIMEOUT = '300ms';
+const TIMEOUT_MS = 300;
+const TIMEOUT = `${TIMEOUT_MS}ms`;
 // A claim has half of it (500 ms) to commit; on a loaded 2-core machine anything shorter risks an E503 the oracle refuses.
-const GRACE = '1s';
+const GRACE_MS = 1000;
+const GRACE = `${GRACE_MS}ms`;
 // The account system's inquiry says 404 for 400 ms after applying: longer than the relay's timeout, so only a
 // resolve that honours --min-age (above latency + processing) may settle what the kills left UNKNOWN.
-const MIN_AGE = '800ms';
+const MIN_AGE_MS = 800;
+const MIN_AGE = `${MIN_AGE_MS}ms`;
+/**
+ * How long after the last send healing waits: past the orphan deadline (timeout + grace) and --min-age of every
+ * Sent, with 200 ms of slack for a request the relay took just as its channel gave up.
+ */
+const SETTLEABLE_AFTER_MS = Math.max(TIMEOUT_MS + GRACE_MS, MIN_AGE_MS) + 200;
 const HEAL_ROUNDS = 10;
 
 /**
  * The test's time limit, from the work it does rather than a guess: per kill the longest pause before it
  * (700 ms), the ledger checks and a restart of the relay process (node start-up, seconds on a loaded 2-core
- * machine); per healing round its 1.4 s wait, two command processes and the resends; plus the start and the
+ * machine); per healing round its wait (1.5 s at most), two command processes and the resends; plus the start and the
  * end-state checks. A soak run adds its seconds.
  */
 // Measured: 22 kills in 187 s (8.5 s each) while a mutation run and five other test suites shared the 2 cores.
 const KILL_MS = 700 + 8_000;
-const HEAL_ROUND_MS = 1_400 + 2 * 3_000 + 2_000;
+const HEAL_ROUND_MS = SETTLEABLE_AFTER_MS + 2 * 3_000 + 2_000;
 const FIXED_MS = 20_000;
 const TEST_TIMEOUT_MS = FIXED_MS + KILLS * KILL_MS + HEAL_ROUNDS * HEAL_ROUND_MS + (SOAK === null ? 0 : SOAK * 1000);
 
@@ -103,18 +111,17 @@ describe.skipIf(!postgresAvailable)('crash loop: SIGKILL the relay process at ra
 });
 
 function crashLoop(makeLedger: (dir: string) => Promise<CrashLedger>): void {
-  const dir = mkdtempSync(join(tmpdir(), 'guidgate-crashloop-'));
-  /** Set by the test as it opens each resource; run by afterAll, so a failed or timed-out test leaves nothing. */
-  const cleanups: Array<() => unknown> = [];
+  const tmp = useTempDir('file');
+  /** What the test opens, closed after the file, so a failed or timed-out test leaves nothing. */
+  const cleanup = useCleanup('file');
   let stop = false; // the channels and the operator stop sending
   let abandoned = false; // the test is over (failed or timed out): start nothing new
+  // Runs before the cleanup above (hooks after a test run last registered first).
   afterAll(async () => {
     stop = true;
     abandoned = true;
     // Every relay and command process still alive, wherever the test stopped.
     await killChildren();
-    for (const cleanup of cleanups.reverse()) await cleanup();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   it(`${KILLS}+ SIGKILLs, then healing: at most once, ledger = rebuild, integrity ok, nothing lost, all DONE`, async () => {
@@ -128,11 +135,10 @@ function crashLoop(makeLedger: (dir: string) => Promise<CrashLedger>): void {
       latencyMs: 20,
       faults: { byGuidPrefix: { 'CL-H': 'hold', 'CL-R': 'reset', 'CL-L': 'late-answer' }, lateMs: 800, processingMs: 400 },
     });
-    cleanups.push(() => sim.close());
-    const ledger = await makeLedger(dir);
+    cleanup.use(sim);
+    const ledger = await makeLedger(tmp());
     const { db } = ledger;
-    const agent = new Agent({ pipelining: 1, connections: 8, keepAliveTimeout: 1000 });
-    cleanups.push(() => agent.close());
+    const agent = cleanup.use(new Agent({ pipelining: 1, connections: 8, keepAliveTimeout: 1000 }));
     const env = { GUIDGATE_DB: db, GUIDGATE_ACCOUNT_URL: sim.url };
     const serveArgs = ['--db', db, '--account-url', sim.url, '--timeout', TIMEOUT, '--grace', GRACE, '--max-attempts', '3', '--min-age', MIN_AGE];
 
@@ -164,19 +170,23 @@ function crashLoop(makeLedger: (dir: string) => Promise<CrashLedger>): void {
 
     let relay: ServeProcess | null = await spawnServe(serveArgs);
     let sends = 0;
+    /** When the last thing that may have sent (a channel's post, an operator's command) ended. */
+    let lastSendEnded = 0;
     const channel = async (): Promise<void> => {
       while (!stop) {
         const target = relay;
         if (target === null) {
-          await sleep(10);
+          // A restart takes seconds on a loaded machine.
+          await waitFor(() => relay !== null || stop, { timeoutMs: 60_000, what: 'the relay restarted' });
           continue;
         }
         const guid = pool[Math.floor(rand() * pool.length)]!;
         sent.add(guid);
         sends++;
         const r = await post(agent, target.url, body(guid), {});
+        lastSendEnded = Date.now();
         if (r !== null) record(guid, r);
-        await sleep(Math.floor(rand() * 30));
+        await sleep(Math.floor(rand() * 30)); // the point: a channel's random pace
       }
     };
 
@@ -186,11 +196,12 @@ function crashLoop(makeLedger: (dir: string) => Promise<CrashLedger>): void {
       while (!stop) {
         for (const args of [['resolve', '--min-age', MIN_AGE, '--grace', GRACE], ['reprocess', '--max-attempts', '5', '--timeout', TIMEOUT, '--grace', GRACE, '--min-age', MIN_AGE]]) {
           const r = await guidgate([...args, '--json'], env);
+          lastSendEnded = Date.now();
           const summary = jsonSummary(r.stdout);
           if ((r.code !== 0 && r.code !== 1) || summary === null || summary['ledgerErrors'] !== 0) problems.push(`${args[0]} during the load exited ${r.code}: ${r.stdout.slice(0, 200)} ${r.stderr.slice(0, 200)}`);
           operatorRuns++;
         }
-        await sleep(200);
+        await sleep(200); // the point: the cron's pace
       }
     };
 
@@ -217,10 +228,10 @@ function crashLoop(makeLedger: (dir: string) => Promise<CrashLedger>): void {
 
     const started = Date.now();
     const channels = [...Array.from({ length: 4 }, () => channel()), operator()];
-    cleanups.push(() => Promise.allSettled(channels));
+    cleanup.add(() => Promise.allSettled(channels));
     let kills = 0;
     while (!abandoned && (kills < KILLS || (SOAK !== null && Date.now() - started < SOAK * 1000))) {
-      await sleep(100 + Math.floor(rand() * 600));
+      await sleep(100 + Math.floor(rand() * 600)); // the point: a kill at a random moment
       const victim: ServeProcess = relay!;
       relay = null;
       await sigkill(victim);
@@ -237,7 +248,8 @@ function crashLoop(makeLedger: (dir: string) => Promise<CrashLedger>): void {
     let rounds = 0;
     while (!abandoned && pending.size > 0 && rounds < HEAL_ROUNDS) {
       rounds++;
-      await sleep(1400); // past the orphan deadline (timeout + grace) and --min-age of everything sent so far
+      // The point: every Sent so far (all before the last post ended, the commands' included) must be old enough.
+      await sleep(Math.max(0, lastSendEnded + SETTLEABLE_AFTER_MS - Date.now()));
       const resolved = await guidgate(['resolve', '--min-age', MIN_AGE, '--grace', GRACE, '--json'], env);
       const reprocessed = await guidgate(['reprocess', '--max-attempts', '100', '--timeout', '3s', '--min-age', MIN_AGE, '--json'], env);
       for (const [what, r] of [['resolve', resolved], ['reprocess', reprocessed]] as const) {
@@ -246,6 +258,7 @@ function crashLoop(makeLedger: (dir: string) => Promise<CrashLedger>): void {
       }
       for (const guid of [...pending]) {
         const r = await post(agent, relay.url, body(guid), {});
+        lastSendEnded = Date.now();
         if (r === null) continue;
         record(guid, r);
         if (isDefinite(replyCode(r).code)) pending.delete(guid);
@@ -257,8 +270,7 @@ function crashLoop(makeLedger: (dir: string) => Promise<CrashLedger>): void {
     // ---- the end state ----
     const stats = sim.stats();
     expect(stats.doubleApplied).toEqual([]);
-    const store = await openStore(db);
-    cleanups.push(() => store.close());
+    const store = cleanup.use(await openStore(db));
     const rows = new Map((await orThrow(store.queryLedger({}))).map((r) => [r.guid, r]));
     for (const guid of new Set([...sent, ...answered])) {
       const row = rows.get(guid);

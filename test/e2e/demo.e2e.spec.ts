@@ -1,5 +1,8 @@
 /** `guidgate demo` as a user runs it: a real process, real sockets, its printed table and its exit code. */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
+import { REPO_ROOT } from '../support/children.js';
 import { cli } from '../support/commandsSeed.js';
 
 const rowOf = (out: string, label: string): [number, number] => {
@@ -23,6 +26,15 @@ describe('guidgate demo', () => {
     expect(ggCalls).toBeLessThanOrEqual(60);
     expect(r.stdout).toMatch(/settled ledger: DONE×60; account calls \d+, applied 60 \(of 60 transfers\), double debits 0/);
   }, 60_000);
+
+  it('its --help and the README say the same duration', async () => {
+    const r = await cli(['demo', '--help']);
+    expect(r.code).toBe(0);
+    const help = /lesson in (about \d+ seconds)/.exec(r.stdout)?.[1];
+    const readme = /`\.\/bin\/guidgate demo[^`]*` shows the seed's lesson in (about \d+ seconds)/.exec(readFileSync(join(REPO_ROOT, 'README.md'), 'utf8'))?.[1];
+    expect(help).toBeDefined();
+    expect(help).toBe(readme);
+  });
 
   it('bad usage exits 2 and names the flag', async () => {
     const r = await cli(['demo', '--transfers', 'lots']);

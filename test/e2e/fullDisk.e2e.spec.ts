@@ -7,14 +7,16 @@ import { randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.js';
-import { admin, PG_ADMIN_URL, postgresForTests } from '../support/pg.js';
+import { PG_ADMIN_URL, postgresForTests } from '../support/pg.js';
+import { onServer, serverUrl, startServer } from '../support/pgCluster.js';
 import { httpRequest, transfer, type HttpReply } from '../support/relayHarness.js';
 import { startServe } from '../support/serveProcess.js';
 import { sigkillAndWait } from '../support/settle.js';
 import { mountSmallDisk, type SmallDisk } from '../support/smallDisk.js';
 import { waitFor } from '../support/waitFor.js';
+import { useCleanup } from '../support/cleanup.js';
 
 const canMount = (() => {
   const probe = mountSmallDisk('1m');
@@ -33,26 +35,23 @@ const localPostgresUid = (() => {
 })();
 
 describe.skipIf(!canMount)('a full disk under serve: E503 for transfers, and /healthz 503 with the reason; both recover once space is freed', () => {
-  const cleanup: Array<() => Promise<unknown> | unknown> = [];
-  afterEach(async () => {
-    while (cleanup.length) await cleanup.pop()!();
-  });
+  const cleanup = useCleanup();
 
   const post = (url: string, body: string): Promise<HttpReply> => httpRequest(`${url}/v1/transfers`, { method: 'POST', body });
   const health = (url: string) => httpRequest(`${url}/healthz`, { method: 'GET' });
   const disk = (size: string, uid?: number): SmallDisk => {
     const d = mountSmallDisk(size, uid === undefined ? {} : { uid })!;
-    cleanup.push(() => d.remove());
+    cleanup.add(() => d.remove());
     return d;
   };
   const relay = async (db: string, accountUrl: string) => {
     const s = startServe(['--db', db, '--account-url', accountUrl, '--busy-timeout', '1s', '--timeout', '1s', '--settle-every', '0']);
-    cleanup.push(() => sigkillAndWait(s.child));
+    cleanup.add(() => sigkillAndWait(s.child));
     return s.ready;
   };
   const sim = async () => {
     const s = await startSimulator({ port: 0 });
-    cleanup.push(() => s.close());
+    cleanup.add(() => s.close());
     return s;
   };
 
@@ -96,14 +95,16 @@ describe.skipIf(!canMount)('a full disk under serve: E503 for transfers, and /he
 
   it.skipIf(localPostgresUid === null)('PostgreSQL: the database in a tablespace on a 16 MB file system; filled, a transfer that gets E503 is followed by /healthz 503 with the reason (its ping writes nothing); freed, both recover', async () => {
     const d = disk('16m', localPostgresUid!);
+    // A server of its own: a full tablespace fails every checkpoint of its server (a DROP DATABASE of another
+    // test file on the shared server then fails with "checkpoint request failed").
+    const server = await startServer();
+    cleanup.add(() => server.stop());
     const suffix = randomBytes(5).toString('hex');
     const [space, name] = [`guidgate_full_${suffix}`, `guidgate_test_full_${suffix}`];
-    await admin((c) => c.query(`CREATE TABLESPACE ${space} LOCATION '${d.path}'`));
-    cleanup.push(() => admin((c) => c.query(`DROP TABLESPACE IF EXISTS ${space}`)));
-    await admin((c) => c.query(`CREATE DATABASE ${name} TABLESPACE ${space}`));
-    cleanup.push(() => admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)));
-    cleanup.push(() => d.free());
-    const db = Object.assign(new URL(PG_ADMIN_URL), { pathname: `/${name}` }).toString();
+    await onServer(server.port, (c) => c.query(`CREATE TABLESPACE ${space} LOCATION '${d.path}'`));
+    await onServer(server.port, (c) => c.query(`CREATE DATABASE ${name} TABLESPACE ${space}`));
+    cleanup.add(() => d.free());
+    const db = serverUrl(server.port, name);
     const account = await sim();
     const url = await relay(db, account.url);
     expect((await post(url, JSON.stringify(transfer()))).json()['code']).toBe('0000');

@@ -2,13 +2,16 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, linkSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { childScript, runToEnd, waitForLine } from '../support/children.js';
 import { httpRequest, transfer, type HttpReply } from '../support/relayHarness.js';
-import { BIN, exited, startServe } from '../support/serveProcess.js';
+import { BIN, closed, exited, startServe } from '../support/serveProcess.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
+import { sigkillAndWait } from '../support/settle.js';
+import { waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
@@ -16,25 +19,17 @@ const LOST = /ledger file .* was deleted or replaced/;
 
 describe('the ledger file under a running serve process', () => {
   const tmp = useTempDir();
-  const cleanup: Array<() => Promise<unknown> | void> = [];
-  afterEach(async () => {
-    while (cleanup.length) await cleanup.pop()!();
-  });
-  const useSim = async () => {
-    const sim = await startSimulator({ port: 0 });
-    cleanup.push(() => sim.close());
-    return sim;
-  };
+  const cleanup = useCleanup();
+  const useSim = async () => cleanup.use(await startSimulator({ port: 0 }));
   const spawnServe = (args: string[]) => {
     const s = startServe(args);
-    cleanup.push(() => {
-      if (s.child.exitCode === null) s.child.kill('SIGKILL');
-    });
+    cleanup.add(() => sigkillAndWait(s.child));
     return s;
   };
+  /** SIGTERM; resolves once the process has exited 0 and all it printed has been read. */
   const stop = async (child: ChildProcess) => {
     child.kill('SIGTERM');
-    expect(await exited(child)).toBe(0);
+    expect(await closed(child)).toBe(0);
   };
   const post = (url: string, body: string): Promise<HttpReply> => httpRequest(`${url}/v1/transfers`, { method: 'POST', body });
   /** A consistent copy of a live ledger, as an operator's backup would be. */
@@ -70,14 +65,14 @@ describe('the ledger file under a running serve process', () => {
     const health = await httpRequest(`${url}/healthz`, { method: 'GET' });
     expect(health.status).toBe(503);
     expect(health.json()).toMatchObject({ code: 'E503', reason: expect.stringMatching(LOST) });
-    // A few watcher ticks and more traffic later, the reason is still logged once.
-    await new Promise((r) => setTimeout(r, 1500));
+    // More traffic, each request checking the file again: the reason is logged once (counted in all the
+    // process printed, once it has exited).
     expect((await post(url, after[0]!)).json()['code']).toBe('E503');
     expect((await httpRequest(`${url}/healthz`, { method: 'GET' })).status).toBe(503);
     expect(sim.stats().totalCalls).toBe(3);
+    await stop(first.child);
     expect(first.output().match(/ledger file lost/g)).toHaveLength(1);
     expect(first.output()).toMatch(LOST);
-    await stop(first.child);
 
     restore(db);
     const second = spawnServe(args);
@@ -115,7 +110,7 @@ describe('the ledger file under a running serve process', () => {
     );
   }, 60_000);
 
-  it('a write lock held by another process past the claim\'s deadline: E503 within about the send window (half of --grace), 503, no call; after release no double call', async () => {
+  it('a write lock held by another process past the claim\'s deadline (the send window, half of --grace): E503, 503, no call, nothing written; after release the resend goes out once', async () => {
     const sim = await useSim();
     const db = join(tmp(), 'ledger.db');
     const s = spawnServe(['--db', db, '--account-url', sim.url, '--busy-timeout', '1s', '--timeout', '1s', '--grace', '500ms']);
@@ -123,19 +118,12 @@ describe('the ledger file under a running serve process', () => {
     expect((await post(url, JSON.stringify(transfer()))).json()['code']).toBe('0000');
 
     const holder = spawn(process.execPath, [childScript('lockHolder'), db], { stdio: ['pipe', 'pipe', 'pipe'] });
-    cleanup.push(() => {
-      if (holder.exitCode === null) holder.kill('SIGKILL');
-    });
+    cleanup.add(() => sigkillAndWait(holder));
     await waitForLine(holder, 'locked');
     const t = JSON.stringify(transfer());
     const guid = String(JSON.parse(t).guid);
-    const started = performance.now();
     const r = await post(url, t);
-    const took = performance.now() - started;
     expect([r.status, r.json()['code']]).toEqual([503, 'E503']);
-    // The claim's deadline is the send window, 250 ms (half of --grace), shorter than the busy timeout (1 s).
-    expect(took).toBeGreaterThanOrEqual(200);
-    expect(took).toBeLessThan(4000);
     const health = await httpRequest(`${url}/healthz`, { method: 'GET' });
     expect([health.status, health.json()['code']]).toEqual([503, 'E503']);
     expect(String(health.json()['reason'])).toMatch(/locked|did not complete/);
@@ -143,17 +131,15 @@ describe('the ledger file under a running serve process', () => {
 
     holder.stdin!.end('release\n');
     expect(await exited(holder)).toBe(0);
-    // Past the call timeout plus the grace, a late claim (if any) has been swept; nothing is in flight.
-    await new Promise((res) => setTimeout(res, 2500));
+    // A claim behind a held lock fails with nothing written (#24), then or later: no row, so the resend is a
+    // first send, called once.
     const row = await httpRequest(`${url}/v1/transfers/${guid}`, { method: 'GET' });
-    if (row.status === 200) expect(['FAILED', 'UNKNOWN']).toContain(row.json()['status']);
-    else expect(row.json()['code']).toBe('E404');
-    expect(sim.guidStats(guid).calls).toBe(0);
-    expect((await httpRequest(`${url}/healthz`, { method: 'GET' })).status).toBe(200);
+    expect([row.status, row.json()['code']]).toEqual([404, 'E404']);
+    await waitFor(async () => (await httpRequest(`${url}/healthz`, { method: 'GET' })).status === 200, { what: '/healthz 200 once the lock is gone' });
 
     const resend = await post(url, t);
-    expect(['0000', 'E901']).toContain(resend.json()['code']);
-    expect(sim.guidStats(guid).calls).toBeLessThanOrEqual(1);
+    expect(resend.json()['code']).toBe('0000');
+    expect(sim.guidStats(guid)).toMatchObject({ calls: 1, applied: 1 });
     expect(sim.stats().doubleApplied).toEqual([]);
     await stop(s.child);
   }, 60_000);

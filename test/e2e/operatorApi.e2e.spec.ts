@@ -1,11 +1,12 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import * as ajvModule from 'ajv/dist/2020.js';
 import type { ValidateFunction } from 'ajv/dist/2020.js';
-import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { describe, it, expect, beforeAll } from 'vitest';
 import { httpRequest, makeKeys, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
 import { waitFor } from '../support/waitFor.js';
+import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
@@ -37,24 +38,22 @@ describe('operator API', () => {
   const ajv = new Ajv2020({ strict: false, allErrors: true });
   const validators = new Map<object, ValidateFunction>();
   const tokens: Record<string, string> = {};
+  const tmp = useTempDir('file');
+  const cleanup = useCleanup('file');
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'guidgate-operator-'));
+    dir = tmp();
     const keys = makeKeys(join(dir, 'keys'), { pay: ['transfer'], reader: ['read'], ops: ['admin'], console: ['read', 'admin'], all: ['transfer', 'read', 'admin'] });
     Object.assign(tokens, keys.tokens);
-    h = await startHarness(dir, {
+    h = cleanup.use(await startHarness(dir, {
       // `hold`: never applied, never answered (UNKNOWN, then absent); `late-answer`: applied, answered too late (UNKNOWN, then processed).
       sim: { faults: { byGuidPrefix: { 'hole-': 'hold', 'late-': 'late-answer' }, lateMs: 2000 } },
       // No background settling: only the API under test moves rows.
       relay: { keys: keys.ring, timeoutMs: 300, settleEveryMs: 0, minAgeMs: MIN_AGE_MS },
-    });
+    }));
     const r = await httpRequest(`${h.relay.url}/openapi.json`, { method: 'GET' });
     expect(r.status).toBe(200);
     doc = r.json() as unknown as Doc;
-  });
-  afterAll(async () => {
-    await h?.close();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   /** Fails unless the reply's status is documented for this operation and its body is valid against the documented schema. */

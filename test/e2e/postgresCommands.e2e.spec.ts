@@ -3,12 +3,13 @@
  * processes on a throwaway database, against the real simulator.
  */
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { cli, seedRow, transferBody } from '../support/commandsSeed.js';
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { exited, startServe } from '../support/serveProcess.js';
+import { useCleanup } from '../support/cleanup.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const { available } = await postgresForTests();
@@ -16,13 +17,10 @@ const LONG_AGO = Date.UTC(2020, 0, 1);
 
 describe.skipIf(!available)('the commands on a PostgreSQL ledger (--db postgres://…)', () => {
   const dbs = useTestDatabases();
-  const cleanup: Array<() => Promise<unknown>> = [];
-  afterEach(async () => {
-    while (cleanup.length) await cleanup.pop()!();
-  });
+  const cleanup = useCleanup();
   const simulator = async (): Promise<Simulator> => {
     const sim = await startSimulator({ port: 0 });
-    cleanup.push(() => sim.close());
+    cleanup.add(() => sim.close());
     return sim;
   };
   const post = (url: string, body: string) => fetch(`${url}/v1/transfers`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
@@ -32,7 +30,7 @@ describe.skipIf(!available)('the commands on a PostgreSQL ledger (--db postgres:
     const db = dbs.url();
     // No background settling: it would lease the rows below and settle them before the operator's resolve does.
     const relay = startServe(['--db', db, '--account-url', sim.url, '--settle-every', '0']);
-    cleanup.push(async () => {
+    cleanup.add(async () => {
       relay.child.kill('SIGKILL');
       await exited(relay.child);
     });

@@ -3,13 +3,15 @@
  * idempotent) must see each GUID at most once whoever handles its copies, and whoever dies.
  */
 import type { ChildProcess } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { cli, seedRow, sleep, transferBody } from '../support/commandsSeed.js';
+import { cli, seedRow, transferBody } from '../support/commandsSeed.js';
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
 import { startServe } from '../support/serveProcess.js';
+import { useCleanup } from '../support/cleanup.js';
+import { sleep, waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
@@ -18,18 +20,11 @@ const LONG_AGO = Date.UTC(2020, 0, 1);
 
 describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger', () => {
   const dbs = useTestDatabases();
-  const cleanup: Array<() => Promise<unknown>> = [];
-  afterEach(async () => {
-    while (cleanup.length) await cleanup.pop()!();
-  });
-  const simulator = async (o: Parameters<typeof startSimulator>[0] = {}): Promise<Simulator> => {
-    const sim = await startSimulator({ port: 0, ...o });
-    cleanup.push(() => sim.close());
-    return sim;
-  };
+  const cleanup = useCleanup();
+  const simulator = async (o: Parameters<typeof startSimulator>[0] = {}): Promise<Simulator> => cleanup.use(await startSimulator({ port: 0, ...o }));
   const relay = async (db: string, accountUrl: string): Promise<{ url: string; child: ChildProcess }> => {
     const r = startServe(['--db', db, '--account-url', accountUrl, '--timeout', '400ms', '--grace', '500ms']);
-    cleanup.push(() => sigkillAndWait(r.child));
+    cleanup.add(() => sigkillAndWait(r.child));
     return { url: await r.ready, child: r.child };
   };
 
@@ -56,13 +51,13 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
           codes[code] = (codes[code] ?? 0) + 1;
           return;
         } catch {
-          await sleep(20);
+          await sleep(20); // a channel's pace between retries
         }
       }
       throw new Error(`no relay took a copy of ${guid}`);
     };
     const killer = (async () => {
-      while (sentCopies < copies.length / 3) await sleep(5);
+      await waitFor(() => sentCopies >= copies.length / 3, { intervalMs: 5, what: 'a third of the copies sent' });
       relays[1] = null;
       await sigkillAndWait(second.child);
       relays[1] = (await relay(db, sim.url)).url;
@@ -74,11 +69,13 @@ describe.skipIf(!available)('many relays and commands on one PostgreSQL ledger',
         sentCopies++;
       }
     }));
+    const loadEnded = Date.now();
     await killer;
     expect(sim.stats().doubleApplied).toEqual([]);
 
-    // Past every call's timeout and grace, and past the late answers: settle what is open.
-    await sleep(1500);
+    // Settle what is open once every call's last Sent (all before the load ended) is past its timeout and grace
+    // (400 + 500 ms, the sweep's own condition) and the late answers (700 ms) are in: the point, so sleep.
+    await sleep(Math.max(0, loadEnded + 950 - Date.now()));
     await settleWithCommands(db, sim.url, '500ms');
 
     const store = await openPostgresStore({ projection: ledgerProjection, url: db });

@@ -1,10 +1,11 @@
 import http from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { httpRequest, makeKeys, startHarness, transfer, type Harness } from '../support/relayHarness.js';
+import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 
 /** An account system whose answers echo the accounts, at the top and nested, as some cores do. */
 const answerFor = (guid: string, code: string) =>
@@ -22,9 +23,11 @@ describe('the views of a row show account numbers masked, one rule for all', () 
   let dir: string;
   let account: http.Server;
   let tokens: Record<string, string>;
+  const tmp = useTempDir('file');
+  const cleanup = useCleanup('file');
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'guidgate-views-'));
+    dir = tmp();
     account = http.createServer((req, res) => {
       let body = '';
       req.on('data', (d: Buffer) => (body += d.toString()));
@@ -34,15 +37,13 @@ describe('the views of a row show account numbers masked, one rule for all', () 
       });
     });
     await new Promise<void>((r) => account.listen(0, '127.0.0.1', r));
+    cleanup.add(() => {
+      account.closeAllConnections();
+      return new Promise((r) => account.close(r));
+    });
     const keys = makeKeys(join(dir, 'keys'), { pay: ['transfer'], reader: ['read'] });
     tokens = keys.tokens;
-    h = await startHarness(dir, { relay: { keys: keys.ring, accountUrl: `http://127.0.0.1:${(account.address() as AddressInfo).port}`, settleEveryMs: 0 } });
-  });
-  afterAll(async () => {
-    await h?.close();
-    account.closeAllConnections();
-    await new Promise((r) => account.close(r));
-    rmSync(dir, { recursive: true, force: true });
+    h = cleanup.use(await startHarness(dir, { relay: { keys: keys.ring, accountUrl: `http://127.0.0.1:${(account.address() as AddressInfo).port}`, settleEveryMs: 0 } }));
   });
 
   const as = (token: string) => ({ authorization: `Bearer ${tokens[token]!}` });

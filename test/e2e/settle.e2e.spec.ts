@@ -2,45 +2,27 @@
  * CONTRACT.md §7 end to end: background settling, inquiry before a resend (the min-age trap), the breaker. The real
  * relay (`serve`) on a real ledger file, the bundled simulator, loopback sockets.
  */
-import { describe, it, expect, afterEach } from 'vitest';
-import { createAccountClient } from '../../src/relay/accountClient.js';
-import { reprocessFailed } from '../../src/commands/reprocess.js';
-import { resolveUnknown } from '../../src/commands/resolve.js';
+import { describe, it, expect } from 'vitest';
+import { createAccountClient } from '../../src/account/accountClient.js';
+import { reprocessFailed } from '../../src/settle/reprocess.js';
+import { resolveUnknown } from '../../src/settle/resolve.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { startSimulator } from '../../src/simulator/index.js';
-import { sleep, transferBody } from '../support/commandsSeed.js';
+import { transferBody } from '../support/commandsSeed.js';
 import { freePort, startHarness, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
+import { sleep, waitFor } from '../support/waitFor.js';
+import { aWholeSettleRun, metricAt } from '../support/settle.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
-/** Polls until `check` holds or `ms` pass; returns the time it took. */
-async function until(check: () => Promise<boolean>, ms: number, what: string): Promise<number> {
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > ms) throw new Error(`timed out after ${ms}ms waiting for ${what}`);
-    await sleep(20);
-  }
-  return Date.now() - started;
-}
-
-const metric = async (h: Harness, name: string): Promise<number> => {
-  const text = (await h.get('/metrics')).body;
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
-  return line === undefined ? Number.NaN : Number(line.split(' ').at(-1));
-};
+const metric = (h: Harness, name: string): Promise<number> => metricAt(h.relay.url, name);
 
 describe('settling without an operator (CONTRACT.md §7)', () => {
   const tmp = useTempDir();
-  const cleanup: Array<() => Promise<unknown>> = [];
-  afterEach(async () => {
-    while (cleanup.length) await cleanup.pop()!();
-  });
-  const harness = async (...args: Parameters<typeof startHarness>): Promise<Harness> => {
-    const h = await startHarness(...args);
-    cleanup.push(() => h.close());
-    return h;
-  };
+  const cleanup = useCleanup();
+  const harness = async (...args: Parameters<typeof startHarness>): Promise<Harness> => cleanup.use(await startHarness(...args));
 
   it('an answer later than the channel timeout: serve settles the row by itself, the resend gets the stored answer, one POST /transfer', async () => {
     const h = await harness(tmp(), {
@@ -51,26 +33,23 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
     const first = await h.post(t.body);
     expect(first.json()['code']).toBe('E901');
     const unknownSince = Date.now();
-    const lag = await until(async () => (await h.get('/v1/transfers/SETTLE-1')).json()['status'] === 'DONE', 10_000, 'the settler');
+    await waitFor(async () => (await h.get('/v1/transfers/SETTLE-1')).json()['status'] === 'DONE', { what: 'the settler settling SETTLE-1' });
     const answer = await (await fetch(`${h.sim.url}/transfer/SETTLE-1`)).text();
     const resend = await h.post(t.body);
     expect([resend.status, resend.body, resend.headers['idempotent-replayed']]).toEqual([200, answer, 'true']);
     expect(h.sim.guidStats('SETTLE-1')).toMatchObject({ calls: 1, applied: 1 });
     expect(await metric(h, 'guidgate_settlement_lag_seconds_count')).toBe(1);
     expect(await metric(h, 'guidgate_settle_last_run_timestamp_seconds')).toBeGreaterThan(unknownSince / 1000);
-    // min-age 1 s after the Sent, then the next settle run (every 500 ms): expected within about 1.5 s.
-    console.log(`settling lag: DONE ${lag} ms after the channel's E901 (min-age 1000 ms, settle every 500 ms)`);
-    expect(lag).toBeLessThan(5000);
   });
 
   it('a GUID that stays unknown is asked again at growing intervals, persisted: a restarted relay does not ask before it is due', async () => {
     const dir = tmp();
-    let h = await harness(dir, { sim: { faults: { mode: 'late-answer', lateMs: 60_000 } }, relay: { timeoutMs: 200, settleEveryMs: 0 } });
-    for (const guid of ['STAYS-1', 'FRESH-1']) expect((await h.post(transferBody(guid).body)).json()['code']).toBe('E901');
-    await h.close();
-    cleanup.pop();
-    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
-    cleanup.push(() => store.close());
+    const first = await startHarness(dir, { sim: { faults: { mode: 'late-answer', lateMs: 60_000 } }, relay: { timeoutMs: 200, settleEveryMs: 0 } });
+    const closeFirst = cleanup.add(() => first.close());
+    for (const guid of ['STAYS-1', 'FRESH-1']) expect((await first.post(transferBody(guid).body)).json()['code']).toBe('E901');
+    await closeFirst();
+    const store = openSqliteStore({ projection: ledgerProjection, path: first.db });
+    const closeStore = cleanup.add(() => store.close());
     const sentAt = (await orThrow(store.getLedger('STAYS-1')))!.sentAt!;
     const recorded = [];
     for (const after of [1000, 2000, 4000, 8000]) recorded.push(await orThrow(store.recordUnclearInquiry('STAYS-1', sentAt, sentAt + after, 1000)));
@@ -83,15 +62,16 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
     ]);
     const due = async (at: number) => (await orThrow(store.queryLedger({ statuses: ['UNKNOWN'], inquiryDueBy: at }))).map((r) => r.guid);
     expect([await due(sentAt + 15_999), await due(sentAt + 16_000)]).toEqual([['FRESH-1'], ['FRESH-1', 'STAYS-1']]);
-    await store.close();
-    cleanup.pop();
+    await closeStore();
 
     // A restarted relay (a fresh simulator, which would say absent to any inquiry): its settler asks about
     // FRESH-1 (FAILED) but not about STAYS-1, whose next inquiry is not due yet.
-    h = await harness(dir, { relay: { timeoutMs: 200, settleEveryMs: 100, minAgeMs: 1 } });
-    await until(async () => (await h.get('/v1/transfers/FRESH-1')).json()['status'] === 'FAILED', 5000, 'the settler');
-    await sleep(300);
+    const h = await harness(dir, { relay: { timeoutMs: 200, settleEveryMs: 100, minAgeMs: 1 } });
+    await waitFor(async () => (await h.get('/v1/transfers/FRESH-1')).json()['status'] === 'FAILED', { what: 'the settler settling FRESH-1' });
+    // The run that settled FRESH-1 may still be under way: STAYS-1 stays unasked through it and a whole run after.
+    await aWholeSettleRun(h.relay.url);
     expect((await h.get('/v1/transfers/STAYS-1')).json()['status']).toBe('UNKNOWN');
+    expect([h.sim.inquiries('STAYS-1'), h.sim.inquiries('FRESH-1')]).toEqual([0, 1]);
   });
 
   it('the min-age trap: resolve too early says absent; the channel resend and reprocess inquire first and find it, zero second applications', async () => {
@@ -100,10 +80,8 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
       sim: { faults: { mode: 'late-answer', lateMs: 30_000, processingMs: 1500 } },
       relay: { timeoutMs: 300, settleEveryMs: 0, minAgeMs: 2500 },
     });
-    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
-    cleanup.push(() => store.close());
-    const account = createAccountClient({ baseUrl: h.sim.url, timeoutMs: 1000 });
-    cleanup.push(() => account.close());
+    const store = cleanup.use(openSqliteStore({ projection: ledgerProjection, path: h.db }));
+    const account = cleanup.use(createAccountClient({ baseUrl: h.sim.url, timeoutMs: 1000 }));
     const a = transferBody('TRAP-CHANNEL');
     const b = transferBody('TRAP-REPROCESS');
     expect((await Promise.all([h.post(a.body), h.post(b.body)])).map((r) => r.json()['code'])).toEqual(['E901', 'E901']);
@@ -122,6 +100,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
 
     // Old enough: the fresh inquiry finds both processed.
     const sentAt = (await orThrow(store.getLedger('TRAP-CHANNEL')))!.sentAt!;
+    // The point of the test: the same requests, once the last Sent is older than --min-age (2500 ms).
     await sleep(Math.max(0, sentAt + 2600 - Date.now()));
     const answer = await (await fetch(`${h.sim.url}/transfer/TRAP-CHANNEL`)).text();
     const resend = await h.post(a.body);
@@ -137,15 +116,15 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
 
   it('inquiry before a resend, when it truly never arrived: the resend goes out once', async () => {
     // The black hole takes the request and never applies it: UNKNOWN, then absent.
-    const h = await harness(tmp(), { sim: { faults: { mode: 'hold' } }, relay: { timeoutMs: 300, settleEveryMs: 0, minAgeMs: 800 } });
-    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
-    cleanup.push(() => store.close());
-    const account = createAccountClient({ baseUrl: h.sim.url, timeoutMs: 1000 });
-    cleanup.push(() => account.close());
+    const h = await harness(tmp(), { sim: { faults: { mode: 'hold' } }, relay: { timeoutMs: 300, settleEveryMs: 0, minAgeMs: 400 } });
+    const store = cleanup.use(openSqliteStore({ projection: ledgerProjection, path: h.db }));
+    const account = cleanup.use(createAccountClient({ baseUrl: h.sim.url, timeoutMs: 1000 }));
     const t = transferBody('NEVER-1');
     expect((await h.post(t.body)).json()['code']).toBe('E901');
-    await sleep(900);
-    expect(await resolveUnknown({ store, account }, { minAgeMs: 800, graceMs: 1000 })).toMatchObject({ absent: 1 });
+    // resolve and the resend ask only about a row whose last Sent is older than --min-age (400 ms): let it age.
+    const sentAt = (await orThrow(store.getLedger('NEVER-1')))!.sentAt!;
+    await sleep(Math.max(0, sentAt + 450 - Date.now()));
+    expect(await resolveUnknown({ store, account }, { minAgeMs: 400, graceMs: 1000 })).toMatchObject({ absent: 1 });
     h.sim.setFaults({ mode: 'answer' });
     const resend = await h.post(t.body);
     expect(resend.json()['code']).toBe('0000');
@@ -156,8 +135,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
   for (const kind of ['refuses', 'black-holes'] as const) {
     it(`the breaker: an account system that ${kind} every call; after N calls stop, E902 at once, nothing stored; one trial call closes it`, async () => {
       const port = await freePort();
-      const sim = kind === 'black-holes' ? await startSimulator({ port, faults: { mode: 'hold' } }) : null;
-      if (sim !== null) cleanup.push(() => sim.close());
+      const sim = kind === 'black-holes' ? cleanup.use(await startSimulator({ port, faults: { mode: 'hold' } })) : null;
       const N = 3;
       const h = await harness(tmp(), {
         relay: { accountUrl: `http://127.0.0.1:${port}`, timeoutMs: 200, settleEveryMs: 0, breakerFailures: N, breakerCooldownMs: 1500 },
@@ -167,27 +145,21 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
       expect(await metric(h, 'guidgate_breaker_open')).toBe(1);
 
       const refused = 20;
-      const started = performance.now();
       for (let i = 0; i < refused; i++) {
         const r = await h.post(transferBody(`BRK-OPEN-${i}`).body);
         expect([r.status, r.json()['code']]).toEqual([503, 'E902']);
         expect(r.json()['message']).toContain('unavailable');
       }
-      const perReplyMs = (performance.now() - started) / refused;
       for (let i = 0; i < refused; i++) expect((await h.get(`/v1/transfers/BRK-OPEN-${i}`)).status).toBe(404);
-      const calls = await metric(h, 'guidgate_account_calls_total');
-      expect(Number.isNaN(calls) ? 0 : calls).toBeLessThanOrEqual(N);
+      // "At once": no call was made for any of them (the calls the relay counts, and those the black hole saw).
+      expect(await metric(h, 'guidgate_account_calls_total')).toBe(N);
       if (sim !== null) expect(sim.stats().totalCalls).toBe(N);
-      console.log(`breaker (${kind}): ${refused} calls saved, E902 in ${perReplyMs.toFixed(1)} ms per reply while open`);
-      expect(perReplyMs).toBeLessThan(100);
 
       if (sim !== null) {
         // Found in review: a resend of a row an inquiry made FAILED, while the breaker is open, was told E902 ("not
         // sent") about an attempt that may have been applied. It is E901: unknown until an inquiry, nothing sent.
-        const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
-        cleanup.push(() => store.close());
-        const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
-        cleanup.push(() => account.close());
+        const store = cleanup.use(openSqliteStore({ projection: ledgerProjection, path: h.db }));
+        const account = cleanup.use(createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 }));
         expect(await resolveUnknown({ store, account }, { minAgeMs: 0, graceMs: 1000, limit: 1 })).toMatchObject({ absent: 1 });
         expect(await orThrow(store.getLedger('BRK-0'))).toMatchObject({ status: 'FAILED', failedByInquiry: true });
         const doubt = await h.post(transferBody('BRK-0').body);
@@ -196,12 +168,15 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
       }
 
       // Recovery: an account system that answers; after the cooldown one trial call closes the breaker.
-      const healthy = sim ?? (await startSimulator({ port }));
-      if (sim === null) cleanup.push(() => healthy.close());
+      const healthy = sim ?? cleanup.use(await startSimulator({ port }));
       healthy.setFaults({ mode: 'answer' });
-      await sleep(1600);
-      const trial = await h.post(transferBody('BRK-TRIAL').body);
+      // E902 (nothing stored, nothing sent) until the cooldown has run out; then the same transfer is the trial call.
+      const trial = await waitFor(async () => {
+        const r = await h.post(transferBody('BRK-TRIAL').body);
+        return r.json()['code'] === 'E902' ? null : r;
+      }, { intervalMs: 50, what: 'the end of the breaker cooldown' });
       expect(trial.json()['code']).toBe('0000');
+      expect(healthy.guidStats('BRK-TRIAL')).toMatchObject({ calls: 1, applied: 1 });
       expect(await metric(h, 'guidgate_breaker_open')).toBe(0);
       expect(await metric(h, 'guidgate_breaker_trips_total')).toBe(1);
       expect((await h.post(transferBody('BRK-AFTER').body)).json()['code']).toBe('0000');

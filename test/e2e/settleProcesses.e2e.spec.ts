@@ -1,24 +1,23 @@
 /** CONTRACT.md §7: several relays (processes) settling one SQLite ledger at once; each row is settled once. */
 import { join } from 'node:path';
-import { describe, it, expect, afterEach } from 'vitest';
+import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { startSimulator } from '../../src/simulator/index.js';
-import { seedRow, sleep, transferBody } from '../support/commandsSeed.js';
+import { seedRow, transferBody } from '../support/commandsSeed.js';
 import { sigkill, spawnServe } from '../support/scheduleProcess.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
+import { aWholeSettleRun, metricAt } from '../support/settle.js';
+import { waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 describe('two relays settling one ledger', () => {
   const tmp = useTempDir();
-  const cleanup: Array<() => Promise<unknown>> = [];
-  afterEach(async () => {
-    while (cleanup.length) await cleanup.pop()!();
-  });
+  const cleanup = useCleanup();
 
   it('every UNKNOWN row is asked about once and settled exactly once (one Resolved per GUID), processed ones DONE, absent ones FAILED', async () => {
-    const sim = await startSimulator({ port: 0 });
-    cleanup.push(() => sim.close());
+    const sim = cleanup.use(await startSimulator({ port: 0 }));
     const db = join(tmp(), 'ledger.db');
     const guids = Array.from({ length: 60 }, (_, i) => `TWO-${String(i).padStart(2, '0')}`);
     // The account system did process the even ones (its inquiry says so); it never saw the odd ones.
@@ -30,22 +29,17 @@ describe('two relays settling one ledger', () => {
 
     const args = ['--db', db, '--account-url', sim.url, '--settle-every', '50ms', '--min-age', '1s'];
     const relays = await Promise.all([spawnServe(args), spawnServe(args)]);
-    for (const r of relays) cleanup.push(() => sigkill(r));
+    for (const r of relays) cleanup.add(() => sigkill(r));
     // The rows appear once both settlers run (a process starts in seconds on a loaded machine: rows due before
     // the second one is up would all go to the first), and become due together a moment later.
     const seeder = openSqliteStore({ projection: ledgerProjection, path: db, clock: () => Date.now() - 700 });
     for (const guid of guids) await seedRow(seeder, guid, 'UNKNOWN');
     await seeder.close();
 
-    const store = openSqliteStore({ projection: ledgerProjection, path: db });
-    cleanup.push(() => store.close());
-    const started = Date.now();
-    while ((await orThrow(store.countLedger({ statuses: ['UNKNOWN'] }))) > 0) {
-      if (Date.now() - started > 20_000) throw new Error('the relays did not settle every row within 20 s');
-      await sleep(50);
-    }
-    // Let both settlers run a few more times over the settled rows: nothing more may be appended.
-    await sleep(300);
+    const store = cleanup.use(openSqliteStore({ projection: ledgerProjection, path: db }));
+    await waitFor(async () => (await orThrow(store.countLedger({ statuses: ['UNKNOWN'] }))) === 0, { timeoutMs: 20_000, intervalMs: 50, what: 'every row settled' });
+    // Both settlers run again over the settled rows: nothing more may be appended.
+    await Promise.all(relays.map((r) => aWholeSettleRun(r.url)));
     for (const guid of guids) {
       const events = await orThrow(store.readStream(guid));
       expect(events.filter((e) => e.type === 'Resolved')).toHaveLength(1);
@@ -53,10 +47,8 @@ describe('two relays settling one ledger', () => {
     }
     expect(sim.stats().totalCalls).toBe(processed.length); // only the direct POSTs above: settling never sends
     // Each relay's metrics: both asked (the race was real), and the settlements they recorded add up to one per GUID.
-    const sample = async (url: string, name: string): Promise<number> =>
-      (await (await fetch(`${url}/metrics`)).text()).split('\n').filter((l) => l.startsWith(name)).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
-    const asked = await Promise.all(relays.map((r) => sample(r.url, 'guidgate_inquiries_total')));
-    const settled = await Promise.all(relays.map((r) => sample(r.url, 'guidgate_settlement_lag_seconds_count')));
+    const asked = await Promise.all(relays.map((r) => metricAt(r.url, 'guidgate_inquiries_total')));
+    const settled = await Promise.all(relays.map((r) => metricAt(r.url, 'guidgate_settlement_lag_seconds_count')));
     console.log(`two relays: inquiries ${asked.join(' + ')}, settlements ${settled.join(' + ')} for ${guids.length} GUIDs`);
     expect(Math.min(...asked)).toBeGreaterThan(0);
     expect(settled[0]! + settled[1]!).toBe(guids.length);

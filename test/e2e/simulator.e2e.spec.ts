@@ -1,19 +1,16 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempDir } from '../support/tmp.js';
 
 // Drives `guidgate simulator` as a user would: the ready line, real HTTP, and a clean exit on SIGTERM.
 const root = resolve(import.meta.dirname, '..', '..');
-const dir = mkdtempSync(join(tmpdir(), 'guidgate-sim-e2e-'));
-afterAll(() => {
-  rmSync(dir, { recursive: true, force: true });
-});
+const tmp = useTempDir();
 
 describe('guidgate simulator', () => {
   it('prints the ready line, serves, persists to --db, and exits 0 on SIGTERM', async () => {
-    const db = join(dir, 'sim.db');
+    const db = join(tmp(), 'sim.db');
     const child = spawn(process.execPath, [join(root, 'bin', 'guidgate'), 'simulator', '--port', '0', '--db', db], {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -2,20 +2,18 @@ import http from 'node:http';
 import net from 'node:net';
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
-import { createAccountClient } from '../../src/relay/accountClient.js';
-import type { AccountClient, AccountClientOptions, CallOutcome } from '../../src/relay/accountClient.js';
+import { describe, expect, it } from 'vitest';
+import { createAccountClient } from '../../src/account/accountClient.js';
+import type { AccountClient, AccountClientOptions, CallOutcome } from '../../src/account/accountClient.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { freePort } from '../support/children.js';
-import { waitFor } from '../support/waitFor.js';
+import { useCleanup } from '../support/cleanup.js';
+import { sleep, waitFor } from '../support/waitFor.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers: real servers on 127.0.0.1, port 0, torn down after every test.
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()?.();
-});
+const cleanup = useCleanup();
 
 interface Received {
   method: string;
@@ -39,7 +37,7 @@ async function httpServer(handler: Handler): Promise<{ url: string; received: Re
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(
+  cleanup.add(
     () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -50,13 +48,14 @@ async function httpServer(handler: Handler): Promise<{ url: string; received: Re
   return { url: `http://127.0.0.1:${port}`, received, server };
 }
 
-function client(opts: Partial<AccountClientOptions> & { baseUrl: string }): AccountClient {
+/** A client closed after the test; `closed()` closes it earlier, waiting for every request it still has in flight. */
+function client(opts: Partial<AccountClientOptions> & { baseUrl: string }): AccountClient & { closed(): Promise<void> } {
   const c = createAccountClient({ timeoutMs: 400, ...opts });
-  cleanups.push(() => c.close());
-  return c;
+  return Object.assign(c, { closed: cleanup.add(() => c.close()) });
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+/** One turn of the event loop: what undici's pool needs to see a client drained, so the next request reuses its socket. */
+const nextTurn = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 const answer = (res: http.ServerResponse, status: number, body: string | Buffer): void => {
   res.writeHead(status, { 'content-type': 'application/json' });
@@ -74,29 +73,34 @@ function copies(received: Received[]): Map<string, number> {
  * A child process listening with backlog 1 whose event loop is then blocked (for `blockMs`, default forever), so
  * it accepts nothing: once 4 filler connections fill the accept queue, the kernel drops our SYNs.
  */
-async function blackHole(blockMs?: number): Promise<{ port: number; accepted: () => number; data: () => string }> {
-  const code = `const s=require('net').createServer(c=>{process.stdout.write('conn\\n');c.on('data',d=>process.stdout.write('data '+JSON.stringify(d.toString('latin1'))+'\\n'));c.on('error',()=>{})});s.listen({port:0,host:'127.0.0.1',backlog:1},()=>{process.stdout.write('port '+s.address().port+'\\n');setTimeout(()=>Atomics.wait(new Int32Array(new SharedArrayBuffer(4)),0,0,${blockMs ?? 'undefined'}),20)})`;
+async function blackHole(blockMs?: number): Promise<{ port: number; accepted: () => number; closed: () => number; data: () => string }> {
+  // Writes to a pipe are synchronous: "blocked" is out before the event loop stops.
+  const code = `const s=require('net').createServer(c=>{process.stdout.write('conn\\n');c.on('data',d=>process.stdout.write('data '+JSON.stringify(d.toString('latin1'))+'\\n'));c.on('close',()=>process.stdout.write('closed\\n'));c.on('error',()=>{})});s.listen({port:0,host:'127.0.0.1',backlog:1},()=>{process.stdout.write('port '+s.address().port+'\\n');setTimeout(()=>{process.stdout.write('blocked\\n');Atomics.wait(new Int32Array(new SharedArrayBuffer(4)),0,0,${blockMs ?? 'undefined'})},20)})`;
   const child: ChildProcess = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
-  cleanups.push(() => {
+  cleanup.add(() => {
     child.kill('SIGKILL');
   });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString('latin1')));
-  await waitFor(() => /port \d+\n/.test(out), { what: 'the black hole listening' });
+  await waitFor(() => out.includes('blocked\n'), { what: 'the black hole listening and its event loop blocked' });
   const port = Number(/port (\d+)\n/.exec(out)?.[1]);
-  await sleep(60);
+  // Fillers for the accept queue (which holds backlog + 1 = 2 on Linux): once two have connected, the kernel
+  // drops further SYNs, ours included.
+  let connected = 0;
   for (let i = 0; i < 4; i++) {
-    const sock = net.connect({ port, host: '127.0.0.1' });
+    const sock = net.connect({ port, host: '127.0.0.1' }, () => connected++);
     sock.on('error', () => undefined);
-    cleanups.push(() => {
+    cleanup.add(() => {
       sock.destroy();
     });
   }
-  await sleep(50);
+  await waitFor(() => connected >= 2, { what: 'the accept queue full' });
+  const lines = () => out.split('\n');
   return {
     port,
-    accepted: () => out.split('\n').filter((l) => l === 'conn').length,
-    data: () => out.split('\n').filter((l) => l.startsWith('data ')).join('\n'),
+    accepted: () => lines().filter((l) => l === 'conn').length,
+    closed: () => lines().filter((l) => l === 'closed').length,
+    data: () => lines().filter((l) => l.startsWith('data ')).join('\n'),
   };
 }
 
@@ -189,8 +193,7 @@ describe('transfer: an answer about another GUID → unknown/non-definite', () =
 
 describe('transfer and inquire against the bundled simulator (it names the GUID in every answer)', () => {
   it('POST → definite, inquiry → processed with the same bytes', async () => {
-    const sim = await startSimulator({ port: 0 });
-    cleanups.push(() => sim.close());
+    const sim = cleanup.use(await startSimulator({ port: 0 }));
     const c = client({ baseUrl: sim.url, timeoutMs: 2000 });
     const body = JSON.stringify({ guid: 'sim-1', from: 'ACC-A', to: 'ACC-B', amount: 250 });
     const out = await c.transfer(body, 'sim-1');
@@ -207,7 +210,6 @@ describe('transfer: failures', () => {
     const port = await freePort();
     const out = await client({ baseUrl: `http://127.0.0.1:${port}` }).transfer(REQUEST, REQUEST_GUID);
     expect(out).toMatchObject({ kind: 'failed', reason: 'refused' });
-    expect(out.latencyMs).toBeLessThan(400);
   });
 
   describe('connect timeout (a listener whose accept queue is full: SYNs are dropped)', () => {
@@ -219,7 +221,6 @@ describe('transfer: failures', () => {
       if (out.kind !== 'failed') throw new Error('unreachable');
       expect(out.detail).toContain('UND_ERR_CONNECT_TIMEOUT');
       expect(out.latencyMs).toBeGreaterThanOrEqual(180);
-      expect(out.latencyMs).toBeLessThan(2800);
     });
 
     it('overall deadline while still connecting → failed/connect-timeout, and the request is never written later', async () => {
@@ -230,10 +231,11 @@ describe('transfer: failures', () => {
       expect(out).toMatchObject({ kind: 'failed', reason: 'connect-timeout' });
       if (out.kind !== 'failed') throw new Error('unreachable');
       expect(out.detail).toContain('not handed to a socket');
-      expect(out.latencyMs).toBeLessThan(500);
-      // Wait for the late connection to be accepted (4 fillers + ours), then check nothing of the request arrived.
-      await waitFor(() => hole.accepted() >= 5, { timeoutMs: 3000, intervalMs: 25, what: 'the late connection accepted' });
-      await sleep(150); // time for any byte of the request to arrive, which must not happen
+      // The late connection accepted (the fifth, 4 fillers + ours; or the one closed, as no filler is closed before
+      // the test ends), then ended by closing the client: all it ever carried has arrived, and none of it is the request.
+      await waitFor(() => hole.accepted() >= 5 || hole.closed() >= 1, { intervalMs: 25, what: 'the late connection accepted' });
+      await c.closed();
+      await waitFor(() => hole.closed() >= 1, { what: 'the late connection closed' });
       expect(hole.data()).not.toContain('transfer');
     });
   });
@@ -243,7 +245,6 @@ describe('transfer: failures', () => {
     const out = await client({ baseUrl: s.url, timeoutMs: 300 }).transfer(REQUEST, REQUEST_GUID);
     expect(out).toMatchObject({ kind: 'unknown', reason: 'timeout' });
     expect(out.latencyMs).toBeGreaterThanOrEqual(280);
-    expect(out.latencyMs).toBeLessThan(1000);
     expect(s.received).toHaveLength(1);
   });
 
@@ -253,11 +254,11 @@ describe('transfer: failures', () => {
       res.write('{"code":"0000"');
       const iv = setInterval(() => res.write(' '), 50); // each chunk well inside bodyTimeout
       res.on('close', () => clearInterval(iv));
-      cleanups.push(() => clearInterval(iv));
+      cleanup.add(() => clearInterval(iv));
     });
     const out = await client({ baseUrl: s.url, timeoutMs: 300 }).transfer(REQUEST, REQUEST_GUID);
     expect(out).toMatchObject({ kind: 'unknown', reason: 'timeout' });
-    expect(out.latencyMs).toBeLessThan(800);
+    expect(out.latencyMs).toBeGreaterThanOrEqual(280);
   });
 
   it('server reads the request and destroys the socket → unknown/reset', async () => {
@@ -285,7 +286,7 @@ describe('transfer: failures', () => {
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    cleanups.push(() => new Promise<void>((r) => server.close(() => r())));
+    cleanup.add(() => new Promise<void>((r) => server.close(() => r())));
     const { port } = server.address() as net.AddressInfo;
     const out = await client({ baseUrl: `http://127.0.0.1:${port}` }).transfer(REQUEST, REQUEST_GUID);
     expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
@@ -302,7 +303,7 @@ describe('never a second copy', () => {
     for (const [i, b] of bodies.slice(0, 3).entries()) sequential.push(await c.transfer(b, `nr-${i}`));
     const concurrent = await Promise.all(bodies.slice(3).map((b, i) => c.transfer(b, `nr-${i + 3}`)));
     for (const out of [...sequential, ...concurrent]) expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
-    await sleep(100); // let any (wrong) automatic resend arrive
+    await c.closed(); // waits for any request still in flight: a (wrong) automatic resend has arrived by then
     expect(s.received).toHaveLength(bodies.length);
     const counts = copies(s.received);
     for (const b of bodies) expect(counts.get(Buffer.from(b).toString('latin1'))).toBe(1);
@@ -319,10 +320,10 @@ describe('never a second copy', () => {
     const c = client({ baseUrl: s.url });
     expect((await c.transfer('{"guid":"ka-1"}', 'ka-1')).kind).toBe('definite');
     mode = 'kill';
-    await sleep(10); // undici's Pool marks the client drained in a microtask; give it a turn so it reuses the socket
+    await nextTurn();
     const out = await c.transfer('{"guid":"ka-2"}', 'ka-2');
     expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
-    await sleep(100);
+    await c.closed(); // a (wrong) automatic resend has arrived by then
     expect(sockets.size).toBe(1); // the second request really went over the reused socket
     expect(s.received.map((r) => r.body.toString())).toEqual(['{"guid":"ka-1"}', '{"guid":"ka-2"}']);
   });
@@ -343,14 +344,14 @@ describe('never a second copy', () => {
       sock.on('error', () => undefined);
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    cleanups.push(() => new Promise<void>((r) => server.close(() => r())));
+    cleanup.add(() => new Promise<void>((r) => server.close(() => r())));
     const { port } = server.address() as net.AddressInfo;
     const c = client({ baseUrl: `http://127.0.0.1:${port}` });
     expect((await c.transfer('{"guid":"s-1"}', 's-1')).kind).toBe('definite');
-    await sleep(10);
+    await nextTurn();
     const out = await c.transfer('{"guid":"s-2"}', 's-2');
     expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
-    await sleep(100);
+    await c.closed(); // a (wrong) automatic resend has arrived by then
     expect(requestsPerSocket).toEqual([1]); // one socket, reused; no second connection carrying a resend
   });
 
@@ -373,11 +374,11 @@ describe('never a second copy', () => {
       const out = await c.transfer(body, `stale-${i}`);
       outcomes.push(out);
       if (out.kind === 'unknown') races++;
-      await sleep(i % 3); // 0–2 ms between calls: sometimes before the FIN, sometimes after
+      await sleep(i % 3); // the point: 0–2 ms between calls, sometimes before the FIN, sometimes after
     }
     expect(races, `requests that met a socket the server was closing, in ${outcomes.length} calls`).toBeGreaterThanOrEqual(1);
     for (const out of outcomes) expect(out.kind).not.toBe('failed');
-    await sleep(100);
+    await c.closed(); // a (wrong) automatic resend has arrived by then
     const counts = copies(s.received);
     for (const [i, b] of bodies.entries()) {
       const k = counts.get(Buffer.from(b).toString('latin1')) ?? 0;
@@ -453,9 +454,8 @@ describe('inquire', () => {
 
   it('no answer → unknown after inquiryTimeoutMs', async () => {
     const s = await httpServer(() => undefined);
-    const t0 = performance.now();
     const out = await client({ baseUrl: s.url, timeoutMs: 2000, inquiryTimeoutMs: 200 }).inquire('g-t');
-    expect(out).toMatchObject({ kind: 'unknown', reached: false });
-    expect(performance.now() - t0).toBeLessThan(1000);
+    // The inquiry's own limit ended it, not the transfer's.
+    expect(out).toEqual({ kind: 'unknown', reached: false, detail: 'no complete answer within 200ms' });
   });
 });

@@ -1,12 +1,14 @@
 import { chmodSync, existsSync, linkSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Command } from '../../src/events/decide.js';
 import { looseModeWarning } from '../../src/store/sqlite/ledgerFile.js';
 import { openSqliteStore, type SqliteEventStore, type SqliteStoreOptions } from '../../src/store/sqlite/sqliteStore.js';
 import { checkLedger } from '../../src/store/sqlite/checkLedger.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
+import { sleep, waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
@@ -16,15 +18,8 @@ const mode = (path: string) => statSync(path).mode & 0o777;
 
 describe('the ledger file', () => {
   const tmp = useTempDir();
-  const stores: SqliteEventStore[] = [];
-  const open = (options: Omit<SqliteStoreOptions, 'projection'>) => {
-    const s = openSqliteStore({ projection: ledgerProjection, ...options });
-    stores.push(s);
-    return s;
-  };
-  afterEach(async () => {
-    while (stores.length) await stores.pop()!.close();
-  });
+  const cleanup = useCleanup();
+  const open = (options: Omit<SqliteStoreOptions, 'projection'>): SqliteEventStore => cleanup.use(openSqliteStore({ projection: ledgerProjection, ...options }));
 
   // 000 would let a file be created 0644 or 0666; 277 would take the owner's own write bit away.
   it.each([['000', 0o000], ['277', 0o277]] as const)('a new ledger, its -wal and -shm are 0600 and the folders created for it 0700, whatever the umask (%s)', async (_name, umask) => {
@@ -109,7 +104,7 @@ describe('the ledger file', () => {
       await expectLeft(store.execute('after', submit('after')), 'LEDGER_UNAVAILABLE', reason);
       await expectLeft(store.execute('after', submit('after')), 'LEDGER_UNAVAILABLE', reason);
       await expectLeft(store.ping(), 'LEDGER_UNAVAILABLE', reason);
-      await new Promise((r) => setTimeout(r, 200)); // the timer runs too, and says nothing again
+      await sleep(200); // nothing may happen: the timer (every 50 ms) has had its chances to tell again
       expect(reasons).toHaveLength(1);
       expect(reasons[0]).toMatch(reason);
       // Nothing of the refused write reached the file that was open. (SQLite does not checkpoint a moved
@@ -126,7 +121,7 @@ describe('the ledger file', () => {
       const reasons: string[] = [];
       open({ path, writer, watchFile: { intervalMs: 50, onLost: (r) => reasons.push(r) } });
       unlinkSync(path);
-      for (let i = 0; i < 100 && reasons.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      await waitFor(() => reasons.length > 0, { what: 'the timer noticing' });
       expect(reasons).toEqual([expect.stringMatching(/no file at its path any more/)]);
     });
   });
@@ -155,14 +150,11 @@ describe('the write deadline: a claim that does not commit within the busy timeo
     const busyTimeoutMs = 50; // deadline 1050 ms
     const store = openSqliteStore({ projection: ledgerProjection, path, writer: 'thread', busyTimeoutMs });
     try {
-      const started = performance.now();
       // Four rebuilds queued ahead of the claim in the same turn: one batch on the writer, long past the deadline
       // whatever the machine's speed.
       const rebuilds = Array.from({ length: 4 }, () => orThrow(store.rebuildProjection()));
       const rebuild = Promise.all(rebuilds).then((r) => r[3]);
       await expectLeft(store.execute('late', submit('late')), 'LEDGER_UNAVAILABLE', /ledger write did not complete within 1050 ms/);
-      const waited = performance.now() - started;
-      expect(waited).toBeGreaterThanOrEqual(1000);
       // The rebuild (no deadline) and the claim shared the batch; by the time the writer came to the claim its
       // caller had answered without it (E503, no call): the claim is not written, not even as an orphan.
       expect(await rebuild).toEqual({ rows: 20_000 });

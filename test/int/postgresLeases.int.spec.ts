@@ -1,14 +1,15 @@
 import pg from 'pg';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { resolveUnknown, type ResolveSummary } from '../../src/commands/resolve.js';
-import { startSettler, type Settler } from '../../src/commands/settler.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { resolveUnknown, type ResolveSummary } from '../../src/settle/resolve.js';
+import { startSettler, type Settler } from '../../src/settle/settler.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
-import type { AccountClient, InquiryOutcome } from '../../src/relay/accountClient.js';
+import type { AccountClient, InquiryOutcome } from '../../src/account/accountClient.js';
 import { openPostgresStore, type PostgresEventStore } from '../../src/store/postgres/postgresStore.js';
 import { seedRow } from '../support/commandsSeed.js';
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { waitFor } from '../support/waitFor.js';
+import { useCleanup } from '../support/cleanup.js';
 
 const { available } = await postgresForTests();
 
@@ -36,24 +37,14 @@ const GUIDS = ['L-1', 'L-2', 'L-3', 'L-4', 'L-5', 'L-6'];
 describe.skipIf(!available)('leases a failed run could not end (real PostgreSQL)', () => {
   const dbs = useTestDatabases();
   beforeEach(() => dbs.reset());
-  let store: PostgresEventStore | undefined;
-  let locker: pg.Client | undefined;
-  let settler: Settler | undefined;
-  afterEach(async () => {
-    await settler?.stop();
-    settler = undefined;
-    await locker?.end().catch(() => undefined);
-    locker = undefined;
-    await store?.close();
-    store = undefined;
-  });
+  const cleanup = useCleanup();
 
   /** A store whose statements give up on a lock after 300 ms, with GUIDS UNKNOWN, and a connection to lock it with. */
   async function given(): Promise<{ store: PostgresEventStore; locker: pg.Client }> {
-    store = await openPostgresStore({ projection: ledgerProjection, url: dbs.url(), lockTimeoutMs: 300 });
-    await store.pool.query('TRUNCATE leases, inquiry_schedule'); // dbs.reset() empties the log and the ledger only
+    const store = cleanup.use(await openPostgresStore({ projection: ledgerProjection, url: dbs.url(), lockTimeoutMs: 300 }));
     for (const guid of GUIDS) await seedRow(store, guid, 'UNKNOWN');
-    locker = new pg.Client({ connectionString: dbs.url() });
+    const locker = new pg.Client({ connectionString: dbs.url() });
+    cleanup.add(() => locker.end().catch(() => undefined));
     await locker.connect();
     return { store, locker };
   }
@@ -69,7 +60,7 @@ describe.skipIf(!available)('leases a failed run could not end (real PostgreSQL)
     const account = absentAccount(() => lockEverything(l));
     const runs: ResolveSummary[] = [];
     let leftBehind: Array<{ guid: string; holder: string }> | undefined;
-    settler = startSettler(
+    const settler: Settler = startSettler(
       {
         store: s,
         account: account.client,
@@ -87,6 +78,7 @@ describe.skipIf(!available)('leases a failed run could not end (real PostgreSQL)
       },
       { everyMs: 50, minAgeMs: 0, graceMs: 1000, concurrency: 1 },
     );
+    cleanup.add(() => settler.stop());
     await waitFor(async () => (await statuses(s).catch(() => [])).filter((st) => st === 'FAILED').length === GUIDS.length, { timeoutMs: 30_000, what: 'every row settled (the lease is 120 s)' });
     expect(runs[0]).toMatchObject({ ledgerErrors: 1, absent: 0 });
     // One worker leases two rows at a time: the one asked about and the next, both still leased by the settler.

@@ -3,17 +3,17 @@ import pg from 'pg';
 import { describe, it, expect, beforeEach, vi } from 'vitest';
 import { openPostgresStore, isPostgresUrl, type PostgresStoreOptions } from '../../src/store/postgres/postgresStore.js';
 import { migrate, SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
-import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
+import { sweepOrphans } from '../../src/settle/sweepOrphans.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { Command } from '../../src/events/decide.js';
-import { resolveUnknown } from '../../src/commands/resolve.js';
-import { inquireBeforeResend } from '../../src/relay/resendAfterInquiry.js';
-import type { AccountClient } from '../../src/relay/accountClient.js';
+import { resolveUnknown } from '../../src/settle/resolve.js';
+import { inquireBeforeResend } from '../../src/settle/resendAfterInquiry.js';
+import type { AccountClient } from '../../src/account/accountClient.js';
 import { seedRow } from '../support/commandsSeed.js';
 import { PG_ADMIN_URL, postgresForTests, useTestDatabases } from '../support/pg.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
-import { waitFor } from '../support/waitFor.js';
+import { sleep, waitFor } from '../support/waitFor.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { groupCommit } from '../../src/store/postgres/groupCommit.js';
@@ -34,13 +34,9 @@ async function sql<T extends pg.QueryResultRow = pg.QueryResultRow>(url: string,
   }
 }
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+/** Whether a session of the application named `app` is waiting on a lock. */
+const waitsOnLock = async (url: string, app: string): Promise<boolean> =>
+  (await sql(url, "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [app])).length > 0;
 
 it('isPostgresUrl tells a PostgreSQL URL from a file path', () => {
   expect(['postgres://u@h/db', 'postgresql://u@h:5432/db', 'POSTGRES://h/db'].map(isPostgresUrl)).toEqual([true, true, true]);
@@ -183,7 +179,7 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
       // One batch (the two units of this turn) waits for the row lock; a third unit queues behind it.
       const inBatch = expect(writes.submit({ op: 'execute', guid: 'gave-up', command: submit('gave-up') }, waiting)).rejects.toThrow(/caller stopped waiting/);
       const withIt = writes.submit({ op: 'execute', guid: 'held', command: answer() }, kept);
-      await until('the batch to wait for the lock', async () => (await sql(dbs.url(), "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")).length > 0);
+      await waitFor(async () => (await sql(dbs.url(), "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")).length > 0, { what: 'the batch to wait for the lock' });
       const behind = expect(writes.submit({ op: 'execute', guid: 'queued', command: submit('queued') }, queued)).rejects.toThrow(/caller stopped waiting/);
       waiting.gaveUp = true;
       queued.gaveUp = true;
@@ -212,7 +208,7 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
       expect((await sql<{ status: string }>(dbs.url(), "SELECT status FROM ledger WHERE guid = 'ACK-HELD'"))[0]?.status).toBe('SENT');
       // The only write connection is stuck until query_timeout (the write deadline, 300 + 1000 ms, plus a margin) closes
       // it; then writes go on, with the reply still held.
-      await until('a write to go through again', async () => E.isRight(await store.execute('after', submit('after'))));
+      await waitFor(async () => E.isRight(await store.execute('after', submit('after'))), { what: 'a write to go through again' });
       expect((await orThrow(store.getLedger('after')))?.status).toBe('SENT');
     } finally {
       hold.release();
@@ -274,7 +270,8 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
   });
 
   it('an event is stamped by the database clock read after its row is locked: a write that waited for another stamps after it', async () => {
-    const store = await open();
+    const app = `guidgate-test-${randomBytes(4).toString('hex')}`;
+    const store = await open({ applicationName: app });
     const holder = new pg.Client({ connectionString: dbs.url() });
     await holder.connect();
     try {
@@ -283,12 +280,13 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
       await holder.query('BEGIN');
       await holder.query("SELECT 1 FROM ledger WHERE guid = 'g' FOR UPDATE");
       const answered = orThrow(store.execute('g', answer()));
-      await new Promise((r) => setTimeout(r, 300));
+      await waitFor(() => waitsOnLock(dbs.url(), app), { what: 'the store to wait on the row lock' });
+      await sleep(50); // the point: time passes between the transaction's start and the lock let go
       const released = Number((await holder.query<{ now: string }>('SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now')).rows[0]!.now);
       await holder.query('COMMIT');
       const r = await answered;
       if (r.kind !== 'applied') throw new Error('not applied');
-      // Stamped at the transaction's start, the Answered would be ~300 ms before the lock was let go.
+      // Stamped at the transaction's start, the Answered would be 50 ms or more before the lock was let go.
       expect(r.events[0]!.at).toBeGreaterThanOrEqual(released);
     } finally {
       await holder.end();
@@ -336,10 +334,8 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     }
   });
 
-  it('a server that cannot be reached: opening fails as unavailable, quickly', async () => {
-    const started = Date.now();
+  it('a server that cannot be reached: opening fails as unavailable (it does not wait for one)', async () => {
     await expect(openPostgresStore({ projection: ledgerProjection, url: 'postgres://postgres@127.0.0.1:1/nothing', connectTimeoutMs: 1000 })).rejects.toBeInstanceOf(LedgerUnavailableError);
-    expect(Date.now() - started).toBeLessThan(5000);
   });
 
   it('connections terminated mid-batch: the batch is unavailable and nothing of it is stored; the pool reconnects by itself', async () => {
@@ -352,9 +348,7 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await holder.query('BEGIN');
     await holder.query("SELECT * FROM ledger WHERE guid = 'held' FOR UPDATE");
     const batch = Promise.all([expectLeft(store.execute('held', answer()), 'LEDGER_UNAVAILABLE'), expectLeft(store.execute('new', submit()), 'LEDGER_UNAVAILABLE')]);
-    await until('the store to wait on the row lock', async () =>
-      (await sql(dbs.url(), "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [app])).length > 0,
-    );
+    await waitFor(() => waitsOnLock(dbs.url(), app), { what: 'the store to wait on the row lock' });
     await sql(dbs.url(), 'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
     await batch;
     await holder.query('ROLLBACK');

@@ -3,7 +3,7 @@ import { readdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseColumns } from '../../src/reconcile/columns.js';
 import { csvEntries } from '../../src/reconcile/csvJournal.js';
 import { JournalLineError, JournalSourceError } from '../../src/reconcile/errors.js';
@@ -13,6 +13,7 @@ import { reconcile, type JournalEntry } from '../../src/reconcile/index.js';
 import { checkedUtf8 } from '../../src/reconcile/utf8Lines.js';
 import { csvText, memoryLedger, ndjsonText } from '../support/reconcile.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 
 const tempDir = useTempDir();
 const T = Date.UTC(2024, 4, 1, 2);
@@ -217,15 +218,17 @@ describe('journal files', () => {
 });
 
 describe('HTTP journal (GET {base}/journal)', () => {
-  let server: Server | null = null;
-  afterEach(async () => {
-    server?.closeAllConnections();
-    await new Promise((r) => server?.close(r) ?? r(undefined));
-    server = null;
-  });
+  const cleanup = useCleanup();
+  /** Stops the last server `serve` started, before the test ends (a source that went away). */
+  let closeLastServer: () => Promise<void> = async () => undefined;
+  /** A journal server on loopback, closed after the test. */
   async function serve(handler: (url: URL, res: ServerResponse) => void): Promise<string> {
-    server = createServer((req, res) => handler(new URL(req.url ?? '/', 'http://x'), res));
-    await new Promise<void>((r) => server!.listen(0, '127.0.0.1', r));
+    const server: Server = createServer((req, res) => handler(new URL(req.url ?? '/', 'http://x'), res));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    closeLastServer = cleanup.add(() => {
+      server.closeAllConnections();
+      return new Promise((r) => server.close(r));
+    });
     return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   }
   const range = { from: T, to: T + 10 };
@@ -282,8 +285,7 @@ describe('HTTP journal (GET {base}/journal)', () => {
     expect(err.message).toMatch(/answered HTTP 503: down/);
     expect(err.message).not.toContain('s3cret');
     const closed = await serve(() => {});
-    await new Promise((r) => server!.close(r));
-    server = null;
+    await closeLastServer();
     const refused = (await openJournalUrl(closed.replace('http://', 'http://a:s3cret@'), range).catch((e: unknown) => e)) as Error;
     expect(refused).toBeInstanceOf(JournalSourceError);
     expect(refused.message).toMatch(/did not answer/);

@@ -1,13 +1,14 @@
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
-import { recordOutcome } from '../../src/relay/recordOutcome.js';
-import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
+import { recordOutcome } from '../../src/settle/recordOutcome.js';
+import { sweepOrphans } from '../../src/settle/sweepOrphans.js';
 import { useTempDir } from '../support/tmp.js';
-import { createAccountClient, type AccountClient } from '../../src/relay/accountClient.js';
-import { createMetrics } from '../../src/relay/metrics.js';
-import { relayTransfer, replyForSend, sendClaimed } from '../../src/relay/relayTransfer.js';
-import { countSend } from '../../src/commands/reprocess.js';
+import { createAccountClient, type AccountClient } from '../../src/account/accountClient.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
+import { relayTransfer, replyForSend } from '../../src/relay/relayTransfer.js';
+import { sendClaimed } from '../../src/settle/sendClaimed.js';
+import { countSend } from '../../src/settle/reprocess.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft, refusingStore } from '../support/storeResult.js';
@@ -90,6 +91,37 @@ describe('recording an outcome against a row that moved', () => {
     expect((await orThrow(store.readStream('L'))).at(-1)).toMatchObject({ type: 'StaleAnswer', data: { attempt: 1, currentAttempt: 2, response: '{"code":"0000","n":1}' } });
     expect(lines).toEqual([['error', { guid: 'L', attempt: 1, currentAttempt: 2, code: '0000' }, 'possible double application of GUID L (attempt 1 answered after attempt 2)']]);
     expect(await metrics.registry.metrics()).toContain('guidgate_stale_answers_total{attempt="older"} 1');
+    await store.close();
+  });
+
+  it('a call that left (answered, or its outcome unknown) while its row became FAILED is answered E901, never E902 "not sent"', async () => {
+    let now = 1000;
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
+    const attempt1 = await sentRow(store);
+    // Meanwhile the row was swept, found absent, sent again (attempt 2), and attempt 2's connection was refused: FAILED.
+    now = 10_000;
+    for (const c of [
+      { type: 'RecordTimeout', attempt: 1, reason: 'timeout' },
+      { type: 'Resolve', outcome: 'absent' },
+      { type: 'Send', timeoutMs: 1000, maxAttempts: 3, minAgeMs: 0, inquiry: { seq: 3, at: now, answer: { kind: 'absent' } } },
+      { type: 'RecordConnectFailure', attempt: 2, reason: 'refused' },
+    ] as const) await orThrow(store.execute('L', c));
+    const late = (outcome: Awaited<ReturnType<AccountClient['transfer']>>) => ({ transfer: async () => outcome, inquire: () => Promise.reject(new Error('not asked')), close: async () => {} });
+    const send = (outcome: Awaited<ReturnType<AccountClient['transfer']>>) =>
+      sendClaimed({ store, account: late(outcome), metrics: createMetrics(store, Date.now), sendWindowMs: 2500 }, { state: attempt1, startedAt: performance.now() });
+    // Attempt 1 reached the account system and was answered: the transfer may be applied, so "not sent" would be false.
+    const answered = await send(answer);
+    expect(answered).toMatchObject({ sent: true, recorded: { _tag: 'Right', right: { recorded: false, state: { status: 'FAILED' }, stale: { attempt: 1 } } } });
+    expect(replyForSend(answered).code).toBe('E901');
+    expect(countSend(answered).outcome).toBe('unknown');
+    // Attempt 1's request left and timed out: its outcome is unknown, as the contract's E901 says.
+    const timedOut = await send({ kind: 'unknown', reason: 'timeout', detail: 'x', latencyMs: 1000 });
+    expect(timedOut).toMatchObject({ sent: true, recorded: { _tag: 'Right', right: { recorded: false, state: { status: 'FAILED' } } } });
+    expect(replyForSend(timedOut).code).toBe('E901');
+    expect(countSend(timedOut).outcome).toBe('unknown');
+    // A call that never left is still "not sent".
+    const refused = await send({ kind: 'failed', reason: 'refused', detail: 'x', latencyMs: 1 });
+    expect([replyForSend(refused).code, countSend(refused).outcome]).toEqual(['E902', 'failed']);
     await store.close();
   });
 

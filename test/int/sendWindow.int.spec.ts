@@ -1,25 +1,27 @@
 /**
- * The send window (src/relay/sendWindow.ts), kept by `sendClaimed` for every path that sends: a claim acknowledged
+ * The send window (src/settle/sendWindow.ts), kept by `sendClaimed` for every path that sends: a claim acknowledged
  * later than half the grace after its write started is not called. A real SQLite ledger and the bundled simulator
  * over loopback; the window is measured on a clock the test moves, and the store's `execute` moves it as a commit
  * whose acknowledgement was held back would, so the cases do not depend on this machine's speed.
  */
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Command } from '../../src/events/decide.js';
 import type { EventStore } from '../../src/events/store.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
-import { createAccountClient, type AccountClient } from '../../src/relay/accountClient.js';
+import { createAccountClient, type AccountClient } from '../../src/account/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
-import { createMetrics } from '../../src/relay/metrics.js';
-import { relayTransfer, type SendLogger } from '../../src/relay/relayTransfer.js';
-import { reprocessFailed } from '../../src/commands/reprocess.js';
-import { sendWindowMs } from '../../src/relay/sendWindow.js';
-import { decodeTransferRequest } from '../../src/relay/transferRequest.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
+import { relayTransfer } from '../../src/relay/relayTransfer.js';
+import type { SendLogger } from '../../src/settle/sendClaimed.js';
+import { reprocessFailed } from '../../src/settle/reprocess.js';
+import { sendWindowMs } from '../../src/settle/sendWindow.js';
+import { decodeTransferRequest } from '../../src/contract/transferRequest.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 
 const GRACE_MS = 1000;
 const WINDOW_MS = sendWindowMs(GRACE_MS);
@@ -66,16 +68,11 @@ describe('the send window: a claim acknowledged too late is not called', () => {
   const tmp = useTempDir();
   let sim: Simulator;
   let account: AccountClient;
-  const closing: Array<() => Promise<unknown>> = [];
-  afterEach(async () => {
-    while (closing.length) await closing.pop()!();
-  });
+  const cleanup = useCleanup();
   const setUp = async () => {
-    sim = await startSimulator({ port: 0 });
-    account = createAccountClient({ baseUrl: sim.url, timeoutMs: 2000 });
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
-    closing.push(() => sim.close(), () => account.close(), () => store.close());
-    return store;
+    sim = cleanup.use(await startSimulator({ port: 0 }));
+    account = cleanup.use(createAccountClient({ baseUrl: sim.url, timeoutMs: 2000 }));
+    return cleanup.use(openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') }));
   };
 
   it('a first send whose claim came back past the window: E901, no call, the row stays SENT for the sweep, counted and logged with the elapsed time', async () => {
@@ -139,7 +136,7 @@ describe('the send window: a claim acknowledged too late is not called', () => {
     expect(log.lines.map((l) => [l.level, l.line['guid']])).toEqual([['warn', 'RP-1']]);
 
     const app = buildApp({ store: slow, account, metrics: createMetrics(store, Date.now), timeoutMs: 2000, maxAttempts: 3, graceMs: GRACE_MS, monotonicNow: clock.now, consoleDir: null });
-    closing.push(() => app.close());
+    cleanup.add(() => app.close());
     const r = await app.inject({ method: 'POST', url: '/v1/transfers/RP-2/reprocess', payload: '{}', headers: { 'content-type': 'application/json' } });
     expect(r.statusCode).toBe(200);
     expect(r.json()).toMatchObject({ outcome: 'withheld', after: { status: 'SENT', attempts: 2 } });

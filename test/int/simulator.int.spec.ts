@@ -1,29 +1,17 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { Agent, Client, request } from 'undici';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/index.js';
+import { useCleanup } from '../support/cleanup.js';
+import { useTempDir } from '../support/tmp.js';
+import { waitFor } from '../support/waitFor.js';
 
-const agent = new Agent({ connections: 64 });
-const sims: Simulator[] = [];
-const tmpDirs: string[] = [];
+const agent = useCleanup('file').use(new Agent({ connections: 64 }));
+const cleanup = useCleanup();
+const tmp = useTempDir();
 
-afterEach(async () => {
-  await Promise.all(sims.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  await agent.close();
-  for (const d of tmpDirs) rmSync(d, { recursive: true, force: true });
-});
-
-async function sim(opts: SimulatorOptions = {}): Promise<Simulator> {
-  const s = await startSimulator({ port: 0, ...opts });
-  sims.push(s);
-  return s;
-}
+const sim = async (opts: SimulatorOptions = {}): Promise<Simulator> => cleanup.use(await startSimulator({ port: 0, ...opts }));
 
 interface Res {
   status: number;
@@ -200,8 +188,10 @@ describe('simulator: inquiry', () => {
     expect(s.guidStats('trap-1').applied).toBe(1);
     const early = await inquire(s, 'trap-1');
     expect(early.status).toBe(404);
-    await delay(450);
-    const late = await inquire(s, 'trap-1');
+    const late = await waitFor(async () => {
+      const q = await inquire(s, 'trap-1');
+      return q.status === 404 ? null : q;
+    }, { what: 'the applied GUID visible to inquiry' });
     expect(late.status).toBe(200);
     expect(late.text).toBe(r.text);
   });
@@ -210,12 +200,10 @@ describe('simulator: inquiry', () => {
 describe('simulator: latency and fault modes', () => {
   it('latencyMs: waits before applying and answering', async () => {
     const s = await sim({ latencyMs: 300 });
-    const t0 = Date.now();
     const p = post(s, transfer('slow-1'));
-    await delay(100);
+    await waitFor(() => s.guidStats('slow-1').calls === 1, { what: 'the call received' });
     expect(s.guidStats('slow-1')).toEqual({ guid: 'slow-1', calls: 1, applied: 0 });
     const r = await p;
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(290);
     expect(json(r)['code']).toBe('0000');
     expect(s.guidStats('slow-1').applied).toBe(1);
   });
@@ -224,8 +212,8 @@ describe('simulator: latency and fault modes', () => {
     const s = await sim({ latencyMs: 300 });
     const e = await errorOf(post(s, transfer('gaveup-1'), 100));
     expect(e.name).toBe('TimeoutError');
-    await delay(300);
-    expect(s.guidStats('gaveup-1').applied).toBe(1);
+    expect(s.guidStats('gaveup-1').applied).toBe(0);
+    await waitFor(() => s.guidStats('gaveup-1').applied === 1, { what: 'the transfer applied after the wait' });
   });
 
   it('reset: applies, then breaks the connection without an answer', async () => {
@@ -253,24 +241,22 @@ describe('simulator: latency and fault modes', () => {
 
     // a held call still open when the simulator closes
     const pending = errorOf(post(s, transfer('hold-2'), 30_000));
-    await delay(100);
-    const t0 = Date.now();
+    await waitFor(() => s.guidStats('hold-2').calls === 1, { what: 'the second call held' });
     await s.close();
-    expect(Date.now() - t0).toBeLessThan(2_000);
     const e2 = await pending;
     expect(e2.name).not.toBe('TimeoutError');
   });
 
   it('late-answer: applied at once, answered after lateMs', async () => {
     const s = await sim({ faults: { byGuidPrefix: { 'late-': 'late-answer' }, lateMs: 500 } });
-    const t0 = Date.now();
-    const p = post(s, transfer('late-1'));
-    await delay(150);
-    expect(s.guidStats('late-1').applied).toBe(1);
+    let answered = false;
+    const p = post(s, transfer('late-1')).finally(() => (answered = true));
+    await waitFor(() => s.guidStats('late-1').applied === 1, { what: 'late-1 applied' });
     const q = await inquire(s, 'late-1');
     expect(q.status).toBe(200);
+    // Applied and visible to inquiry, yet the POST still has no answer.
+    expect(answered).toBe(false);
     const r = await p;
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(490);
     expect(r.status).toBe(200);
     expect(r.text).toBe(q.text);
     expect(s.guidStats('late-1').applied).toBe(1);
@@ -352,13 +338,12 @@ describe('simulator: control', () => {
     expect(json(await post(s, transfer('before-1')))['code']).toBe('0000');
     const ctl = await call(`${s.url}/control/faults`, 'POST', JSON.stringify({ refuseForMs: 600 }));
     expect(ctl.status).toBe(200);
-    await delay(100);
-    expect(await connectOutcome(s.port)).toBe('ECONNREFUSED');
+    // The window starts once the control call's answer has gone out.
+    await waitFor(async () => (await connectOutcome(s.port)) === 'ECONNREFUSED', { what: 'connections refused' });
     const e = await errorOf(post(s, transfer('during-1')));
     expect([e.code, e.causeCode]).toContain('ECONNREFUSED');
     expect(s.guidStats('during-1').calls).toBe(0);
-    await delay(700);
-    expect(await connectOutcome(s.port)).toBe('connected');
+    await waitFor(async () => (await connectOutcome(s.port)) === 'connected', { what: 'listening again after the window' });
     expect(json(await post(s, transfer('after-1')))['code']).toBe('0000');
     expect(s.stats().totalCalls).toBe(2);
   });
@@ -366,13 +351,12 @@ describe('simulator: control', () => {
   it('refuseConnections(ms) resolves once listening again; a held call survives the window', async () => {
     const s = await sim({ faults: { byGuid: { 'held-x': 'hold' } } });
     const held = errorOf(post(s, transfer('held-x'), 1_500));
-    await delay(50);
-    const t0 = Date.now();
-    const back = s.refuseConnections(300);
-    await delay(50);
-    expect(await connectOutcome(s.port)).toBe('ECONNREFUSED');
+    await waitFor(() => s.guidStats('held-x').calls === 1, { what: 'the held call received' });
+    let listening = false;
+    const back = s.refuseConnections(300).then(() => (listening = true));
+    await waitFor(async () => (await connectOutcome(s.port)) === 'ECONNREFUSED', { what: 'connections refused' });
+    expect(listening).toBe(false);
     await back;
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(290);
     expect(await connectOutcome(s.port)).toBe('connected');
     // the held connection was not cut by the refusal: it ends by the client's own timeout
     expect((await held).name).toBe('TimeoutError');
@@ -385,7 +369,7 @@ describe('simulator: control', () => {
       const send = (guid: string) =>
         client.request({ path: '/transfer', method: 'POST', body: transfer(guid), headers: { 'content-type': 'application/json' } });
       const inFlight = send('ka-1');
-      await delay(50);
+      await waitFor(() => s.guidStats('ka-1').calls === 1, { what: 'ka-1 in flight' });
       void s.refuseConnections(1_000);
       const r1 = await inFlight;
       expect(r1.statusCode).toBe(200);
@@ -401,20 +385,18 @@ describe('simulator: control', () => {
 
   it('close() during a refusal window finishes', async () => {
     const s = await sim();
-    void s.refuseConnections(5_000);
-    await delay(50);
-    const t0 = Date.now();
+    // A window far longer than the test may take: close() must end it, not wait it out.
+    const windowOver = s.refuseConnections(600_000);
+    await waitFor(async () => (await connectOutcome(s.port)) === 'ECONNREFUSED', { what: 'connections refused' });
     await s.close();
-    expect(Date.now() - t0).toBeLessThan(1_000);
+    await windowOver;
     expect(await connectOutcome(s.port)).toBe('ECONNREFUSED');
   });
 });
 
 describe('simulator: persistence', () => {
   it('keeps accounts, applications, answers and call counts across a restart', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'guidgate-sim-'));
-    tmpDirs.push(dir);
-    const dbPath = join(dir, 'nested', 'sim.db');
+    const dbPath = join(tmp(), 'nested', 'sim.db');
     const s1 = await startSimulator({ port: 0, dbPath, initialBalance: 5_000 });
     const first = await post(s1, transfer('p-1'));
     await post(s1, transfer('p-1'));

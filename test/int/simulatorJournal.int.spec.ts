@@ -1,27 +1,18 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { Agent, request } from 'undici';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openJournalUrl, reconcile, type LedgerRecord } from '../../src/reconcile/index.js';
 import { startSimulator, type JournalEntry, type Simulator, type SimulatorOptions } from '../../src/simulator/index.js';
 import { memoryLedger } from '../support/reconcile.js';
 import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 
 const tempDir = useTempDir();
-const agent = new Agent({ connections: 16 });
-const sims: Simulator[] = [];
-afterEach(async () => {
-  await Promise.all(sims.splice(0).map((s) => s.close()));
-});
-afterAll(async () => {
-  await agent.close();
-});
+const agent = useCleanup('file').use(new Agent({ connections: 16 }));
+const cleanup = useCleanup();
 
-async function sim(opts: SimulatorOptions = {}): Promise<Simulator> {
-  const s = await startSimulator({ port: 0, ...opts });
-  sims.push(s);
-  return s;
-}
+const sim = async (opts: SimulatorOptions = {}): Promise<Simulator> => cleanup.use(await startSimulator({ port: 0, ...opts }));
 
 async function get(url: string): Promise<{ status: number; type: string | undefined; text: string }> {
   const res = await request(url, { dispatcher: agent, reset: true });

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -12,10 +13,12 @@ import {
   TransferAbortedError,
   type TransferResult,
 } from '../../src/client/index.js';
+import { waitFor } from '../support/waitFor.js';
 
 /** One scripted reply of the fake relay. */
 type Step =
-  | { readonly kind: 'code'; readonly code: string; readonly http: number; readonly replayed: boolean }
+  /** `retryAfter`: the reply's Retry-After header, when it has one. */
+  | { readonly kind: 'code'; readonly code: string; readonly http: number; readonly replayed: boolean; readonly retryAfter?: string }
   /** A proxy's page: not contract-shaped. */
   | { readonly kind: 'garbage' }
   /** The connection is reset after the request arrived. */
@@ -33,7 +36,13 @@ const CODES: ReadonlyArray<readonly [string, number]> = [
 ];
 
 const stepArb: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 8, arbitrary: fc.record({ kind: fc.constant('code' as const), pick: fc.constantFrom(...CODES), replayed: fc.boolean() }).map(({ pick, replayed }) => ({ kind: 'code' as const, code: pick[0], http: pick[1], replayed })) },
+  {
+    weight: 8,
+    arbitrary: fc
+      // A Retry-After of nothing, zero, a malformed one, or one second (more than any maxWait here: the call must end).
+      .record({ pick: fc.constantFrom(...CODES), replayed: fc.boolean(), retryAfter: fc.constantFrom(undefined, undefined, '0', 'soon', '1') })
+      .map(({ pick, replayed, retryAfter }) => ({ kind: 'code' as const, code: pick[0], http: pick[1], replayed, ...(retryAfter === undefined ? {} : { retryAfter }) })),
+  },
   { weight: 1, arbitrary: fc.constant({ kind: 'garbage' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'reset' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'hang' as const }) },
@@ -67,10 +76,16 @@ describe('guidgate/client over arbitrary relay replies (a scripted relay on loop
   let served: Step[] = [];
   let bodies: Buffer[] = [];
   let authorizations: Array<string | undefined> = [];
+  /** By the server's monotonic clock: when each request arrived, and when its reply was written (NaN: none). */
+  let arrived: number[] = [];
+  let replied: number[] = [];
   const sockets = new Set<Socket>();
 
   beforeAll(async () => {
     server = createServer((req, res) => {
+      arrived.push(performance.now());
+      const index = arrived.length - 1;
+      replied[index] = Number.NaN;
       void readBody(req).then((body) => {
         bodies.push(body);
         authorizations.push(req.headers.authorization);
@@ -83,6 +98,8 @@ describe('guidgate/client over arbitrary relay replies (a scripted relay on loop
         const extra = step.code === 'E400' ? { field: 'amount' } : step.code === 'E905' ? { originalCode: '0000' } : {};
         const headers: Record<string, string> = { 'content-type': 'application/json' };
         if (step.replayed) headers['idempotent-replayed'] = 'true';
+        if (step.retryAfter !== undefined) headers['retry-after'] = step.retryAfter;
+        replied[index] = performance.now();
         res.writeHead(step.http, headers).end(JSON.stringify({ guid, code: step.code, message: `scripted ${step.code}`, ...extra }));
       });
     });
@@ -115,6 +132,8 @@ describe('guidgate/client over arbitrary relay replies (a scripted relay on loop
           served = [];
           bodies = [];
           authorizations = [];
+          arrived = [];
+          replied = [];
           const reports: string[] = [];
           const client = createClient({ baseUrl: url, token: 'tok-123', timeout: 200, maxWait, backoff: { initialMs: 5, maxMs: 40 }, onAttempt: (a) => void reports.push(a.reply) });
           const input = { ...(guid === undefined ? {} : { guid }), from: 'A-1', to: 'B-2', amount: 42, currency: 'CNY', note: { any: ['json'] } };
@@ -128,8 +147,9 @@ describe('guidgate/client over arbitrary relay replies (a scripted relay on loop
           }
           const elapsed = Date.now() - started;
           await client.close();
-          // A request the client wrote just before giving up may reach the server a moment later.
-          await new Promise((r) => setTimeout(r, 20));
+          // A request the client wrote just before giving up may reach the server a moment later: all it wrote has
+          // been read once the server has seen each of its connections close.
+          await waitFor(() => sockets.size === 0, { what: "the client's connections closed at the server" });
 
           // Stops by maxWait (plus the lag of a loaded event loop).
           expect(elapsed).toBeLessThanOrEqual(maxWait + 250);
@@ -142,6 +162,12 @@ describe('guidgate/client over arbitrary relay replies (a scripted relay on loop
           expect(result?.guid ?? (error as { guid?: string }).guid).toBe(sentGuid);
           // Every attempt reached the scripted relay, and nothing else did.
           expect(served.length).toBe(reports.length);
+          // No resend came sooner than the Retry-After of the reply before it, as far as the client heard that reply.
+          for (let i = 0; i + 1 < served.length; i++) {
+            const step = served[i]!;
+            const waitS = step.kind === 'code' && step.retryAfter !== undefined && /^\d+$/.test(step.retryAfter) ? Number(step.retryAfter) : 0;
+            if (waitS > 0 && reports[i] === (step.kind === 'code' ? step.code : '')) expect(arrived[i + 1]! - replied[i]!).toBeGreaterThanOrEqual(waitS * 1000);
+          }
 
           // The contract, replayed over what the relay answered, as far as the client heard it: a reply that came
           // after the client's own timeout (a loaded machine) was not heard, and counts as maybe sent.

@@ -8,26 +8,24 @@
  * `{ seed, path }` with `fc.assert(…, { seed, path })` while the arbitrary is unchanged).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
-import { createAccountClient } from '../../src/relay/accountClient.js';
+import { createAccountClient } from '../../src/account/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
-import { createMetrics } from '../../src/relay/metrics.js';
-import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
-import { resolveUnknown } from '../../src/commands/resolve.js';
-import { reprocessFailed } from '../../src/commands/reprocess.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
+import { sweepOrphans } from '../../src/settle/sweepOrphans.js';
+import { resolveUnknown } from '../../src/settle/resolve.js';
+import { reprocessFailed } from '../../src/settle/reprocess.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { REPO_ROOT } from '../support/children.js';
 import { inOrder, runSchedule, type Action, type Round, type Schedule } from '../support/schedule.js';
 import { waitFor } from '../support/waitFor.js';
+import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'guidgate-regr-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const tmp = useTempDir();
 let runId = 0;
 
 const schedule = (over: Partial<Schedule> & Pick<Schedule, 'rounds'>): Schedule => ({
@@ -45,7 +43,7 @@ const schedule = (over: Partial<Schedule> & Pick<Schedule, 'rounds'>): Schedule 
 });
 const round = (actions: Action[], opts: { settle?: boolean; gapsMs?: number[] } = {}): Round => ({ actions, gapsMs: opts.gapsMs ?? [], settle: opts.settle ?? true });
 const send = (g: number, v: 'base' | 'cosmetic' | 'header' | 'changed' = 'base', ch = 0): Action => ({ do: 'send', ch, g, v });
-const run = (sc: Schedule) => runSchedule(sc, inOrder(), { dir, runId: runId++ });
+const run = (sc: Schedule) => runSchedule(sc, inOrder(), { dir: tmp(), runId: runId++ });
 
 describe('regressions: schedules that once exposed a defect', () => {
   it('a resend while UNKNOWN gets E901 and makes no call (found when relayTransfer resent UNKNOWN rows)', async () => {
@@ -157,7 +155,7 @@ process.stdin.once('data', () => {
 process.stdout.write('ready\\n');`;
     const failures: string[] = [];
     for (let r = 0; r < 4; r++) {
-      const path = join(dir, `race-${r}.db`);
+      const path = join(tmp(), `race-${r}.db`);
       const kids = Array.from({ length: 4 }, () => spawn(process.execPath, ['--input-type=module', '-e', child(path)], { stdio: ['pipe', 'pipe', 'pipe'] }));
       const outs = kids.map(() => ({ text: '' }));
       await Promise.all(kids.map((k, i) => new Promise<void>((ready) => k.stdout.on('data', (d: Buffer) => ((outs[i]!.text += d.toString()), outs[i]!.text.includes('ready') && ready())))));
@@ -183,7 +181,7 @@ process.stdout.write('ready\\n');`;
     let now = 1_767_225_600_000;
     const clock = () => now;
     const sim = await startSimulator({ port: 0, latencyMs: 300, faults: { byGuid: { 'STALE-1': 'e500' } } });
-    const path = join(dir, 'stale.db');
+    const path = join(tmp(), 'stale.db');
     const store = openSqliteStore({ projection: ledgerProjection, path, clock });
     const ops = openSqliteStore({ projection: ledgerProjection, path, clock });
     const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });

@@ -1,9 +1,9 @@
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
-import { describe, it, expect, afterAll, beforeAll } from 'vitest';
+import { describe, it, expect, beforeAll } from 'vitest';
 import { startHarness, type Harness } from '../support/relayHarness.js';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { useCleanup } from '../support/cleanup.js';
+import { useTempDir } from '../support/tmp.js';
 import { join } from 'node:path';
 
 const CONTRACT_CODES = /^(0000|B2\d\d|E500|E400|E503|E901|E902|E903|E904|E905)$/;
@@ -86,14 +86,11 @@ const defect: fc.Arbitrary<Defect> = fc.oneof(
 );
 
 describe('property: arbitrary bodies and headers at POST /v1/transfers', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'guidgate-fuzz-'));
+  const tmp = useTempDir('file');
+  const cleanup = useCleanup('file');
   let h: Harness;
   beforeAll(async () => {
-    h = await startHarness(dir);
-  });
-  afterAll(async () => {
-    await h.close();
-    rmSync(dir, { recursive: true, force: true });
+    h = cleanup.use(await startHarness(tmp()));
   });
   it('only contract codes come back, invalid requests store nothing, and the relay stays up', async () => {
     const ledger = new Database(h.db, { readonly: true });

@@ -6,27 +6,25 @@
  * the in-process schedules (test/support/model.ts); the real clock throughout. Once on a SQLite file, once on a
  * PostgreSQL database (issue #13: several relays on one database; skipped without one, except under CI).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { pActionCount, pScheduleArb, ProcessWorld, runProcessSchedule, type PRunResult, type PSchedule } from '../support/scheduleProcess.js';
-import { propertyBudget } from '../support/scheduleBudget.js';
+import { expectEnoughRuns, propertyBudget } from '../support/scheduleBudget.js';
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
+import { useTempDir } from '../support/tmp.js';
+import { useCleanup } from '../support/cleanup.js';
 
 const { available: pgAvailable } = await postgresForTests();
 const MIN_SCHEDULES = 2;
 
 /** The property over one world; `label` names it in the figures line. */
 function processSchedules(label: string, seconds: number, start: () => Promise<ProcessWorld>): void {
-  const budget = propertyBudget(seconds);
+  const budget = propertyBudget(seconds, MIN_SCHEDULES);
+  const cleanup = useCleanup('file');
   let world: ProcessWorld | undefined;
   beforeAll(async () => {
-    world = await start();
-  });
-  afterAll(async () => {
-    await world?.close();
+    world = cleanup.use(await start());
   });
 
   it(`the invariants hold across processes (${budget.seconds}s budget)`, async () => {
@@ -53,15 +51,14 @@ function processSchedules(label: string, seconds: number, start: () => Promise<P
       `[schedules/processes/${label}] ${results.length} schedules in ${budget.seconds}s budget; largest ${largest} actions; ` +
         `sends ${results.reduce((n, r) => n + r.sends, 0)}, SIGKILLs ${results.reduce((n, r) => n + r.kills, 0)}, stalls (SIGSTOP, held COMMIT acknowledgements) ${results.reduce((n, r) => n + r.stalls, 0)}; replies ${JSON.stringify(codes)}`,
     );
-    expect(results.length).toBeGreaterThanOrEqual(MIN_SCHEDULES);
+    expectEnoughRuns(budget, results.length, `the process schedules (${label})`);
     expect(await w.verifyAll()).toEqual([]);
   }, budget.testTimeoutMs + 60_000);
 }
 
 describe('property (processes): two relays on one SQLite file, SIGKILL, and the operator commands as processes', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'guidgate-psched-'));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-  processSchedules('sqlite', 12, () => ProcessWorld.start(join(dir, 'ledger.db')));
+  const tmp = useTempDir('file');
+  processSchedules('sqlite', 12, () => ProcessWorld.start(join(tmp(), 'ledger.db')));
 });
 
 describe.skipIf(!pgAvailable)('property (processes): two relays on one PostgreSQL database, SIGKILL, and the operator commands as processes', () => {

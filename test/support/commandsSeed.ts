@@ -4,8 +4,8 @@ import Database from 'better-sqlite3';
 import type { Status } from '../../src/events/codecs.js';
 import type { EventStore } from '../../src/events/store.js';
 import type { LedgerState } from '../../src/events/state.js';
-import type { AccountClient, CallOutcome, InquiryOutcome } from '../../src/relay/accountClient.js';
-import { fingerprintOf } from '../../src/relay/transferRequest.js';
+import type { AccountClient, CallOutcome, InquiryOutcome } from '../../src/account/accountClient.js';
+import { fingerprintOf } from '../../src/contract/transferRequest.js';
 import { REPO_ROOT, runToEnd } from './children.js';
 import { orThrow } from '../../src/events/storeResult.js';
 
@@ -106,5 +106,3 @@ export async function cli(args: string[], env: Record<string, string> = {}, opts
     clearTimeout(killer);
   }
 }
-
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -139,7 +139,8 @@ export function applyEvent(prev: MState | null, e: LogEvent): { next: MState } |
         if (reason !== 'refused' && reason !== 'connect-timeout') return bad('a SENT row fails only when the connection could not be made');
         if (num('attempt') !== prev.attempts) return bad('ConnectFailed for another attempt');
       } else return bad('ConnectFailed only from RECEIVED or SENT');
-      return { next: { ...at, status: 'FAILED', code: 'E902' } };
+      // A SENT row an older attempt's answer marked (StaleAnswer) keeps the mark: that attempt reached the account system.
+      return { next: { ...at, status: 'FAILED', code: 'E902', byInquiry: prev.byInquiry } };
     }
     case 'Resolved': {
       const source = str('source');
@@ -170,7 +171,7 @@ export function applyEvent(prev: MState | null, e: LogEvent): { next: MState } |
       const code = str('code');
       if (code === null || !isDefinite(code)) return bad('StaleAnswer with a code that is not definite');
       if (prev.status === 'PURGED' && e.data['response'] !== null) return bad('a tombstone keeps no answer body');
-      return { next: { ...prev, lastSeq: e.seq, byInquiry: prev.byInquiry || prev.status === 'FAILED' } };
+      return { next: { ...prev, lastSeq: e.seq, byInquiry: prev.byInquiry || prev.status === 'FAILED' || prev.status === 'SENT' } };
     }
     default:
       return bad('unknown event type');

@@ -78,13 +78,18 @@ export function useTestDatabases(): { url(): string; fresh(): Promise<string>; r
       return main;
     },
     fresh: create,
-    /** Empties the file's database between tests (the schema stays). */
+    /**
+     * Empties every table of the file's database between tests (the schema and its version stay). The tables
+     * are read from the database, so a table a later migration adds is emptied too.
+     */
     async reset() {
       const client = new pg.Client({ connectionString: this.url() });
       await client.connect();
       try {
-        await client.query(`DO $$ BEGIN
-          IF to_regclass('events') IS NOT NULL THEN TRUNCATE events, ledger RESTART IDENTITY; END IF; END $$`);
+        const { rows } = await client.query<{ name: string }>(
+          "SELECT quote_ident(tablename) AS name FROM pg_tables WHERE schemaname = current_schema() AND tablename <> 'schema_version'",
+        );
+        if (rows.length > 0) await client.query(`TRUNCATE ${rows.map((r) => r.name).join(', ')} RESTART IDENTITY`);
       } finally {
         await client.end();
       }

@@ -31,7 +31,8 @@ export function rawExchange(url: string, bytes: string | Buffer, waitMs = 5_000)
     };
     socket.on('data', (d: Buffer) => (text += d.toString('utf8')));
     socket.on('close', () => finish(true));
-    socket.on('error', (err) => (text === '' ? reject(err) : finish(true)));
+    // A reset is the server closing too (it closed a connection it had not read: the kernel answers with RST).
+    socket.on('error', (err: NodeJS.ErrnoException) => (text === '' && err.code !== 'ECONNRESET' && err.code !== 'EPIPE' ? reject(err) : finish(true)));
     socket.write(bytes);
   });
 }

@@ -2,10 +2,10 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import * as E from 'fp-ts/lib/Either.js';
 import { request } from 'undici';
-import { addKey } from '../../src/commands/keys.js';
+import { addKey } from '../../src/relay/auth/keysAdmin.js';
 import { openKeyRing, type KeyRing } from '../../src/relay/auth/keyRing.js';
 import type { Scope } from '../../src/relay/auth/keysFile.js';
-import { serve, type RunningRelay, type ServeOptions } from '../../src/commands/serve.js';
+import { serve, type RunningRelay, type ServeOptions } from '../../src/wiring/serve.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/index.js';
 
 export interface Harness {
@@ -30,18 +30,32 @@ export async function httpRequest(url: string, init: { method: 'GET' | 'POST'; b
   return { status: res.statusCode, body, headers: res.headers, json: () => JSON.parse(body) as Record<string, unknown> };
 }
 
-/** A relay (`serve`, the real one) on a real SQLite file and a real simulator, both on loopback sockets. */
-export async function startHarness(dir: string, opts: { sim?: SimulatorOptions; relay?: Partial<ServeOptions> } = {}): Promise<Harness> {
+/** A reply from fastify's `inject()`, in the shape of one read from a socket. */
+function injected(res: { statusCode: number; body: string; headers: Record<string, string | string[] | number | undefined> }): HttpReply {
+  const headers = Object.fromEntries(Object.entries(res.headers).map(([k, v]) => [k, typeof v === 'number' ? String(v) : v]));
+  return { status: res.statusCode, body: res.body, headers, json: () => JSON.parse(res.body) as Record<string, unknown> };
+}
+
+/**
+ * A relay (`serve`, the real one) on a real SQLite file and a real simulator, both on loopback sockets. `post` and
+ * `get` go through a socket too, unless `via: 'inject'`: then through fastify's `inject()`, the same routes without
+ * a connection, for tests of what a reply says (a test of connections, timeouts or TLS keeps the socket).
+ */
+export async function startHarness(dir: string, opts: { sim?: SimulatorOptions; relay?: Partial<ServeOptions>; via?: 'socket' | 'inject' } = {}): Promise<Harness> {
   const sim = await startSimulator({ port: 0, ...opts.sim });
   const db = join(dir, 'ledger.db');
   const relay = await serve({
     port: 0, host: '127.0.0.1', db, accountUrl: sim.url, timeoutMs: 1000, graceMs: 1000, maxAttempts: 3,
     synchronous: 'FULL', busyTimeoutMs: 1000, logLevel: 'silent', out: () => {}, ...opts.relay,
   });
+  const viaInject = opts.via === 'inject';
   return {
     relay, sim, db,
-    post: (body, headers = {}) => httpRequest(`${relay.url}/v1/transfers`, { method: 'POST', body, headers }),
-    get: (path) => httpRequest(`${relay.url}${path}`, { method: 'GET' }),
+    post: async (body, headers = {}) =>
+      viaInject
+        ? injected(await relay.app.inject({ method: 'POST', url: '/v1/transfers', payload: body, headers: { 'content-type': 'application/json', ...headers } }))
+        : httpRequest(`${relay.url}/v1/transfers`, { method: 'POST', body, headers }),
+    get: async (path) => (viaInject ? injected(await relay.app.inject({ method: 'GET', url: path })) : httpRequest(`${relay.url}${path}`, { method: 'GET' })),
     async close() {
       await relay.close();
       await sim.close();

@@ -21,19 +21,20 @@ import * as E from 'fp-ts/lib/Either.js';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
+import { sleep } from './waitFor.js';
 import type { FastifyInstance } from 'fastify';
 import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { EventStore } from '../../src/events/store.js';
-import { createAccountClient, type AccountClient, type CallOutcome } from '../../src/relay/accountClient.js';
+import { createAccountClient, type AccountClient, type CallOutcome } from '../../src/account/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
-import { createMetrics } from '../../src/relay/metrics.js';
-import { sweepOrphans } from '../../src/relay/sweepOrphans.js';
-import { resolveUnknown } from '../../src/commands/resolve.js';
-import { settleOnce } from '../../src/commands/settler.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
+import { sweepOrphans } from '../../src/settle/sweepOrphans.js';
+import { resolveUnknown } from '../../src/settle/resolve.js';
+import { settleOnce } from '../../src/settle/settler.js';
 import { createBreaker } from '../../src/relay/breaker.js';
-import { reprocessFailed } from '../../src/commands/reprocess.js';
-import { purgeDone } from '../../src/commands/purge.js';
+import { reprocessFailed } from '../../src/settle/reprocess.js';
+import { purgeDone } from '../../src/settle/purge.js';
 import { startSimulator, type FaultMode, type Simulator } from '../../src/simulator/index.js';
 import {
   channelRequest,
@@ -210,7 +211,7 @@ export class InvariantViolation extends Error {
   override readonly name = 'InvariantViolation';
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+export { sleep }; // scheduleProcess.ts takes it from here
 
 /**
  * Starts a round's actions in the order the releaser picks, `gapsMs[i]` real milliseconds apart; each is

@@ -16,9 +16,9 @@ import { Agent, request } from 'undici';
 import type { EventStore } from '../../src/events/store.js';
 import { openStore } from '../../src/store/openStore.js';
 import { isPostgresUrl } from '../../src/store/postgres/postgresStore.js';
-import { createAccountClient } from '../../src/relay/accountClient.js';
-import { resolveUnknown } from '../../src/commands/resolve.js';
-import { reprocessFailed } from '../../src/commands/reprocess.js';
+import { createAccountClient } from '../../src/account/accountClient.js';
+import { resolveUnknown } from '../../src/settle/resolve.js';
+import { reprocessFailed } from '../../src/settle/reprocess.js';
 import { startSimulator, type FaultMode, type Simulator } from '../../src/simulator/index.js';
 import { REPO_ROOT } from './children.js';
 import {

@@ -23,3 +23,7 @@ export function startServe(args: string[], env: Record<string, string> = {}): { 
 }
 
 export const exited = (child: ChildProcess) => new Promise<number | null>((r) => (child.exitCode !== null ? r(child.exitCode) : child.on('exit', (code) => r(code))));
+
+/** Resolves with the exit code once `child` has ended and all it printed has been read (its output closed). */
+export const closed = (child: ChildProcess) =>
+  new Promise<number | null>((r) => (child.exitCode !== null && (child.stdout?.closed ?? true) ? r(child.exitCode) : child.once('close', (code) => r(code))));

@@ -1,17 +1,17 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach } from 'vitest';
+import { useCleanup } from './cleanup.js';
 
-/** A fresh folder under the OS temp dir, removed after the test. */
-export function useTempDir(): () => string {
-  const dirs: string[] = [];
-  afterEach(() => {
-    while (dirs.length) rmSync(dirs.pop()!, { recursive: true, force: true });
-  });
+/**
+ * `tmp()` makes a fresh folder under the OS temp dir, removed after the test (`'test'`, the default) or after
+ * the file (`'file'`, for a folder the whole file shares).
+ */
+export function useTempDir(scope: 'test' | 'file' = 'test'): () => string {
+  const cleanup = useCleanup(scope);
   return () => {
     const d = mkdtempSync(join(tmpdir(), 'guidgate-'));
-    dirs.push(d);
+    cleanup.add(() => rmSync(d, { recursive: true, force: true }));
     return d;
   };
 }

@@ -18,6 +18,13 @@ export async function waitFor<T>(probe: () => T | Promise<T>, opts: WaitForOptio
     const value = await probe();
     if (value) return value as NonNullable<T>;
     if (performance.now() >= deadline) throw new Error(`waitFor: ${what} not reached within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, intervalMs));
+    await sleep(intervalMs);
   }
 }
+
+/**
+ * Lets `ms` pass. Only where the passage of time is what the test is about (a row must grow older than
+ * --min-age, a cooldown must run out, nothing may happen for a while): say so at the call. To wait for a state,
+ * use `waitFor`.
+ */
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeDefinite, namesGuid } from '../../src/relay/accountAnswer.js';
+import { decodeDefinite, namesGuid } from '../../src/account/accountAnswer.js';
 
 const ASKED = 'TX-1';
 const decode = (body: string, status = 200): ReturnType<typeof decodeDefinite> => decodeDefinite(status, Buffer.from(body, 'utf8'), ASKED);

@@ -1,8 +1,9 @@
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MockAgent, errors as undiciErrors, request } from 'undici';
-import { FAILURE_RULES, classifyFailure } from '../../src/relay/classifyFailure.js';
-import type { FailureRule } from '../../src/relay/classifyFailure.js';
+import { FAILURE_RULES, classifyFailure } from '../../src/account/classifyFailure.js';
+import type { FailureRule } from '../../src/account/classifyFailure.js';
+import { useCleanup } from '../support/cleanup.js';
 
 /** An error carrying `rule`'s key the way Node/undici would set it. */
 function errorFor(rule: FailureRule, extra: Record<string, unknown> = {}): Error {
@@ -164,11 +165,7 @@ describe('classifyFailure: the rest', () => {
 });
 
 describe('classifyFailure on errors produced by undici itself', () => {
-  let agent: MockAgent | undefined;
-  afterEach(async () => {
-    await agent?.close();
-    agent = undefined;
-  });
+  const cleanup = useCleanup();
 
   it.each<[string, Error, string, string]>([
     ['ECONNREFUSED', Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED', syscall: 'connect' }), 'FAILED', 'refused'],
@@ -176,7 +173,7 @@ describe('classifyFailure on errors produced by undici itself', () => {
     ['SocketError', new undiciErrors.SocketError('other side closed'), 'UNKNOWN', 'reset'],
     ['HeadersTimeoutError', new undiciErrors.HeadersTimeoutError(), 'UNKNOWN', 'timeout'],
   ])('MockAgent replyWithError(%s)', async (_n, error, outcome, reason) => {
-    agent = new MockAgent();
+    const agent = cleanup.use(new MockAgent());
     agent.disableNetConnect();
     agent.get('http://account.test').intercept({ path: '/transfer', method: 'POST' }).replyWithError(error);
     const thrown = await request('http://account.test/transfer', { method: 'POST', body: '{}', dispatcher: agent }).then(
@@ -188,7 +185,7 @@ describe('classifyFailure on errors produced by undici itself', () => {
   });
 
   it('MockAgent with net connect disabled → not FAILED (cannot prove anything)', async () => {
-    agent = new MockAgent();
+    const agent = cleanup.use(new MockAgent());
     agent.disableNetConnect();
     const thrown = await request('http://unmocked.test/transfer', { method: 'POST', body: '{}', dispatcher: agent }).then(
       () => undefined,

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { backoffDelay } from '../../src/client/backoff.js';
+import { backoffDelay, retryAfterMs } from '../../src/client/backoff.js';
 import { InvalidRequestError, RESEND_RULES, resendRuleFor } from '../../src/client/index.js';
 import { serialiseTransfer } from '../../src/client/transferBody.js';
 import { REPO_ROOT } from '../support/children.js';
@@ -31,12 +31,16 @@ describe('serialiseTransfer: one body, checked by the relay\'s decoder', () => {
     [{ guid: '-bad', from: 'A', to: 'B', amount: 1 }, 'guid'],
     [{ guid: 'TX-1', from: 'A', to: 'B', amount: 1, currency: 'cny' }, 'currency'],
   ])('refuses %j naming %s, before anything is sent', (input, field) => {
-    expect(() => serialiseTransfer(input)).toThrow(InvalidRequestError);
-    try {
-      serialiseTransfer(input);
-    } catch (e) {
-      expect(e).toMatchObject({ code: 'E400', field });
-    }
+    const thrown = (() => {
+      try {
+        serialiseTransfer(input);
+        return null;
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(thrown).toBeInstanceOf(InvalidRequestError);
+    expect(thrown).toMatchObject({ code: 'E400', field });
   });
 });
 
@@ -62,6 +66,37 @@ describe('backoffDelay', () => {
   });
 });
 
+describe('retryAfterMs: the wait a Retry-After asks for (RFC 9110 §10.2.3)', () => {
+  const now = Date.UTC(1994, 10, 6, 8, 49, 30); // Sun, 06 Nov 1994 08:49:30 GMT
+
+  it('reads delay-seconds', () => {
+    expect(retryAfterMs('0', now)).toBe(0);
+    expect(retryAfterMs('5', now)).toBe(5_000);
+    expect(retryAfterMs(' 120 ', now)).toBe(120_000);
+  });
+
+  it('reads the three HTTP-date forms, 7 s after now', () => {
+    expect(retryAfterMs('Sun, 06 Nov 1994 08:49:37 GMT', now)).toBe(7_000);
+    expect(retryAfterMs('Sunday, 06-Nov-94 08:49:37 GMT', now)).toBe(7_000);
+    expect(retryAfterMs('Sun Nov  6 08:49:37 1994', now)).toBe(7_000);
+  });
+
+  it('a date already past asks for no wait', () => {
+    expect(retryAfterMs('Sat, 05 Nov 1994 08:49:37 GMT', now)).toBe(0);
+  });
+
+  it.each(['', 'soon', '-1', '1.5', '+3', '0x10', '1e3', 'Sun, 06 Nov 1994 08:49:37 UTC', 'Sun, 31 Feb 1994 08:49:37 GMT', 'Sun, 06 Nov 1994 24:00:00 GMT', '06 Nov 1994 08:49:37 GMT'])(
+    'malformed %j: null (the client\'s own backoff)',
+    (header) => expect(retryAfterMs(header, now)).toBeNull(),
+  );
+
+  it('absent: null; given twice: the longest that parses', () => {
+    expect(retryAfterMs(undefined, now)).toBeNull();
+    expect(retryAfterMs(['2', 'soon', '7'], now)).toBe(7_000);
+    expect(retryAfterMs(['soon'], now)).toBeNull();
+  });
+});
+
 describe('docs/channel-api.md states the client\'s resend rules', () => {
   const guide = readFileSync(join(REPO_ROOT, 'docs', 'channel-api.md'), 'utf8');
   const rows = tableRows(sectionOf(guide, 'The client: `guidgate/client`'));
@@ -69,10 +104,15 @@ describe('docs/channel-api.md states the client\'s resend rules', () => {
   it.each(Object.entries(RESEND_RULES))('%s', (code, rule) => {
     const row = rows.find(([reply = '']) => reply.includes(code));
     expect(row, `no row for ${code}`).toBeDefined();
-    const [, , client, applied] = row!;
+    const [, , client, applied, end] = row!;
     if (rule.action === 'resend') {
       expect(client).toContain('resends the same bytes');
-      expect(applied).toBe(rule.maybeSent ? 'maybe' : 'no');
+      expect(applied).toBe(rule.maybeSent ? 'maybe' : 'no (so far)');
+      // "Not sent" is not "failed": the row stays open, and the channel resends the same GUID, never a new one.
+      if (!rule.maybeSent) {
+        expect(client).toContain('never before its `Retry-After`');
+        expect(end).toContain('still open, resend the same GUID later');
+      }
     } else {
       expect(client).toContain('never resent');
     }

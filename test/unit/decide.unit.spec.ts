@@ -194,6 +194,11 @@ describe('decide: an answer the row has moved past is kept as a StaleAnswer, nev
     given(...settled).when(late(1), NOW).then([stale(1, 1)]);
     given(...settled, ev.purged(99_000)).when(late(1), NOW).then([stale(1, 1, null)]);
   });
+  it('attempt 1 answered while attempt 2 is in flight, then attempt 2 refused: a resend still inquires first (attempt 1 reached the account system)', () => {
+    const refusedAfterStale = [...again, stale(1, 2), ev.connectFailed(2, 6001)];
+    given(...refusedAfterStale).when(submit, NOW).thenRefused('needs-inquiry');
+    given(...refusedAfterStale).when({ type: 'Send', timeoutMs: 3000, maxAttempts: 3 }, NOW).thenRefused('needs-inquiry');
+  });
   it('a non-definite code is still refused: it is no answer', () => {
     given(...again).when({ ...late(1), code: 'E400' }).thenRefused('not-definite');
   });

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { describe, it, expect } from 'vitest';
 import { isDefiniteCode } from '../../src/events/codecs.js';
-import { REPLY_CODES } from '../../src/relay/codes.js';
+import { REPLY_CODES } from '../../src/contract/codes.js';
 import { REPO_ROOT } from '../support/children.js';
 import { anchorsOf, githubAnchor, linksOf, sectionOf, tableRows } from '../support/markdown.js';
 

@@ -77,9 +77,19 @@ describe('evolve: a StaleAnswer is a fact, not a transition', () => {
     const again = evolve(failedByInquiry, ev.sent(2, 50, 700), GUID);
     const done = evolve(again, ev.answered(2, 60, '0000', 'resp'), GUID);
     const purged = evolve(done, ev.purged(99, '0000'), GUID);
-    for (const state of [again, done, purged, evolve(again, ev.timedOut(2, 60), GUID), failedByInquiry]) {
+    for (const state of [done, purged, evolve(again, ev.timedOut(2, 60), GUID), failedByInquiry]) {
       expect(evolve(state, stale(1, state.attempts), GUID)).toEqual({ ...state, lastSeq: state.lastSeq + 1 });
     }
+    // A SENT row only gains the mark a refused connection of its attempt in flight keeps (below).
+    expect(evolve(again, stale(1, 2), GUID)).toEqual({ ...again, lastSeq: again.lastSeq + 1, failedByInquiry: true });
+  });
+
+  it('an older attempt answered while a later one is in flight: a refused connection of the later one leaves the row may-have-arrived', () => {
+    const again = evolve(evolve(sent, ev.connectFailed(1, 30), GUID), ev.sent(2, 50, 700), GUID);
+    const refused = evolve(evolve(again, stale(1, 2), GUID), ev.connectFailed(2, 60), GUID);
+    expect(refused).toMatchObject({ status: 'FAILED', attempts: 2, failedByInquiry: true });
+    // Without that answer, a refused connection is what it always was: nothing left, no inquiry needed.
+    expect(evolve(again, ev.connectFailed(2, 60), GUID).failedByInquiry).toBe(false);
   });
 
   it('keeps a FAILED row marked as may-have-arrived, so the resend after it still inquires first (the min-age trap)', () => {

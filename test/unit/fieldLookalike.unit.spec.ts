@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { lookalikeOf } from '../../src/relay/fieldLookalike.js';
-import { topLevelFieldProblem } from '../../src/relay/transferRequest.js';
+import { lookalikeOf } from '../../src/contract/fieldLookalike.js';
+import { topLevelFieldProblem } from '../../src/contract/transferRequest.js';
 
 const FIELDS = ['guid', 'from', 'to', 'amount', 'currency'] as const;
 const CONTRACT = new Set<string>(FIELDS);

@@ -1,12 +1,16 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cpuOf, cpuOfProcessesNamed } from '../../bench/processCpu.js';
+import { useCleanup } from '../support/cleanup.js';
+import { useTempDir } from '../support/tmp.js';
+import { waitFor } from '../support/waitFor.js';
 
 /** The benchmark's CPU figures per process come from these readings of /proc: they must follow real work. */
 describe('bench CPU readings from /proc', () => {
+  const tmp = useTempDir();
+  const cleanup = useCleanup();
   /** Spins the CPU for about `ms` of wall time in this process. */
   const spin = (ms: number) => {
     const end = performance.now() + ms;
@@ -31,20 +35,13 @@ describe('bench CPU readings from /proc', () => {
   it('cpuOfProcessesNamed sums the processes of that name, a busy child among them, and no others', async () => {
     // A shell started through a link of an unusual name: the kernel names the process after it (at most 15
     // characters), so it and nothing else on the machine is named so.
-    const dir = mkdtempSync(join(tmpdir(), 'guidgate-cpu-'));
-    const probe = join(dir, 'ggcpuprobe');
+    const probe = join(tmp(), 'ggcpuprobe');
     symlinkSync('/bin/sh', probe);
     const child = spawn(probe, ['-c', 'while :; do :; done'], { stdio: 'ignore' });
-    try {
-      await new Promise((r) => setTimeout(r, 100));
-      const start = cpuOfProcessesNamed('ggcpuprobe');
-      await new Promise((r) => setTimeout(r, 400));
-      const later = cpuOfProcessesNamed('ggcpuprobe');
-      expect(later - start).toBeGreaterThan(50_000); // a spinning child gets a share of a core even on a busy machine
-      expect(cpuOfProcessesNamed('no-such-process-name-here')).toBe(0);
-    } finally {
-      child.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    }
+    cleanup.add(() => child.kill('SIGKILL'));
+    // Running (it has used a tick of CPU), then its CPU keeps growing: 50 ms more of it is read.
+    const start = await waitFor(() => cpuOfProcessesNamed('ggcpuprobe'), { what: 'the probe spinning' });
+    await waitFor(() => cpuOfProcessesNamed('ggcpuprobe') - start > 50_000, { what: 'the probe using 50 ms more CPU' });
+    expect(cpuOfProcessesNamed('no-such-process-name-here')).toBe(0);
   });
 });

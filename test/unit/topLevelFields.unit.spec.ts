@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, it, expect } from 'vitest';
-import { topLevelFieldProblem } from '../../src/relay/transferRequest.js';
+import { topLevelFieldProblem } from '../../src/contract/transferRequest.js';
 
 const fieldOf = (text: string) => {
   JSON.parse(text); // the scan only ever sees JSON that parsed

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventStore } from '../../events/store.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../../telemetry/metrics.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from '../replies.js';
-import { GUID_PATTERN } from '../transferRequest.js';
+import { GUID_PATTERN } from '../../contract/transferRequest.js';
 import { findKey, type Key, type Scope } from './keysFile.js';
 
 /**

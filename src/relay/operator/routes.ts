@@ -5,23 +5,25 @@ import type { LedgerState } from '../../events/state.js';
 import type { StoreError } from '../../events/errors.js';
 import type { EventStore } from '../../events/store.js';
 import { toStoreError } from '../../events/storeResult.js';
-import { listLedger } from '../../commands/ledger.js';
-import { reprocessFailed } from '../../commands/reprocess.js';
-import { resolveUnknown } from '../../commands/resolve.js';
+import { listLedger } from '../../settle/ledger.js';
+import { reprocessFailed, whyReprocessLeavesOut } from '../../settle/reprocess.js';
+import { resolveUnknown, whyResolveLeavesOut } from '../../settle/resolve.js';
 import { topLevelMembers } from '../../json/topLevelMembers.js';
+import { DEFAULTS } from '../../shared/defaults.js';
 import { formatDuration, parseDuration } from '../../shared/duration.js';
-import type { AccountClient } from '../accountClient.js';
+import type { AccountClient } from '../../account/accountClient.js';
 import type { Breaker } from '../breaker.js';
-import type { Metrics } from '../metrics.js';
-import type { MonotonicClock } from '../sendWindow.js';
+import type { Metrics } from '../../telemetry/metrics.js';
+import type { MonotonicClock } from '../../settle/sendWindow.js';
 import { requestKey } from '../auth/authHook.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from '../replies.js';
-import { GUID_PATTERN } from '../transferRequest.js';
+import { GUID_PATTERN } from '../../contract/transferRequest.js';
 import type { RouteDoc } from '../openapi.js';
 import * as S from './schemas.js';
-import { readTimeline } from '../../commands/history.js';
+import { readTimeline } from '../../settle/history.js';
+import { oldestRowOf, readLedgerCounts } from '../../settle/stats.js';
 import { timelineView } from './timeline.js';
-import { operatorRow } from '../rowViews.js';
+import { operatorRow } from '../../events/policy.js';
 
 export interface OperatorDeps {
   readonly store: EventStore;
@@ -41,7 +43,6 @@ export interface OperatorDeps {
   readonly send: (reply: FastifyReply, r: Reply) => FastifyReply;
 }
 
-const LEDGER_PAGE_DEFAULT = 50;
 const LEDGER_PAGE_MAX = 500;
 
 /** Marks a body that named a key twice (the parser cannot answer E400 naming the field itself). */
@@ -72,184 +73,17 @@ type GuidRequest = FastifyRequest<{ Params: { guid: string } }>;
  * Registered as a plugin: its JSON body parser and strict schemas stay inside it, away from the channel API.
  */
 export function operatorRoutes(deps: OperatorDeps) {
-  const { store, send } = deps;
-
-  /** A store's Left: E503, logged once with its code and cause on the request's logger. */
-  const unavailable = (req: FastifyRequest, reply: FastifyReply, err: StoreError, guid?: string) => send(reply, ledgerUnavailableReply(guid, err, ledgerLog(req.log)));
-
   return async function plugin(app: FastifyInstance): Promise<void> {
-    // Inside this plugin only: bodies are JSON objects (an empty body is `{}`); any other media type is 415.
-    app.removeAllContentTypeParsers();
-    app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-      const text = body as string;
-      let parsed: unknown;
-      try {
-        parsed = text === '' ? {} : JSON.parse(text);
-      } catch {
-        return done(Object.assign(new Error('the body is not JSON'), { statusCode: 400 }), undefined);
-      }
-      // JSON.parse keeps the last of two equal keys: `{"dryRun":true,"dryRun":false}` must not quietly become a real run.
-      const seen = new Set<string>();
-      for (const { key } of topLevelMembers(text)) {
-        if (seen.has(key)) return done(null, { [DUPLICATE]: key });
-        seen.add(key);
-      }
-      return done(null, parsed);
-    });
-
-    app.get<{ Params: { guid: string } }>('/v1/transfers/:guid/events', {
-      schema: { params: S.guidParams },
-      attachValidation: true,
-      config: {
-        openapi: {
-          summary: "One GUID's timeline: its events and the channel's requests, in time order, account numbers masked",
-          example: { params: { guid: S.EXAMPLE_GUID } },
-          responses: { 200: { description: 'the row and its timeline, oldest first', schema: S.timeline }, 400: 'E400', 404: 'E404', 414: 'E400 the GUID is over 384 characters', 503: 'E503' },
-        } satisfies RouteDoc,
-      },
-    }, async (req: GuidRequest, reply) => {
-      if (req.validationError) return send(reply, validationReply(req.validationError));
-      const { guid } = req.params;
-      const row = await store.getLedger(guid);
-      if (E.isLeft(row)) return unavailable(req, reply, row.left, guid);
-      if (row.right === null) return send(reply, codeReply('E404', guid));
-      const timeline = await readTimeline(store, guid);
-      if (E.isLeft(timeline)) return unavailable(req, reply, timeline.left, guid);
-      return json(reply, 200, { guid, row: operatorRow(row.right), timeline: timeline.right.map(timelineView) });
-    });
-
-    app.get<{ Querystring: { status?: string; olderThan?: string; limit?: string; cursor?: string } }>('/v1/ledger', {
-      schema: { querystring: S.ledgerQuery },
-      attachValidation: true,
-      config: {
-        openapi: {
-          summary: 'Ledger rows in GUID order, filtered by status and age, a page at a time (keyset on the GUID)',
-          example: { query: { status: 'UNKNOWN,FAILED,DONE', olderThan: '0ms', limit: '50' } },
-          responses: { 200: { description: 'one page; nextCursor is null on the last', schema: S.ledgerPage }, 400: 'E400', 503: 'E503' },
-        } satisfies RouteDoc,
-      },
-    }, async (req, reply) => {
-      if (req.validationError) return send(reply, validationReply(req.validationError));
-      const q = req.query;
-      const statuses = q.status === undefined ? undefined : parseStatuses(q.status);
-      if (statuses === null) return send(reply, e400('status', `status must be one or more of ${STATUSES.join(', ')}, comma-separated`));
-      const olderThanMs = q.olderThan === undefined ? undefined : parseDuration(q.olderThan);
-      if (olderThanMs === null) return send(reply, e400('olderThan', 'olderThan must be a duration: 500ms, 30s, 5m, 2h, 7d'));
-      const limit = q.limit === undefined ? LEDGER_PAGE_DEFAULT : Number(q.limit);
-      if (limit < 1 || limit > LEDGER_PAGE_MAX) return send(reply, e400('limit', `limit must be from 1 to ${LEDGER_PAGE_MAX}`));
-      // The cursor is the last GUID of the page before: rows after it, in GUID order.
-      if (q.cursor !== undefined && !GUID_PATTERN.test(q.cursor)) return send(reply, e400('cursor', 'cursor must be a nextCursor this route gave'));
-      try {
-        const rows: LedgerState[] = [];
-        // One row more than asked: whether there is a next page, without an empty last page.
-        for await (const row of listLedger(store, { statuses, olderThanMs, limit: limit + 1, afterGuid: q.cursor })) rows.push(row);
-        const page = rows.slice(0, limit);
-        return json(reply, 200, { rows: page.map(operatorRow), nextCursor: rows.length > limit ? page[page.length - 1]!.guid : null });
-      } catch (err) {
-        // A page that could not be read: the paged iteration throws its StoreError.
-        return unavailable(req, reply, toStoreError(err, 'read'));
-      }
-    });
-
-    app.get('/v1/stats', {
-      config: {
-        openapi: {
-          summary: 'The overview: rows per status, the oldest UNKNOWN and FAILED, dead letters, the breaker, replies per code over the last minutes',
-          example: {},
-          responses: { 200: { description: 'now', schema: S.stats }, 503: 'E503' },
-        } satisfies RouteDoc,
-      },
-    }, async (req, reply) => {
-      const counted = await store.countByStatus();
-      if (E.isLeft(counted)) return unavailable(req, reply, counted.left);
-      const byStatus = counted.right;
-      const oldest = async (status: 'UNKNOWN' | 'FAILED'): Promise<E.Either<StoreError, ReturnType<typeof operatorRow> | null>> => {
-        const at = byStatus[status].oldestUpdatedAt;
-        if (at === null) return E.right(null);
-        // The row whose last change is that oldest time (the first such GUID); null if it moved meanwhile.
-        const rows = await store.queryLedger({ statuses: [status], updatedBefore: at + 1, limit: 1 });
-        return E.map((found: LedgerState[]) => (found[0] === undefined ? null : operatorRow(found[0])))(rows);
-      };
-      const oldestUnknown = await oldest('UNKNOWN');
-      if (E.isLeft(oldestUnknown)) return unavailable(req, reply, oldestUnknown.left);
-      const oldestFailed = await oldest('FAILED');
-      if (E.isLeft(oldestFailed)) return unavailable(req, reply, oldestFailed.left);
-      const deadLetters = await store.countLedger({ statuses: ['FAILED'], attemptsAtLeast: deps.maxAttempts });
-      if (E.isLeft(deadLetters)) return unavailable(req, reply, deadLetters.left);
-      return json(reply, 200, {
-        statuses: byStatus,
-        oldest: { UNKNOWN: oldestUnknown.right, FAILED: oldestFailed.right },
-        deadLetters: { maxAttempts: deps.maxAttempts, count: deadLetters.right },
-        breaker: deps.breaker?.view() ?? { state: 'off' },
-        replies: deps.metrics.recentReplies(),
-      });
-    });
-
-    const action = (name: 'resolve' | 'reprocess', doc: RouteDoc) =>
-      app.post<{ Params: { guid: string }; Body: { dryRun?: boolean; minAge?: string } | undefined }>(`/v1/transfers/:guid/${name}`, {
-        schema: { params: S.guidParams, body: S.actionBody },
-        attachValidation: true,
-        config: { openapi: doc },
-      }, async (req, reply) => {
-        const duplicate = (req.body as Record<symbol, unknown> | undefined)?.[DUPLICATE];
-        if (typeof duplicate === 'string') return send(reply, e400(duplicate, `${duplicate} is given more than once`));
-        if (req.validationError) return send(reply, validationReply(req.validationError));
-        const { guid } = req.params;
-        const body = req.body ?? {};
-        const dryRun = body.dryRun === true;
-        const minAgeMs = body.minAge === undefined ? deps.minAgeMs : parseDuration(body.minAge);
-        if (minAgeMs === null) return send(reply, e400('minAge', 'minAge must be a duration: 500ms, 30s, 5m, 2h, 7d'));
-        // serve's --min-age is a floor, not a default a caller may lower: a 404 asked for too early is believed, and
-        // the row is sent a second time (the min-age trap). More caution is allowed; less is refused before any read.
-        if (minAgeMs < deps.minAgeMs) return send(reply, e400('minAge', `minAge must be at least serve's --min-age (${formatDuration(deps.minAgeMs)})`));
-        const read = await store.getLedger(guid);
-        if (E.isLeft(read)) return unavailable(req, reply, read.left, guid);
-        const before = read.right;
-        if (before === null) return send(reply, codeReply('E404', guid));
-        // The command reports the row through onRow (`not-leased`: selected, but another run held it or it moved),
-        // or not at all when its selection left the row out.
-        const ran: { outcome?: string; detail?: string | undefined; row?: LedgerState } = {};
-        const onRow = (row: LedgerState, outcome: string, detail?: string) => Object.assign(ran, { row, outcome, detail });
-        // The commands' own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry.
-        const ledgerErrors =
-          name === 'resolve'
-            ? (await resolveUnknown({ store, account: deps.account, metrics: deps.metrics }, { guid, key: requestKey(req)?.name, minAgeMs, graceMs: deps.graceMs, dryRun, limit: 1, onRow })).ledgerErrors
-            : (await reprocessFailed({ store, account: deps.account, metrics: deps.metrics, monotonicNow: deps.monotonicNow, sendLog: req.log }, { guid, key: requestKey(req)?.name, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, graceMs: deps.graceMs, minAgeMs, dryRun, limit: 1, onRow })).ledgerErrors;
-        if (ran.outcome === 'ledger-error' || ledgerErrors > 0) {
-          // Logged once, with what the command reports: the row's failure, or only that its run stopped on one.
-          const cause = ran.outcome === 'ledger-error' ? (ran.detail ?? 'a read or write failed') : undefined;
-          ledgerLog(req.log)({ guid, reply: 'E503', action: name, cause: cause ?? `${name} stopped: a ledger read or write failed` });
-          // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
-          return send(reply, cause === undefined ? codeReply('E503', guid) : codeReply('E503', guid, { message: `ledger unavailable: ${cause}` }));
-        }
-        const reread = await store.getLedger(guid);
-        if (E.isLeft(reread)) return unavailable(req, reply, reread.left, guid);
-        const after = reread.right ?? before;
-        // Not leased and not moved since the command read it: another run (the settler, another process) holds it.
-        const heldElsewhere = ran.outcome === 'not-leased' && after.lastSeq === ran.row?.lastSeq;
-        if (ran.outcome === undefined || ran.outcome === 'not-leased') {
-          const message = heldElsewhere ? HELD_ELSEWHERE : whyNotEligible(name, after, minAgeMs, deps.maxAttempts);
-          return send(reply, codeReply('E409', guid, { message, status: after.status, before: operatorRow(before), after: operatorRow(after) }));
-        }
-        return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
-      });
-
-    const actionResponses = (what: string): RouteDoc['responses'] => ({
-      200: { description: what, schema: S.actionResult },
-      400: 'E400',
-      404: 'E404',
-      409: { description: `E409: the row is not one this action applies to (its state, its age, the attempt cap), or another run holds it ("${HELD_ELSEWHERE}"); nothing was done`, schema: S.notEligible },
-      413: 'E400 the body is over 64 KiB',
-      414: 'E400 the GUID is over 384 characters',
-      415: 'E400 Content-Type is not application/json',
-      503: 'E503',
-    });
-    action('resolve', {
+    acceptJsonObjects(app);
+    registerTimeline(app, deps);
+    registerLedgerPages(app, deps);
+    registerOverview(app, deps);
+    registerAction(app, deps, 'resolve', {
       summary: "`guidgate resolve` for one GUID: sweep it if orphaned, then, UNKNOWN and its last Sent at least minAge old, ask the account system",
       example: { params: { guid: S.EXAMPLE_GUID }, body: { dryRun: true, minAge: '5m' } },
       responses: actionResponses('the inquiry made (or, dry run, the row listed) and the row before and after'),
     });
-    action('reprocess', {
+    registerAction(app, deps, 'reprocess', {
       summary: '`guidgate reprocess` for one GUID: FAILED under the attempt cap, sent again with the same bytes (a row FAILED by an inquiry is inquired about first)',
       example: { params: { guid: S.EXAMPLE_GUID }, body: { dryRun: true } },
       responses: actionResponses('the send made (or, dry run, the row listed) and the row before and after'),
@@ -257,15 +91,229 @@ export function operatorRoutes(deps: OperatorDeps) {
   };
 }
 
+/** A store's Left: E503, logged once with its code and cause on the request's logger. */
+function unavailable(deps: Pick<OperatorDeps, 'send'>, req: FastifyRequest, reply: FastifyReply, err: StoreError, guid?: string): FastifyReply {
+  return deps.send(reply, ledgerUnavailableReply(guid, err, ledgerLog(req.log)));
+}
+
+/** Inside the plugin only: bodies are JSON objects (an empty body is `{}`); any other media type is 415. */
+function acceptJsonObjects(app: FastifyInstance): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = body as string;
+    let parsed: unknown;
+    try {
+      parsed = text === '' ? {} : JSON.parse(text);
+    } catch {
+      return done(Object.assign(new Error('the body is not JSON'), { statusCode: 400 }), undefined);
+    }
+    // JSON.parse keeps the last of two equal keys: `{"dryRun":true,"dryRun":false}` must not quietly become a real run.
+    const seen = new Set<string>();
+    for (const { key } of topLevelMembers(text)) {
+      if (seen.has(key)) return done(null, { [DUPLICATE]: key });
+      seen.add(key);
+    }
+    return done(null, parsed);
+  });
+}
+
+/** GET /v1/transfers/{guid}/events: the row and its timeline. */
+function registerTimeline(app: FastifyInstance, deps: OperatorDeps): void {
+  const { store, send } = deps;
+  app.get<{ Params: { guid: string } }>('/v1/transfers/:guid/events', {
+    schema: { params: S.guidParams },
+    attachValidation: true,
+    config: {
+      openapi: {
+        summary: "One GUID's timeline: its events and the channel's requests, in time order, account numbers masked",
+        example: { params: { guid: S.EXAMPLE_GUID } },
+        responses: { 200: { description: 'the row and its timeline, oldest first', schema: S.timeline }, 400: 'E400', 404: 'E404', 414: 'E400 the GUID is over 384 characters', 503: 'E503' },
+      } satisfies RouteDoc,
+    },
+  }, async (req: GuidRequest, reply) => {
+    if (req.validationError) return send(reply, validationReply(req.validationError));
+    const { guid } = req.params;
+    const row = await store.getLedger(guid);
+    if (E.isLeft(row)) return unavailable(deps, req, reply, row.left, guid);
+    if (row.right === null) return send(reply, codeReply('E404', guid));
+    const timeline = await readTimeline(store, guid);
+    if (E.isLeft(timeline)) return unavailable(deps, req, reply, timeline.left, guid);
+    return json(reply, 200, { guid, row: operatorRow(row.right), timeline: timeline.right.map(timelineView) });
+  });
+}
+
+/** GET /v1/ledger: the rows, filtered, a page at a time. */
+function registerLedgerPages(app: FastifyInstance, deps: OperatorDeps): void {
+  const { store, send } = deps;
+  app.get<{ Querystring: { status?: string; olderThan?: string; limit?: string; cursor?: string } }>('/v1/ledger', {
+    schema: { querystring: S.ledgerQuery },
+    attachValidation: true,
+    config: {
+      openapi: {
+        summary: 'Ledger rows in GUID order, filtered by status and age, a page at a time (keyset on the GUID)',
+        example: { query: { status: 'UNKNOWN,FAILED,DONE', olderThan: '0ms', limit: '50' } },
+        responses: { 200: { description: 'one page; nextCursor is null on the last', schema: S.ledgerPage }, 400: 'E400', 503: 'E503' },
+      } satisfies RouteDoc,
+    },
+  }, async (req, reply) => {
+    if (req.validationError) return send(reply, validationReply(req.validationError));
+    const q = req.query;
+    const statuses = q.status === undefined ? undefined : parseStatuses(q.status);
+    if (statuses === null) return send(reply, e400('status', `status must be one or more of ${STATUSES.join(', ')}, comma-separated`));
+    const olderThanMs = q.olderThan === undefined ? undefined : parseDuration(q.olderThan);
+    if (olderThanMs === null) return send(reply, e400('olderThan', 'olderThan must be a duration: 500ms, 30s, 5m, 2h, 7d'));
+    const limit = q.limit === undefined ? DEFAULTS.ledgerPageRows : Number(q.limit);
+    if (limit < 1 || limit > LEDGER_PAGE_MAX) return send(reply, e400('limit', `limit must be from 1 to ${LEDGER_PAGE_MAX}`));
+    // The cursor is the last GUID of the page before: rows after it, in GUID order.
+    if (q.cursor !== undefined && !GUID_PATTERN.test(q.cursor)) return send(reply, e400('cursor', 'cursor must be a nextCursor this route gave'));
+    try {
+      const rows: LedgerState[] = [];
+      // One row more than asked: whether there is a next page, without an empty last page.
+      for await (const row of listLedger(store, { statuses, olderThanMs, limit: limit + 1, afterGuid: q.cursor })) rows.push(row);
+      const page = rows.slice(0, limit);
+      return json(reply, 200, { rows: page.map(operatorRow), nextCursor: rows.length > limit ? page[page.length - 1]!.guid : null });
+    } catch (err) {
+      // The ledger's clock or a page that could not be read: the paged iteration throws its StoreError.
+      return unavailable(deps, req, reply, toStoreError(err, 'read'));
+    }
+  });
+}
+
+/** GET /v1/stats: the console's overview, made from the counts `guidgate stats` is made from. */
+function registerOverview(app: FastifyInstance, deps: OperatorDeps): void {
+  const { store } = deps;
+  app.get('/v1/stats', {
+    config: {
+      openapi: {
+        summary: 'The overview: rows per status, the oldest UNKNOWN and FAILED, dead letters, the breaker, replies per code over the last minutes',
+        example: {},
+        responses: { 200: { description: 'now', schema: S.stats }, 503: 'E503' },
+      } satisfies RouteDoc,
+    },
+  }, async (req, reply) => {
+    const counted = await readLedgerCounts(store, { maxAttempts: deps.maxAttempts });
+    if (E.isLeft(counted)) return unavailable(deps, req, reply, counted.left);
+    const counts = counted.right;
+    const oldestUnknown = await oldestRowOf(store, counts, 'UNKNOWN');
+    if (E.isLeft(oldestUnknown)) return unavailable(deps, req, reply, oldestUnknown.left);
+    const oldestFailed = await oldestRowOf(store, counts, 'FAILED');
+    if (E.isLeft(oldestFailed)) return unavailable(deps, req, reply, oldestFailed.left);
+    const shown = (row: LedgerState | null) => (row === null ? null : operatorRow(row));
+    return json(reply, 200, {
+      statuses: counts.byStatus,
+      oldest: { UNKNOWN: shown(oldestUnknown.right), FAILED: shown(oldestFailed.right) },
+      deadLetters: counts.deadLetters,
+      breaker: deps.breaker?.view() ?? { state: 'off' },
+      replies: deps.metrics.recentReplies(),
+    });
+  });
+}
+
+type ActionName = 'resolve' | 'reprocess';
+type ActionRequest = FastifyRequest<{ Params: { guid: string }; Body: { dryRun?: boolean; minAge?: string } | undefined }>;
+
+/** What the command reported of the GUID through onRow; nothing when its selection left the row out. */
+interface ActionRun {
+  readonly ledgerErrors: number;
+  readonly outcome?: string;
+  readonly detail?: string | undefined;
+  /** The row as the command read it. */
+  readonly row?: LedgerState;
+}
+
+/** POST /v1/transfers/{guid}/resolve or /reprocess: the command, restricted to the GUID; the row before and after. */
+function registerAction(app: FastifyInstance, deps: OperatorDeps, name: ActionName, doc: RouteDoc): void {
+  const { store, send } = deps;
+  app.post<{ Params: { guid: string }; Body: { dryRun?: boolean; minAge?: string } | undefined }>(`/v1/transfers/:guid/${name}`, {
+    schema: { params: S.guidParams, body: S.actionBody },
+    attachValidation: true,
+    config: { openapi: doc },
+  }, async (req, reply) => {
+    const asked = actionInput(req, deps.minAgeMs);
+    if (E.isLeft(asked)) return send(reply, asked.left);
+    const { dryRun, minAgeMs } = asked.right;
+    const { guid } = req.params;
+    const read = await store.getLedger(guid);
+    if (E.isLeft(read)) return unavailable(deps, req, reply, read.left, guid);
+    const before = read.right;
+    if (before === null) return send(reply, codeReply('E404', guid));
+    // The ledger's time before the run: resolve selects by a time at or after it, so a row too young for the run
+    // was too young at it (what the E409 says, even when the row comes of age while the run ends). A clock that
+    // fails here fails the run too, which reports it as its own failure.
+    const askedAt = await store.now();
+    const ran = await runOnGuid(deps, name, req, { dryRun, minAgeMs });
+    if (ran.outcome === 'ledger-error' || ran.ledgerErrors > 0) {
+      // Logged once, with what the command reports: the row's failure, or only that its run stopped on one.
+      const cause = ran.outcome === 'ledger-error' ? (ran.detail ?? 'a read or write failed') : undefined;
+      ledgerLog(req.log)({ guid, reply: 'E503', action: name, cause: cause ?? `${name} stopped: a ledger read or write failed` });
+      // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
+      return send(reply, cause === undefined ? codeReply('E503', guid) : codeReply('E503', guid, { message: `ledger unavailable: ${cause}` }));
+    }
+    const reread = await store.getLedger(guid);
+    if (E.isLeft(reread)) return unavailable(deps, req, reply, reread.left, guid);
+    const after = reread.right ?? before;
+    if (ran.outcome === undefined || ran.outcome === 'not-leased') {
+      // Not leased and not moved since the command read it: another run (the settler, another process) holds it.
+      const notEligible = (message: string) => send(reply, codeReply('E409', guid, { message, status: after.status, before: operatorRow(before), after: operatorRow(after) }));
+      if (ran.outcome === 'not-leased' && after.lastSeq === ran.row?.lastSeq) return notEligible(HELD_ELSEWHERE);
+      const now = E.isRight(askedAt) ? askedAt : await store.now();
+      if (E.isLeft(now)) return unavailable(deps, req, reply, now.left, guid);
+      return notEligible(whyNotTaken(name, after, { minAgeMs, maxAttempts: deps.maxAttempts, now: now.right }));
+    }
+    return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
+  });
+}
+
+/** An action's body: `dryRun`, and `minAge` (serve's --min-age unless given, and never below it), or the E400. */
+function actionInput(req: ActionRequest, floorMs: number): E.Either<Reply, { dryRun: boolean; minAgeMs: number }> {
+  const duplicate = (req.body as Record<symbol, unknown> | undefined)?.[DUPLICATE];
+  if (typeof duplicate === 'string') return E.left(e400(duplicate, `${duplicate} is given more than once`));
+  if (req.validationError) return E.left(validationReply(req.validationError));
+  const body = req.body ?? {};
+  const minAgeMs = body.minAge === undefined ? floorMs : parseDuration(body.minAge);
+  if (minAgeMs === null) return E.left(e400('minAge', 'minAge must be a duration: 500ms, 30s, 5m, 2h, 7d'));
+  // serve's --min-age is a floor, not a default a caller may lower: a 404 asked for too early is believed, and
+  // the row is sent a second time (the min-age trap). More caution is allowed; less is refused before any read.
+  if (minAgeMs < floorMs) return E.left(e400('minAge', `minAge must be at least serve's --min-age (${formatDuration(floorMs)})`));
+  return E.right({ dryRun: body.dryRun === true, minAgeMs });
+}
+
+/** The command's own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry. */
+async function runOnGuid(deps: OperatorDeps, name: ActionName, req: ActionRequest, opts: { dryRun: boolean; minAgeMs: number }): Promise<ActionRun> {
+  const { store, account, metrics } = deps;
+  const { guid } = req.params;
+  const key = requestKey(req)?.name;
+  // The command reports the row through onRow (`not-leased`: selected, but another run held it or it moved).
+  let reported: Omit<ActionRun, 'ledgerErrors'> = {};
+  const onRow = (row: LedgerState, outcome: string, detail?: string) => void (reported = { row, outcome, detail });
+  const { ledgerErrors } =
+    name === 'resolve'
+      ? await resolveUnknown({ store, account, metrics }, { guid, key, minAgeMs: opts.minAgeMs, graceMs: deps.graceMs, dryRun: opts.dryRun, limit: 1, onRow })
+      : await reprocessFailed(
+          { store, account, metrics, monotonicNow: deps.monotonicNow, sendLog: req.log },
+          { guid, key, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, graceMs: deps.graceMs, minAgeMs: opts.minAgeMs, dryRun: opts.dryRun, limit: 1, onRow },
+        );
+  return { ...reported, ledgerErrors };
+}
+
+function actionResponses(what: string): RouteDoc['responses'] {
+  return {
+    200: { description: what, schema: S.actionResult },
+    400: 'E400',
+    404: 'E404',
+    409: { description: `E409: the row is not one this action applies to (its state, its age, the attempt cap), or another run holds it ("${HELD_ELSEWHERE}"); nothing was done`, schema: S.notEligible },
+    413: 'E400 the body is over 64 KiB',
+    414: 'E400 the GUID is over 384 characters',
+    415: 'E400 Content-Type is not application/json',
+    503: 'E503',
+  };
+}
+
 /** The message of an E409 for a row another run has leased (it is inquiring about or sending it right now). */
 const HELD_ELSEWHERE = 'held by another run (the background settler or another process); try again shortly';
 
-/** The message of an E409: which rule of the command left the row out. */
-function whyNotEligible(name: 'resolve' | 'reprocess', row: LedgerState, minAgeMs: number, maxAttempts: number): string {
-  if (name === 'resolve') {
-    if (row.status !== 'UNKNOWN') return `resolve settles UNKNOWN rows; this one is ${row.status}`;
-    return `its last Sent is younger than minAge (${minAgeMs} ms): the account system may still be processing it`;
-  }
-  if (row.status !== 'FAILED') return `reprocess sends FAILED rows again; this one is ${row.status}`;
-  return `the attempt cap (${maxAttempts}) is used up: a person decides (dead letter)`;
+/** The message of an E409: which condition of the command's own selection leaves the row out (resolve's age at `now`). */
+function whyNotTaken(name: ActionName, row: LedgerState, rules: { minAgeMs: number; maxAttempts: number; now: number }): string {
+  const why = name === 'resolve' ? whyResolveLeavesOut(row, rules.now, rules.minAgeMs) : whyReprocessLeavesOut(row, rules.maxAttempts);
+  return why ?? `${name} did not take it: the row changed while the action ran; try again`;
 }

@@ -1,5 +1,5 @@
 import { EVENT_TYPES, STATUSES } from '../../events/codecs.js';
-import { ACCOUNT_PATTERN, CURRENCY_PATTERN, GUID_PATTERN } from '../transferRequest.js';
+import { ACCOUNT_PATTERN, CURRENCY_PATTERN, GUID_PATTERN } from '../../contract/transferRequest.js';
 
 /**
  * The JSON schemas of the HTTP API (JSON Schema 2020-12, as OpenAPI 3.1 uses). The operator routes validate
@@ -61,12 +61,13 @@ export const transferBody = {
 /** A ledger row as the operator API shows it: never the request nor the fingerprint. Times in ms since the epoch. */
 export const operatorRow = {
   type: 'object',
-  required: ['guid', 'status', 'code', 'attempts', 'createdAt', 'updatedAt', 'sentAt', 'channel'],
+  required: ['guid', 'status', 'code', 'attempts', 'createdAt', 'updatedAt', 'sentAt', 'channel', 'failedByInquiry'],
   additionalProperties: false,
   properties: {
     guid: { type: 'string' },
     status,
     code: nullable({ type: 'string' }),
+    failedByInquiry: { type: 'boolean', description: 'FAILED, and one of its attempts left: an inquiry said absent, or an older attempt was answered after it was sent again (StaleAnswer). Its code is still E902; a resend inquires first' },
     attempts: { type: 'integer', minimum: 0 },
     createdAt: ms,
     updatedAt: ms,
@@ -191,8 +192,18 @@ export const stats = {
     },
     replies: {
       type: 'object',
-      required: ['windowSeconds', 'perCode'],
-      properties: { windowSeconds: { type: 'integer' }, perCode: { type: 'object', additionalProperties: { type: 'integer', minimum: 0 } } },
+      required: ['windowSeconds', 'perCode', 'perMinute'],
+      properties: {
+        windowSeconds: { type: 'integer' },
+        perCode: { type: 'object', additionalProperties: { type: 'integer', minimum: 0 } },
+        perMinute: {
+          type: 'array',
+          minItems: 60,
+          maxItems: 60,
+          description: "this process's replies per code in each of the last 60 clock minutes, oldest first; the last is the minute in progress",
+          items: { type: 'object', additionalProperties: { type: 'integer', minimum: 0 } },
+        },
+      },
     },
   },
 } as const;

@@ -6,6 +6,7 @@
  */
 import { openStore } from '../../../src/store/openStore.js';
 import { raceGuids } from './raceGuids.js';
+import { sleep } from '../waitFor.js';
 import { orThrow } from '../../../src/events/storeResult.js';
 
 const [db, countArg, seedArg, inflightArg] = process.argv.slice(2);
@@ -27,7 +28,7 @@ async function claimAll(): Promise<void> {
     // Leave the lock free for a moment: SQLite's busy handler is not fair (a waiting process sleeps in
     // growing steps while the holder takes the lock again at once), and with fast commits one process
     // could otherwise claim everything before the others woke up, and the race would not be a race.
-    await new Promise((resolve) => setTimeout(resolve, 1));
+    await sleep(1);
   }
 }
 await Promise.all(Array.from({ length: inflight }, claimAll));

@@ -3,14 +3,10 @@ import { hostname } from 'node:os';
 import * as E from 'fp-ts/lib/Either.js';
 import type { LedgerQuery, LedgerReadModel, RowLeases, StoreResult } from '../events/store.js';
 import { orThrow } from '../events/storeResult.js';
+import { DEFAULTS } from '../shared/defaults.js';
 import type { LedgerState } from '../events/state.js';
 
-/**
- * Rows per ledger read: small enough never to hold 100k rows at once, big enough that the reads stay cheap.
- * (With the v1 indexes a filtered page sorts every matching row by GUID, ~45 ms at 100k matches, so fewer,
- * bigger pages are what keeps a long run from spending its time re-reading.)
- */
-/** What a row command's summary keeps of its ledger failures: how many, and the first one's code and cause. */
+/** What the summary of a run over rows (resolve, reprocess) keeps of its ledger failures: how many, and the first one's code and cause. */
 export interface LedgerFailures {
   /** Ledger reads or writes that failed; the run stops starting new rows after the first. */
   ledgerErrors: number;
@@ -27,9 +23,31 @@ export function ledgerFailed(summary: LedgerFailures, err: unknown): string {
   return cause;
 }
 
+/**
+ * Rows per ledger read: small enough never to hold 100k rows at once, big enough that a long run makes few reads.
+ * The unsettled rows (the sweep, resolve, reprocess) come in GUID order from their partial index
+ * (src/store/shared/unsettledIndex.ts); purge's DONE rows have no index in GUID order, so a page of them may sort every
+ * matching row, and fewer, bigger pages keep a long run from spending its time re-reading.
+ */
 export const PAGE_SIZE = 2000;
 
+/** Which rows a run works on: a ledger query without its paging. */
 export type RowFilter = Omit<LedgerQuery, 'afterGuid' | 'limit'>;
+
+/**
+ * The first condition of `filter` that `row` fails, judged as the store's query judges it, or null when the row
+ * matches: why a run's selection left a row out (the operator API's E409). `inquiryDueBy` needs the inquiry
+ * schedule beside the log and is not judged here.
+ */
+export function unmetCondition(filter: RowFilter, row: LedgerState): Exclude<keyof RowFilter, 'inquiryDueBy'> | null {
+  if (filter.guid !== undefined && row.guid !== filter.guid) return 'guid';
+  if (filter.statuses !== undefined && !filter.statuses.includes(row.status)) return 'statuses';
+  if (filter.updatedBefore !== undefined && !(row.updatedAt < filter.updatedBefore)) return 'updatedBefore';
+  if (filter.sentAtOrBefore !== undefined && !(row.sentAt !== null && row.sentAt <= filter.sentAtOrBefore)) return 'sentAtOrBefore';
+  if (filter.attemptsBelow !== undefined && !(row.attempts < filter.attemptsBelow)) return 'attemptsBelow';
+  if (filter.attemptsAtLeast !== undefined && !(row.attempts >= filter.attemptsAtLeast)) return 'attemptsAtLeast';
+  return null;
+}
 
 /**
  * The ledger rows matching `filter`, in GUID order, read a page at a time (keyset paging on the GUID).
@@ -151,6 +169,68 @@ async function* leasedRows(
     yield* await take(rows);
   }
   if (batch.length > 0) yield* await take(batch);
+}
+
+/** What every run over rows (resolve, reprocess) is given besides its own rules; `O`: how a row can end. */
+export interface RowRunOptions<O extends string> {
+  readonly limit?: number | undefined;
+  /** Only this GUID: the operator API's action on one GUID. */
+  readonly guid?: string | undefined;
+  /** The key that asked (the operator API), recorded in the events' actor. */
+  readonly key?: string | undefined;
+  /** Rows worked on at once (default: `--concurrency`'s). */
+  readonly concurrency?: number | undefined;
+  /** Change nothing, call nothing: report the candidates. */
+  readonly dryRun?: boolean | undefined;
+  readonly onProgress?: ((done: number, total: number) => void) | undefined;
+  /** Once aborted, no new row is started; the rows in flight finish and the summary counts what was done. */
+  readonly signal?: AbortSignal | undefined;
+  /** Each row as it is worked on (or listed, in a dry run), or `not-leased`: selected, but another run held it or it moved (left alone). */
+  readonly onRow?: ((row: LedgerState, outcome: O, detail?: string) => void) | undefined;
+}
+
+/**
+ * A run over the rows `filter` selects: counted first (the progress's total), then each row, leased unless it is a
+ * dry run, counted as a candidate and, in a dry run, only listed; otherwise handed to `work` with `progressed`, by
+ * which it says how the row ended. No row is started after a ledger failure or once the run is aborted; a page or
+ * a lease that cannot be had ends the run as a ledger failure of `summary`. `lease`: the holder and the signal
+ * for ending the leases (`LeasedRunOptions`).
+ */
+export async function runOverRows<O extends string>(
+  store: LedgerReadModel & RowLeases,
+  filter: RowFilter,
+  opts: RowRunOptions<O | 'candidate' | 'not-leased'>,
+  summary: LedgerFailures & { candidates: number },
+  work: (row: LedgerState, progressed: (outcome: O, detail?: string) => void) => Promise<void>,
+  lease: Pick<LeasedRunOptions, 'holder' | 'signal'> = {},
+): Promise<void> {
+  const counted = await countRows(store, filter, opts.limit);
+  if (E.isLeft(counted)) {
+    ledgerFailed(summary, counted.left);
+    return;
+  }
+  const total = counted.right;
+  let done = 0;
+  const progressed = (row: LedgerState, outcome: O | 'candidate' | 'not-leased', detail?: string): void => {
+    done++;
+    opts.onRow?.(row, outcome, detail);
+    opts.onProgress?.(done, Math.max(total, done));
+  };
+  opts.onProgress?.(0, total);
+  const dryRun = opts.dryRun === true;
+  const each = async (row: LedgerState): Promise<void> => {
+    summary.candidates++;
+    if (dryRun) return progressed(row, 'candidate');
+    return work(row, (outcome, detail) => progressed(row, outcome, detail));
+  };
+  try {
+    const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
+    const concurrency = dryRun ? 1 : (opts.concurrency ?? DEFAULTS.concurrency);
+    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency, stop, notLeased: (row) => progressed(row, 'not-leased'), ...lease }, each);
+  } catch (err) {
+    // A page of the ledger could not be read, or a lease not taken.
+    ledgerFailed(summary, err);
+  }
 }
 
 export interface LeasedRunOptions {

@@ -17,14 +17,11 @@ import type { StoreResult } from '../events/storeResult.js';
  * orphan.
  */
 
-/** `--grace` when none is given: how long past its call timeout a SENT row waits before the sweep takes it over. */
-export const DEFAULT_GRACE_MS = 5000;
-
 /**
  * The smallest `--grace` accepted. Its half, 250 ms, must hold a claim's commit under load, and its other half cover
  * a pause or clock step between the window's check and the request leaving: NTP (ntpd) steps a clock only for an
  * offset over 128 ms, and slews smaller ones. Below this a relay would lose claims to E503 under ordinary load
- * (README, "The grace": at 200 ms, 0.2-3% of claims missed their window under 50 concurrent transfers here).
+ * (docs/architecture.md, "The grace and the send window": at 200 ms, 0.2-3% of claims missed their window under 50 concurrent transfers here).
  */
 export const MIN_GRACE_MS = 500;
 

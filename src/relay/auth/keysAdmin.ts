@@ -1,7 +1,7 @@
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
-import { formatKeyLine, isKeyLine, isKeyName, newToken, parseKeysFile, SCOPES, tokenHash, type Scope } from '../relay/auth/keysFile.js';
+import { formatKeyLine, isKeyLine, isKeyName, newToken, parseKeysFile, SCOPES, tokenHash, type Scope } from './keysFile.js';
 
 /** `guidgate keys add|list|remove` (CONTRACT.md §5, §6). Nothing here ever writes a token to the file. */
 

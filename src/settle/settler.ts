@@ -1,6 +1,6 @@
 import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
-import type { AccountClient } from '../relay/accountClient.js';
-import type { Metrics } from '../relay/metrics.js';
+import type { AccountClient } from '../account/accountClient.js';
+import type { Metrics } from '../telemetry/metrics.js';
 import { resolveUnknown, type ResolveSummary } from './resolve.js';
 import { leaseHolder } from './rows.js';
 

@@ -1,6 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { StoreError } from '../events/errors.js';
 import type { EventLog, LedgerClock, LedgerMaintenance, LedgerReadModel } from '../events/store.js';
+import { ledgerTime } from '../events/policy.js';
 import { orThrow } from '../events/storeResult.js';
 import type { LedgerState } from '../events/state.js';
 import { countRows, pagedRows, PAGE_SIZE, type RowFilter } from './rows.js';
@@ -49,7 +50,7 @@ export const SHORT_RETENTION_MS = 86_400_000;
 export async function purgeDone(deps: PurgeDeps, opts: PurgeOptions): Promise<PurgeSummary> {
   const { store } = deps;
   const dryRun = opts.dryRun === true;
-  const now = deps.clock === undefined ? await orThrow(store.now()) : deps.clock();
+  const now = await orThrow(ledgerTime(store, deps.clock));
   const filter: RowFilter = { statuses: ['DONE'], updatedBefore: now - opts.retentionMs };
   const tombstonesBefore = now - opts.tombstoneRetentionMs;
   const summary: PurgeSummary = { purged: 0, tombstonesRemoved: 0, bytesBefore: 0, bytesAfter: 0, dryRun, candidates: 0 };

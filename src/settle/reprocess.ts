@@ -1,12 +1,14 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventLog, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
+import { isHeld, resendableRows } from '../events/policy.js';
 import type { LedgerState } from '../events/state.js';
-import type { AccountClient } from '../relay/accountClient.js';
-import { createMetrics, type Metrics } from '../relay/metrics.js';
-import { relayAudit, sendClaimed, type SendLogger, type SendResult } from '../relay/relayTransfer.js';
-import { resendAfterInquiry } from '../relay/resendAfterInquiry.js';
-import { DEFAULT_GRACE_MS, sendWindowMs, type MonotonicClock } from '../relay/sendWindow.js';
-import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, type LedgerFailures, type RowFilter } from './rows.js';
+import type { AccountClient } from '../account/accountClient.js';
+import { createMetrics, type Metrics } from '../telemetry/metrics.js';
+import { sendAudit, sendClaimed, type SendLogger, type SendResult } from './sendClaimed.js';
+import { resendAfterInquiry } from './resendAfterInquiry.js';
+import { sendWindowMs, type MonotonicClock } from './sendWindow.js';
+import { DEFAULTS } from '../shared/defaults.js';
+import { ledgerFailed, runOverRows, unmetCondition, type LedgerFailures, type RowFilter, type RowRunOptions } from './rows.js';
 
 export interface ReprocessSummary extends LedgerFailures {
   /** FAILED rows under the attempt cap (at most `limit`). */
@@ -49,28 +51,14 @@ export interface ReprocessDeps {
   readonly sendLog?: SendLogger | undefined;
 }
 
-export interface ReprocessOptions {
+export interface ReprocessOptions extends RowRunOptions<ReprocessRowOutcome> {
   readonly maxAttempts: number;
   /** The call timeout recorded in each Sent (the orphan sweep waits this plus its grace). */
   readonly timeoutMs: number;
-  /** The orphan sweep's grace (as serve's --grace): a send is made only within half of it after its claim. Default DEFAULT_GRACE_MS. */
+  /** The orphan sweep's grace (as serve's --grace): a send is made only within half of it after its claim. Default: `--grace`'s. */
   readonly graceMs?: number | undefined;
   /** A row FAILED by an inquiry is sent again only when its last Sent is this old and a fresh inquiry says absent. */
   readonly minAgeMs?: number | undefined;
-  readonly limit?: number | undefined;
-  /** Only this GUID: the operator API's `POST /v1/transfers/{guid}/reprocess`. */
-  readonly guid?: string | undefined;
-  /** The key that asked (the operator API), recorded in the events' actor. */
-  readonly key?: string | undefined;
-  /** Sends in flight at once (default 8). */
-  readonly concurrency?: number | undefined;
-  /** Change nothing, send nothing: report the candidates. */
-  readonly dryRun?: boolean | undefined;
-  readonly onProgress?: ((done: number, total: number) => void) | undefined;
-  /** Once aborted, no new row is started; the rows in flight finish and the summary counts what was done. */
-  readonly signal?: AbortSignal | undefined;
-  /** Each row as it is sent (or listed, in a dry run), or `not-leased`: selected, but another run held it or it moved (left alone). */
-  readonly onRow?: ((row: LedgerState, outcome: ReprocessRowOutcome, detail?: string) => void) | undefined;
 }
 
 /**
@@ -96,7 +84,8 @@ export function countSend(r: SendResult): { outcome: Exclude<ReprocessRowOutcome
     // Someone moved first while we called: the row as it is now says how it ended.
     const now = recorded.state;
     if (now?.status === 'DONE') return { outcome: 'done', detail: now.code ?? 'DONE' };
-    if (now?.status === 'FAILED') return { outcome: 'failed', detail: 'E902' };
+    // A call that left is not "failed" (not sent) because the row became FAILED meanwhile: as its reply, E901.
+    if (now?.status === 'FAILED') return call.kind === 'failed' ? { outcome: 'failed', detail: 'E902' } : { outcome: 'unknown', detail: 'E901' };
     return { outcome: 'unknown', detail: now?.status ?? 'E901' };
   }
   switch (call.kind) {
@@ -109,60 +98,60 @@ export function countSend(r: SendResult): { outcome: Exclude<ReprocessRowOutcome
   }
 }
 
+/** The rows a reprocess run sends again: FAILED under the attempt cap (`resendableRows`: every FAILED row that is no dead letter). */
+export function reprocessSelection(opts: Pick<ReprocessOptions, 'maxAttempts' | 'guid'>): RowFilter {
+  return { ...resendableRows(opts.maxAttempts), ...(opts.guid === undefined ? {} : { guid: opts.guid }) };
+}
+
+/** Why reprocess's selection leaves `row` out, in words (the operator API's E409); null when it would take it. */
+export function whyReprocessLeavesOut(row: LedgerState, maxAttempts: number): string | null {
+  switch (unmetCondition(reprocessSelection({ maxAttempts }), row)) {
+    case 'statuses':
+      return `reprocess sends FAILED rows again; this one is ${row.status}`;
+    case 'attemptsBelow':
+      return `the attempt cap (${maxAttempts}) is used up: a person decides (dead letter)`;
+    default:
+      return null;
+  }
+}
+
 /**
  * `guidgate reprocess`: sends FAILED rows again (same GUID, the stored original bytes) while attempts < max.
  * Each row is first moved FAILED → SENT by `Send` (compare-and-set in the write transaction, so a channel resend
  * or another reprocess racing for the same GUID wins at most once between them), then sent and recorded by
- * the relay's own `sendClaimed`: one code path for every send. Rows in any other state are never touched.
+ * `sendClaimed`, as the relay's sends are: one code path for every send. Rows in any other state are never touched.
  */
 export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOptions): Promise<ReprocessSummary> {
   const { store, account } = deps;
   const dryRun = opts.dryRun === true;
   const metrics = deps.metrics ?? createMetrics(store, Date.now);
   const summary: ReprocessSummary = { candidates: 0, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, withheld: 0, ledgerErrors: 0, dryRun };
-  const windowMs = sendWindowMs(opts.graceMs ?? DEFAULT_GRACE_MS);
-  const filter: RowFilter = { statuses: ['FAILED'], attemptsBelow: opts.maxAttempts, ...(opts.guid === undefined ? {} : { guid: opts.guid }) };
-  const audit = relayAudit(opts, opts.key);
+  const windowMs = sendWindowMs(opts.graceMs ?? DEFAULTS.graceMs);
+  const filter = reprocessSelection(opts);
+  const audit = sendAudit(opts, opts.key);
 
-  const counted = await countRows(store, filter, opts.limit);
-  if (E.isLeft(counted)) {
-    ledgerFailed(summary, counted.left);
-    return summary;
-  }
-  const total = counted.right;
-  let done = 0;
-  const progressed = (row: LedgerState, outcome: ReprocessRowOutcome, detail?: string): void => {
-    done++;
-    opts.onRow?.(row, outcome, detail);
-    opts.onProgress?.(done, Math.max(total, done));
-  };
-  opts.onProgress?.(0, total);
-
-  const resend = async (row: LedgerState): Promise<void> => {
-    summary.candidates++;
-    if (dryRun) return progressed(row, 'candidate');
-
+  const resend = async (row: LedgerState, progressed: (outcome: ReprocessRowOutcome, detail?: string) => void): Promise<void> => {
     const send = { type: 'Send', timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, ...(opts.minAgeMs === undefined ? {} : { minAgeMs: opts.minAgeMs }) } as const;
     const { startedAt, result: executed } = await resendAfterInquiry({ store, account, metrics, clock: deps.clock, monotonicNow: deps.monotonicNow }, row, send, audit);
     if (E.isLeft(executed)) {
       // Nothing was sent: the Sent is not durable, so the account system is not called.
-      return progressed(row, 'ledger-error', ledgerFailed(summary, executed.left));
+      return progressed('ledger-error', ledgerFailed(summary, executed.left));
     }
     const result = executed.right;
     if (result.kind === 'refused') {
       const { reason } = result.refusal;
-      if (reason === 'too-young' || reason === 'inquiry-unclear' || reason === 'needs-inquiry') {
+      if (isHeld(reason)) {
         summary.held++;
-        return progressed(row, 'held', reason);
+        return progressed('held', reason);
       }
       summary.skipped++;
-      return progressed(row, 'skipped', `${result.refusal.reason}${result.refusal.state === null ? '' : ` (${result.refusal.state.status})`}`);
+      return progressed('skipped', `${result.refusal.reason}${result.refusal.state === null ? '' : ` (${result.refusal.state.status})`}`);
     }
     const claimed = result.state;
     if (claimed.status === 'DONE') {
       summary.done++;
       summary.found++;
-      return progressed(row, 'found', claimed.code ?? 'DONE');
+      return progressed('found', claimed.code ?? 'DONE');
     }
 
     const sent = await sendClaimed({ store, account, metrics, monotonicNow: deps.monotonicNow, sendLog: deps.sendLog, sendWindowMs: windowMs }, { state: claimed, startedAt }, undefined, audit);
@@ -170,15 +159,9 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
     // The store's error when there is one (its code and cause), else what countSend says.
     if (counted.outcome === 'ledger-error') ledgerFailed(summary, sent.sent && E.isLeft(sent.recorded) ? `${sent.recorded.left.code}: ${counted.detail}: ${sent.recorded.left.message}` : counted.detail);
     else summary[counted.outcome]++;
-    return progressed(row, counted.outcome, counted.detail);
+    return progressed(counted.outcome, counted.detail);
   };
 
-  try {
-    const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
-    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop, notLeased: (row) => progressed(row, 'not-leased') }, resend);
-  } catch (err) {
-    // A page of the ledger could not be read, or a lease not taken.
-    ledgerFailed(summary, err);
-  }
+  await runOverRows<ReprocessRowOutcome>(store, filter, opts, summary, resend);
   return summary;
 }

@@ -3,13 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { openStore, processActor } from '../store/openStore.js';
-import { createAccountClient } from '../relay/accountClient.js';
+import { createAccountClient } from '../account/accountClient.js';
 import { startNaive } from '../relay/naive.js';
 import { startSimulator, type Faults, type Simulator } from '../simulator/index.js';
 import { serve } from './serve.js';
-import { resolveUnknown } from './resolve.js';
-import { reprocessFailed } from './reprocess.js';
+import { resolveUnknown } from '../settle/resolve.js';
+import { reprocessFailed } from '../settle/reprocess.js';
 import { orThrow } from '../events/storeResult.js';
+import { DEFAULTS } from '../shared/defaults.js';
 
 export interface DemoOptions {
   readonly transfers: number;
@@ -121,7 +122,7 @@ export async function runDemo(opts: DemoOptions): Promise<{ naive: ChannelTally;
     const db = join(dir, 'demo.db');
     const gg = await serve({
       port: 0, host: '127.0.0.1', db, accountUrl: simGg.url, timeoutMs: RELAY_TIMEOUT_MS, graceMs: 500, maxAttempts: 5,
-      synchronous: 'FULL', busyTimeoutMs: 5000, logLevel: 'silent', out: () => {},
+      synchronous: 'FULL', busyTimeoutMs: DEFAULTS.busyTimeoutMs, logLevel: 'silent', out: () => {},
     });
     cleanup.push(() => gg.close());
 

@@ -2,7 +2,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import type { EventAudit, EventOf } from '../events/codecs.js';
 import type { EventLog, ExecuteResult, StoreResult } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
-import type { CallOutcome } from './accountClient.js';
+import type { CallOutcome } from '../account/accountClient.js';
 
 export type Recorded =
   /** The outcome is in the ledger; `state` is the row after it. */

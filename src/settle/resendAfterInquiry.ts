@@ -1,11 +1,12 @@
-import { DEFAULT_MIN_AGE_MS, oldEnoughToAsk, type Command, type ResendInquiry } from '../events/decide.js';
+import { oldEnoughToAsk, type Command, type ResendInquiry } from '../events/decide.js';
+import { DEFAULTS } from '../shared/defaults.js';
 import { mayHaveArrived, type LedgerState } from '../events/state.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventAudit } from '../events/codecs.js';
 import type { EventLog, ExecuteResult, LedgerClock, StoreResult } from '../events/store.js';
-import { ledgerTime } from '../events/storeResult.js';
-import { inquiryHttpStatus, type AccountClient } from './accountClient.js';
-import type { Metrics } from './metrics.js';
+import { ledgerTime } from '../events/policy.js';
+import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
+import type { Metrics } from '../telemetry/metrics.js';
 import { monotonicNow, timedWrite, type MonotonicClock, type TimedWrite } from './sendWindow.js';
 
 export interface ResendDeps {
@@ -47,7 +48,7 @@ export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, mi
 export async function resendAfterInquiry(deps: ResendDeps, row: LedgerState, command: Extract<Command, { type: 'Submit' | 'Send' }>, audit?: EventAudit): Promise<TimedWrite<ExecuteResult>> {
   const clock = deps.monotonicNow ?? monotonicNow;
   if (!mayHaveArrived(row)) return timedWrite(clock, () => deps.store.execute(row.guid, command, audit));
-  const asked = await inquireBeforeResend(deps, row, command.minAgeMs ?? DEFAULT_MIN_AGE_MS);
+  const asked = await inquireBeforeResend(deps, row, command.minAgeMs ?? DEFAULTS.minAgeMs);
   if (E.isLeft(asked)) return { startedAt: clock(), result: asked };
   // The actor of what the inquiry decided keeps its HTTP status (null: too young to ask, or no answer came).
   const inquired = { ...command, inquiry: asked.right.inquiry };

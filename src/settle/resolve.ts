@@ -2,11 +2,11 @@ import * as E from 'fp-ts/lib/Either.js';
 import { decide, type Command } from '../events/decide.js';
 import type { EventLog, InquirySchedule, LedgerClock, LedgerReadModel, RowLeases } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
-import { ledgerTime } from '../events/storeResult.js';
-import { inquiryHttpStatus, type AccountClient } from '../relay/accountClient.js';
-import type { Metrics } from '../relay/metrics.js';
-import { sweepOrphans } from '../relay/sweepOrphans.js';
-import { countRows, forEachLeasedRow, ledgerFailed, pagedRows, type LedgerFailures, type RowFilter } from './rows.js';
+import { ledgerTime } from '../events/policy.js';
+import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { sweepOrphans } from './sweepOrphans.js';
+import { ledgerFailed, runOverRows, unmetCondition, type LedgerFailures, type RowFilter, type RowRunOptions } from './rows.js';
 
 export interface ResolveSummary extends LedgerFailures {
   /** What the orphan sweep before the inquiries did (in a dry run: what it would do). */
@@ -37,35 +37,22 @@ export interface ResolveDeps {
   readonly metrics?: Pick<Metrics, 'inquiry' | 'settled'> | undefined;
 }
 
-export interface ResolveOptions {
+/** A dry run also sweeps nothing (it reports what the sweep would do); `guid` restricts the sweep too. */
+export interface ResolveOptions extends RowRunOptions<ResolveRowOutcome> {
   /** Only rows whose last Sent is at least this old: the account system may still be processing younger ones. */
   readonly minAgeMs: number;
   /** Grace of the orphan sweep run first (CONTRACT.md §4). */
   readonly graceMs: number;
-  readonly limit?: number | undefined;
-  /** Only this GUID (sweep included): the operator API's `POST /v1/transfers/{guid}/resolve`. */
-  readonly guid?: string | undefined;
-  /** The key that asked (the operator API), recorded in the events' actor. */
-  readonly key?: string | undefined;
-  /** Inquiries in flight at once (default 8). */
-  readonly concurrency?: number | undefined;
-  /** Sweep nothing, inquire nothing, change nothing: report the candidates (and what the sweep would do). */
-  readonly dryRun?: boolean | undefined;
   /**
    * Skip rows whose next inquiry is not due yet (recorded by earlier inquiries that could not tell, by any
    * process): serve's background settler. An operator's `resolve` asks about every candidate.
    */
   readonly onlyDue?: boolean | undefined;
-  readonly onProgress?: ((done: number, total: number) => void) | undefined;
-  /** Once aborted, no new row is started; the rows in flight finish and the summary counts what was done. */
-  readonly signal?: AbortSignal | undefined;
   /**
    * The lease holder of a caller whose runs never overlap (serve's settler), so that a run takes over and ends the
    * leases an earlier run of it could not end; default, one of this run alone (see `forEachLeasedRow`).
    */
   readonly leaseHolder?: string | undefined;
-  /** Each row as it is settled (or listed, in a dry run), or `not-leased`: selected, but another run held it or it moved (left alone). */
-  readonly onRow?: ((row: LedgerState, outcome: ResolveRowOutcome, detail?: string) => void) | undefined;
 }
 
 /**
@@ -77,6 +64,31 @@ export function resolveExitCode(s: ResolveSummary): 0 | 1 {
   if (s.ledgerErrors > 0) return 1;
   const answered = s.processed + s.absent + s.skipped + (s.stillUnknown - s.unreachable);
   return s.unreachable > 0 && answered === 0 ? 1 : 0;
+}
+
+/**
+ * The rows a resolve run at `now` asks about: UNKNOWN, their last Sent at least `minAgeMs` old (the account system
+ * may still be processing younger ones), and with `onlyDue` only those whose next inquiry is due.
+ */
+export function resolveSelection(now: number, opts: Pick<ResolveOptions, 'minAgeMs' | 'onlyDue' | 'guid'>): RowFilter {
+  return {
+    statuses: ['UNKNOWN'],
+    sentAtOrBefore: now - opts.minAgeMs,
+    ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}),
+    ...(opts.guid === undefined ? {} : { guid: opts.guid }),
+  };
+}
+
+/** Why resolve's selection at `now` leaves `row` out, in words (the operator API's E409); null when it would take it. */
+export function whyResolveLeavesOut(row: LedgerState, now: number, minAgeMs: number): string | null {
+  switch (unmetCondition(resolveSelection(now, { minAgeMs }), row)) {
+    case 'statuses':
+      return `resolve settles UNKNOWN rows; this one is ${row.status}`;
+    case 'sentAtOrBefore':
+      return `its last Sent is younger than minAge (${minAgeMs} ms): the account system may still be processing it`;
+    default:
+      return null;
+  }
 }
 
 /**
@@ -113,43 +125,21 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     return summary;
   }
   const now = started.right;
-  const filter: RowFilter = {
-    statuses: ['UNKNOWN'],
-    sentAtOrBefore: now - opts.minAgeMs,
-    ...(opts.onlyDue === true ? { inquiryDueBy: now } : {}),
-    ...(opts.guid === undefined ? {} : { guid: opts.guid }),
-  };
+  const filter = resolveSelection(now, opts);
   const swept = await sweepOrphans(store, opts.graceMs, now, { dryRun, guid: opts.guid, key: opts.key });
   if (E.isLeft(swept)) {
     ledgerFailed(summary, swept.left);
     return summary;
   }
   summary.swept = { neverSent: swept.right.neverSent, orphaned: swept.right.orphaned };
-  const counted = await countRows(store, filter, opts.limit);
-  if (E.isLeft(counted)) {
-    ledgerFailed(summary, counted.left);
-    return summary;
-  }
-  const total = counted.right;
 
-  let done = 0;
-  const progressed = (row: LedgerState, outcome: ResolveRowOutcome, detail?: string): void => {
-    done++;
-    opts.onRow?.(row, outcome, detail);
-    opts.onProgress?.(done, Math.max(total, done));
-  };
-  opts.onProgress?.(0, total);
-
-  const settle = async (row: LedgerState): Promise<void> => {
-    summary.candidates++;
-    if (dryRun) return progressed(row, 'candidate');
-
+  const settle = async (row: LedgerState, progressed: (outcome: ResolveRowOutcome, detail?: string) => void): Promise<void> => {
     const answer = await account.inquire(row.guid);
     deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
     // One read of the ledger's clock per row, once the answer is in: the time the answer is recorded at.
     const answeredAt = await clock();
     if (E.isLeft(answeredAt)) {
-      return progressed(row, 'ledger-error', ledgerFailed(summary, answeredAt.left));
+      return progressed('ledger-error', ledgerFailed(summary, answeredAt.left));
     }
     const at = answeredAt.right;
     if (answer.kind === 'unknown') {
@@ -158,9 +148,9 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
       // Spaces out the next inquiry about this attempt, for every process settling this ledger.
       const recorded = await store.recordUnclearInquiry(row.guid, row.sentAt ?? row.updatedAt, at, opts.minAgeMs);
       if (E.isLeft(recorded)) {
-        return progressed(row, 'ledger-error', ledgerFailed(summary, recorded.left));
+        return progressed('ledger-error', ledgerFailed(summary, recorded.left));
       }
-      return progressed(row, answer.reached ? 'still-unknown' : 'unreachable', answer.detail);
+      return progressed(answer.reached ? 'still-unknown' : 'unreachable', answer.detail);
     }
     const command: Command =
       answer.kind === 'processed'
@@ -171,28 +161,22 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     const decided = decide(row, command, at);
     if (E.isLeft(decided)) {
       summary.skipped++;
-      return progressed(row, 'skipped', decided.left.reason);
+      return progressed('skipped', decided.left.reason);
     }
     const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right, { key: opts.key, params: { minAgeMs: opts.minAgeMs, inquiryStatus: inquiryHttpStatus(answer) } });
     if (E.isLeft(appended)) {
-      return progressed(row, 'ledger-error', ledgerFailed(summary, appended.left));
+      return progressed('ledger-error', ledgerFailed(summary, appended.left));
     }
     if (!appended.right.won) {
       summary.skipped++;
-      return progressed(row, 'skipped', `moved to ${appended.right.state?.status ?? 'nothing'} meanwhile`);
+      return progressed('skipped', `moved to ${appended.right.state?.status ?? 'nothing'} meanwhile`);
     }
     deps.metrics?.settled(at - row.updatedAt);
     if (answer.kind === 'processed') summary.processed++;
     else summary.absent++;
-    return progressed(row, answer.kind, answer.kind === 'processed' ? answer.code : undefined);
+    return progressed(answer.kind, answer.kind === 'processed' ? answer.code : undefined);
   };
 
-  try {
-    const stop = () => summary.ledgerErrors > 0 || opts.signal?.aborted === true;
-    await forEachLeasedRow(store, pagedRows(store, filter, { limit: opts.limit }), { leased: !dryRun, concurrency: dryRun ? 1 : (opts.concurrency ?? 8), stop, notLeased: (row) => progressed(row, 'not-leased'), holder: opts.leaseHolder, signal: opts.signal }, settle);
-  } catch (err) {
-    // A page of the ledger could not be read, or a lease not taken.
-    ledgerFailed(summary, err);
-  }
+  await runOverRows<ResolveRowOutcome>(store, filter, opts, summary, settle, { holder: opts.leaseHolder, signal: opts.signal });
   return summary;
 }

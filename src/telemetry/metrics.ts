@@ -1,14 +1,21 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
-import type { LedgerReadModel } from '../events/store.js';
+import { deadLetterRows } from '../events/policy.js';
+import type { LedgerClock, LedgerReadModel } from '../events/store.js';
 import { orThrow } from '../events/storeResult.js';
-import type { ConnectionClosedReason } from './connections.js';
 import { createReplyWindow, type RecentReplies } from './replyWindow.js';
+
+/** Why the relay closed a connection to keep its connection limits (the label of guidgate_connections_closed_total). */
+export type ConnectionClosedReason = 'max-connections' | 'max-connections-per-address' | 'idle-for-new';
 
 export type InquiryMetricOutcome = 'processed' | 'absent' | 'unknown' | 'unreachable';
 
-/** Prometheus metrics of one relay. prom-client: the standard exposition format without hand-written text. */
-export function createMetrics(store: LedgerReadModel, clock: () => number, opts: { readonly maxAttempts?: number } = {}) {
+/**
+ * Prometheus metrics of one relay. prom-client: the standard exposition format without hand-written text. The ledger
+ * gauges read `store` at scrape time, ages by the ledger's clock (`store.now()`, as every age); `clock` stamps the
+ * replies' window only.
+ */
+export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () => number, opts: { readonly maxAttempts?: number } = {}) {
   const registry = new Registry();
   const replies = new Counter({ name: 'guidgate_replies_total', help: 'Replies to channels, by code', labelNames: ['code'], registers: [registry] });
   const recentReplies = createReplyWindow(clock);
@@ -43,9 +50,10 @@ export function createMetrics(store: LedgerReadModel, clock: () => number, opts:
     registers: [registry],
     async collect() {
       const summary = await orThrow(store.countByStatus());
+      const now = await orThrow(store.now());
       for (const s of ['UNKNOWN', 'FAILED'] as const) {
         const oldest = summary[s].oldestUpdatedAt;
-        this.set({ status: s }, oldest === null ? 0 : Math.max(0, (clock() - oldest) / 1000));
+        this.set({ status: s }, oldest === null ? 0 : Math.max(0, (now - oldest) / 1000));
       }
     },
   });
@@ -103,7 +111,7 @@ export function createMetrics(store: LedgerReadModel, clock: () => number, opts:
       help: 'FAILED rows at the attempt cap: never sent again on their own, a person decides',
       registers: [registry],
       async collect() {
-        this.set(await orThrow(store.countLedger({ statuses: ['FAILED'], attemptsAtLeast: maxAttempts })));
+        this.set(await orThrow(store.countLedger(deadLetterRows(maxAttempts))));
       },
     });
   }

@@ -1,0 +1,48 @@
+const DAY_MS = 86_400_000;
+
+/**
+ * Every default of guidgate's flags and options, written once. The command line's flags (src/cli), serve's wiring
+ * (src/wiring/serve.ts), buildApp (src/relay/app.ts), the settling functions (src/settle) and the domain's resend
+ * rule read them here; docs/operating.md's flag tables show them (test/unit/defaults.unit.spec.ts compares the two).
+ * Why each value: docs/operating.md, at its flag.
+ */
+export const DEFAULTS = {
+  // ---- serve: where it listens, where its ledger and its keys are ----
+  port: 8080,
+  host: '127.0.0.1',
+  db: './data/guidgate.db',
+  keysFile: './data/keys',
+  logLevel: 'info',
+  // ---- calling the account system (serve, resolve, reprocess) ----
+  /** One call's overall deadline (an inquiry's too). */
+  timeoutMs: 3000,
+  /** How long past its timeout a SENT row waits before the sweep takes it over; half of it is the send window. */
+  graceMs: 5000,
+  maxAttempts: 5,
+  /** How old a row's last Sent must be before an inquiry is believed (and a row FAILED by one is sent again). */
+  minAgeMs: 60_000,
+  breakerFailures: 20,
+  breakerCooldownMs: 5000,
+  // ---- settling ----
+  settleEveryMs: 10_000,
+  /** Inquiries or sends in flight at once (resolve, reprocess, serve's settler). */
+  concurrency: 8,
+  // ---- the ledger ----
+  synchronous: 'FULL',
+  writer: 'inline',
+  busyTimeoutMs: 5000,
+  retentionMs: 7 * DAY_MS,
+  tombstoneRetentionMs: 90 * DAY_MS,
+  // ---- the HTTP server ----
+  bodyTimeoutMs: 10_000,
+  maxConnections: 1024,
+  maxConnectionsPerAddress: 256,
+  /** Rows per page of the operator API's GET /v1/ledger. */
+  ledgerPageRows: 50,
+  // ---- the other commands ----
+  naivePort: 8081,
+  simulatorPort: 8090,
+  simulatorLatencyMs: 0,
+  demoTransfers: 200,
+  demoConcurrency: 20,
+} as const;

@@ -1,0 +1,42 @@
+/**
+ * The PostgreSQL tests share one database per file and empty it between tests with `dbs.reset()`: a table it
+ * left full (a lease, an inquiry schedule, a request record) would leak one test's state into the next.
+ */
+import { describe, expect, it } from 'vitest';
+import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
+import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
+import { useCleanup } from '../support/cleanup.js';
+import { seedRow } from '../support/commandsSeed.js';
+import { postgresForTests, useTestDatabases } from '../support/pg.js';
+
+const { available } = await postgresForTests();
+
+describe.skipIf(!available)('useTestDatabases().reset() (real PostgreSQL)', () => {
+  const dbs = useTestDatabases();
+  const cleanup = useCleanup();
+
+  it('empties every table a store writes, keeps the schema and its version: a store opened afterwards starts empty', async () => {
+    const store = cleanup.use(await openPostgresStore({ projection: ledgerProjection, url: dbs.url() }));
+    const unknown = await seedRow(store, 'R-1', 'UNKNOWN');
+    await orThrow(store.recordUnclearInquiry('R-1', unknown.sentAt!, unknown.sentAt! + 1000, 1000));
+    expect(await orThrow(store.leaseRows('reset-test', [{ guid: 'R-1', lastSeq: unknown.lastSeq }], 60_000))).toEqual(new Set(['R-1']));
+    await orThrow(store.recordRequests([{ guid: 'R-1', at: Date.now(), key: null, code: 'E901', fingerprintMatch: true }]));
+    const rowsPerTable = async () => {
+      const { rows } = await store.pool.query<{ name: string }>("SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1");
+      const counts: Record<string, number> = {};
+      for (const { name } of rows) counts[name] = Number((await store.pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${name}"`)).rows[0]!.n);
+      return counts;
+    };
+    const before = await rowsPerTable();
+    // Every table has something to empty: the test sees a table that reset() skips.
+    for (const [table, n] of Object.entries(before)) expect(n, `rows in ${table} before reset()`).toBeGreaterThan(0);
+
+    await dbs.reset();
+    const after = await rowsPerTable();
+    expect(Object.keys(after)).toEqual(Object.keys(before));
+    for (const [table, n] of Object.entries(after)) expect(n, `rows in ${table} after reset()`).toBe(table === 'schema_version' ? before[table] : 0);
+    expect(await orThrow(store.getLedger('R-1'))).toBeNull();
+    expect(await seedRow(store, 'R-1', 'UNKNOWN')).toMatchObject({ guid: 'R-1', status: 'UNKNOWN', attempts: 1 });
+  });
+});

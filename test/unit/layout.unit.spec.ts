@@ -1,0 +1,132 @@
+/**
+ * The layout's arrows point down: every import of src/**\/*.ts (static `from '…'`, `import '…'` and dynamic
+ * `import('…')`, type-only ones too) goes to its own folder or to one its folder may import. The table is written
+ * here once; docs/architecture.md, "Layout", shows the same table to readers (the last test compares them).
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { REPO_ROOT } from '../support/children.js';
+import { sectionOf, tableRows } from '../support/markdown.js';
+
+/** Each folder of src/ and the folders it may import besides itself, from the top of the house down. */
+const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
+  cli: ['wiring', 'relay', 'settle', 'account', 'store', 'simulator', 'events', 'shared', 'json'],
+  wiring: ['relay', 'settle', 'account', 'telemetry', 'store', 'simulator', 'events', 'shared', 'json'],
+  relay: ['settle', 'account', 'telemetry', 'contract', 'events', 'shared', 'json'],
+  settle: ['account', 'telemetry', 'projections', 'events', 'shared', 'json'],
+  account: ['telemetry', 'events', 'shared', 'json'],
+  telemetry: ['events', 'shared', 'json'],
+  store: ['projections', 'events', 'shared', 'json'],
+  projections: ['events', 'shared', 'json'],
+  reconcile: ['events', 'shared', 'json'],
+  client: ['contract', 'events', 'json'],
+  contract: ['events', 'shared', 'json'],
+  simulator: ['shared', 'json'],
+  events: ['shared', 'json'],
+  shared: ['json'],
+  json: [],
+  console: [],
+};
+
+const SRC = join(REPO_ROOT, 'src');
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return sourceFiles(path);
+    return name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+/** Every module a file names: `import … from '…'`, `export … from '…'`, `import '…'` and `import('…')`. */
+function importsOf(text: string): string[] {
+  const specifiers: string[] = [];
+  const patterns = [
+    /(?:^|[\s;])(?:import|export)\s[^'"`;]*?\sfrom\s*['"]([^'"]+)['"]/g,
+    /(?:^|[\s;])import\s*['"]([^'"]+)['"]/g,
+    /\bimport\(\s*['"]([^'"]+)['"]\s*\)/g,
+  ];
+  for (const pattern of patterns) for (const m of text.matchAll(pattern)) specifiers.push(m[1]!);
+  return specifiers;
+}
+
+/** The folder of src/ a path lies in (`relay` for src/relay/auth/keyRing.ts); null for a file directly in src/. */
+function folderOf(path: string): string | null {
+  const parts = relative(SRC, path).split(sep);
+  return parts.length > 1 ? parts[0]! : null;
+}
+
+/** `file: import 'specifier' (folder → folder)` for each import the table does not allow. */
+function upwardImports(files: ReadonlyArray<{ path: string; text: string }>, mayImport: Readonly<Record<string, readonly string[]>>): string[] {
+  const wrong: string[] = [];
+  for (const { path, text } of files) {
+    const from = folderOf(path);
+    const shown = relative(REPO_ROOT, path);
+    if (from === null) {
+      wrong.push(`${shown}: a file directly in src/ (put it in the folder of its job)`);
+      continue;
+    }
+    const allowed = mayImport[from];
+    if (allowed === undefined) {
+      wrong.push(`${shown}: src/${from} is not in the layout table (test/unit/layout.unit.spec.ts and docs/architecture.md)`);
+      continue;
+    }
+    for (const specifier of importsOf(text)) {
+      if (!specifier.startsWith('.')) continue; // a package or node: module
+      const target = resolve(dirname(path), specifier);
+      const to = target.startsWith(SRC + sep) ? folderOf(target) : 'outside src';
+      if (to === from || (to !== null && allowed.includes(to))) continue;
+      wrong.push(`${shown}: import '${specifier}' (src/${from} may not import ${to === null ? 'a file directly in src/' : to === 'outside src' ? 'outside src/' : `src/${to}`})`);
+    }
+  }
+  return wrong;
+}
+
+describe('the layout: every import points down', () => {
+  const files = sourceFiles(SRC).map((path) => ({ path, text: readFileSync(path, 'utf8') }));
+
+  it('reads the imports of every kind', () => {
+    const text = [
+      "import type { A } from '../a/x.js';",
+      "import {\n  b,\n  c,\n} from './b.js';",
+      "export { d } from '../d/y.js';",
+      "import './side.js';",
+      "const m = await import('../e/z.js');",
+      "import { readFileSync } from 'node:fs';",
+    ].join('\n');
+    expect(importsOf(text)).toEqual(['../a/x.js', './b.js', '../d/y.js', 'node:fs', './side.js', '../e/z.js']);
+    expect(files.length).toBeGreaterThan(100);
+  });
+
+  it('finds an upward import, and names the file and the import', () => {
+    const path = join(SRC, 'settle', 'resolve.ts');
+    expect(upwardImports([{ path, text: "import { buildApp } from '../relay/app.js';" }], MAY_IMPORT)).toEqual([
+      "src/settle/resolve.ts: import '../relay/app.js' (src/settle may not import src/relay)",
+    ]);
+    expect(upwardImports([{ path, text: "const { serve } = await import('../wiring/serve.js');" }], MAY_IMPORT)).toHaveLength(1);
+    expect(upwardImports([{ path: join(SRC, 'stray.ts'), text: '' }], MAY_IMPORT)).toHaveLength(1);
+  });
+
+  it('src/ has no import the table does not allow', () => {
+    expect(upwardImports(files, MAY_IMPORT)).toEqual([]);
+  });
+
+  it('the table has no circle: each folder imports only folders listed after it', () => {
+    const order = Object.keys(MAY_IMPORT);
+    const back = Object.entries(MAY_IMPORT).flatMap(([from, tos]) => tos.filter((to) => order.indexOf(to) <= order.indexOf(from)).map((to) => `${from} → ${to}`));
+    expect(back).toEqual([]);
+    expect(order.sort()).toEqual(readdirSync(SRC).filter((name) => statSync(join(SRC, name)).isDirectory()).sort());
+  });
+
+  it('docs/architecture.md shows the same table', () => {
+    const rows = tableRows(sectionOf(readFileSync(join(REPO_ROOT, 'docs', 'architecture.md'), 'utf8'), 'Layout'));
+    const documented = Object.fromEntries(
+      rows.map(([folder = '', , imports = '']) => [
+        folder.replace(/`/g, '').replace(/^src\//, ''),
+        imports === 'nothing' ? [] : imports.split(',').map((f) => f.replace(/`/g, '').trim()),
+      ]),
+    );
+    expect(documented).toEqual(MAY_IMPORT);
+  });
+});

@@ -28,7 +28,7 @@ export interface RowCommand<S extends { readonly dryRun: boolean } & LedgerFailu
   /** Row outcomes that are failures: the first one is shown on stderr, after `failureLabel`. */
   readonly failures: readonly string[];
   readonly failureLabel: string;
-  /** A command that sends: the deadline of its claims (src/store/writeDeadline.ts), the send window of its --grace. */
+  /** A command that sends: the deadline of its claims (src/store/shared/writeDeadline.ts), the send window of its --grace. */
   readonly claimDeadlineMs?: number;
   run(deps: { store: EventStore; account: AccountClient }, hooks: RowRunHooks): Promise<S>;
   exitCode(summary: S): Exit;

@@ -13,7 +13,7 @@ export async function withLedger(
   command: string,
   db: string,
   work: (store: EventStore) => Promise<Exit>,
-  /** `claimDeadlineMs`: for a command that sends (reprocess), its send window (src/store/writeDeadline.ts). */
+  /** `claimDeadlineMs`: for a command that sends (reprocess), its send window (src/store/shared/writeDeadline.ts). */
   options: { readonly claimDeadlineMs?: number | undefined } = {},
 ): Promise<Exit> {
   // A database URL names no file: its store says whether the ledger is there.

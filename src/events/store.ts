@@ -8,9 +8,11 @@ export type { StoreResult };
 
 /**
  * The store contract, split by who uses it: the relay and the row commands write through `EventLog` and read
- * through `LedgerReadModel`; `purge` and `rebuild` use `LedgerMaintenance`; whoever opened the store owns its
- * `StoreLifecycle`. A store value (SQLite today, see src/store/openStore.ts) implements all four; a caller
- * asks for the narrowest one it needs.
+ * through `LedgerReadModel`; `purge` and `rebuild` use `LedgerMaintenance`; settling uses `InquirySchedule`,
+ * `RowLeases` and `LedgerClock`; the relay's request recorder `RequestLog`; whoever opened the store owns its
+ * `StoreLifecycle`. A store value (SQLite or PostgreSQL, as `--db` says: src/store/openStore.ts) implements them
+ * all (`EventStore`); a caller asks for the narrowest one it needs. test/conformance/storeContract.ts states the
+ * contract as tests, run against every store.
  *
  * Every method is async so that an async driver (PostgreSQL) can stand behind it; writes may be grouped into
  * shared transactions. Every method returns a `StoreResult` (storeResult.ts) and never rejects: failures to
@@ -213,7 +215,7 @@ export interface RequestLog {
 export interface StoreLifecycle {
   /**
    * Right when the ledger answers a read and a write would go through now, judged by what writes meet: the outcome
-   * of the last write that settled while it is fresh, else a probe (src/store/writeHealth.ts); the Left's message
+   * of the last write that settled while it is fresh, else a probe (src/store/shared/writeHealth.ts); the Left's message
    * says why not.
    */
   ping(): StoreResult<void>;

@@ -1,6 +1,6 @@
 import type { LedgerProjection } from '../events/store.js';
 import { LEDGER_COLUMNS, rowFromValues, rowToState, stateToRow } from './ledgerRow.js';
-import { compareProjection } from './rebuild.js';
+import { compareProjection } from './compareProjection.js';
 
 /** The `ledger` projection as the value a store is opened with (src/store/openStore.ts hands it over). */
 export const ledgerProjection: LedgerProjection = {

@@ -8,7 +8,7 @@ const Int = t.refinement(t.number, Number.isSafeInteger, 'Int');
 const NullableInt = t.union([Int, t.null]);
 const NullableString = t.union([t.string, t.null]);
 
-/** A `ledger` row as SQLite returns it; decoded, never cast. */
+/** A `ledger` row as either store returns it; decoded, never cast. */
 export const LedgerRowCodec = t.type({
   guid: t.string,
   status: Status,
@@ -23,7 +23,7 @@ export const LedgerRowCodec = t.type({
   last_seq: Int,
   sent_at: NullableInt,
   timeout_ms: NullableInt,
-  /** 0 or 1 (SQLite has no booleans). */
+  /** 0 or 1: an integer column in both stores (SQLite has no booleans). */
   failed_by_inquiry: t.union([t.literal(0), t.literal(1)]),
 });
 export type LedgerRow = t.TypeOf<typeof LedgerRowCodec>;

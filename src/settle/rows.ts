@@ -26,7 +26,7 @@ export function ledgerFailed(summary: LedgerFailures, err: unknown): string {
 /**
  * Rows per ledger read: small enough never to hold 100k rows at once, big enough that a long run makes few reads.
  * The unsettled rows (the sweep, resolve, reprocess) come in GUID order from their partial index
- * (src/store/unsettledIndex.ts); purge's DONE rows have no index in GUID order, so a page of them may sort every
+ * (src/store/shared/unsettledIndex.ts); purge's DONE rows have no index in GUID order, so a page of them may sort every
  * matching row, and fewer, bigger pages keep a long run from spending its time re-reading.
  */
 export const PAGE_SIZE = 2000;

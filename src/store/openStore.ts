@@ -9,9 +9,9 @@ import { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqliteStore.j
 
 export type { LedgerCheck };
 
-/** How a store is opened, whatever stands behind `--db`; a store ignores what does not apply to it. */
 export type { Synchronous } from './sqlite/sqliteStore.js';
 
+/** How a store is opened, whatever stands behind `--db`; a store ignores what does not apply to it. */
 export type OpenStoreOptions = Omit<SqliteStoreOptions, 'path' | 'projection'> & {
   /**
    * False for every command but `serve` (CONTRACT.md §5): a database without a ledger is refused with

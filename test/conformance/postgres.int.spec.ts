@@ -31,6 +31,18 @@ function postgresBackdoor(url: string): StoreBackdoor {
       run(`CREATE FUNCTION refuse_by_test() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN
              IF NEW.guid = '${guid.replace(/'/g, "''")}' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $f$;
            CREATE TRIGGER refuse_by_test BEFORE INSERT OR UPDATE ON ledger FOR EACH ROW EXECUTE FUNCTION refuse_by_test();`),
+    async lock(guid) {
+      const holder = new pg.Client({ connectionString: url });
+      await holder.connect();
+      await holder.query('BEGIN');
+      if (guid === undefined) await holder.query('LOCK TABLE ledger IN EXCLUSIVE MODE');
+      else await holder.query('SELECT 1 FROM ledger WHERE guid = $1 FOR UPDATE', [guid]);
+      return async () => {
+        await holder.query('ROLLBACK');
+        await holder.end();
+      };
+    },
+    markSchemaNewer: () => run('INSERT INTO schema_version (version) VALUES (999)'),
   };
 }
 

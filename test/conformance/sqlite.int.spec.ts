@@ -31,6 +31,17 @@ function sqliteBackdoor(path: string): StoreBackdoor {
     },
     failProjectionWritesOf: (guid) =>
       run(`CREATE TRIGGER fail_${guid.replace(/\W/g, '_')} BEFORE INSERT ON ledger WHEN NEW.guid = '${guid.replace(/'/g, "''")}' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`),
+    // The file's write lock, whatever the GUID: SQLite locks no less.
+    lock() {
+      const holder = new Database(path);
+      holder.exec('BEGIN IMMEDIATE');
+      return Promise.resolve(() => {
+        holder.exec('ROLLBACK');
+        holder.close();
+        return Promise.resolve();
+      });
+    },
+    markSchemaNewer: () => run('PRAGMA user_version = 999'),
   };
 }
 

@@ -2,11 +2,13 @@
  * The store contract (src/events/store.ts) as tests, written once. Every store runs it by passing a factory:
  * `describeStoreContract('SQLite', sqliteFactory)`; a PostgreSQL factory creates and drops a database.
  */
+import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ProcessActor } from '../../src/events/codecs.js';
 import type { Command } from '../../src/events/decide.js';
 import * as E from 'fp-ts/lib/Either.js';
-import type { EventStore } from '../../src/events/store.js';
+import type { EventStore, LedgerQuery } from '../../src/events/store.js';
+import type { OpenStoreOptions } from '../../src/store/openStore.js';
 import { childScript, claimRace, spawnNode, waitForLine } from '../support/children.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
@@ -27,13 +29,23 @@ export interface StoreBackdoor {
   rawEventData(guid: string): Promise<string>;
   /** From now on the store itself fails when it writes the projection row of `guid` (a failure mid-unit). */
   failProjectionWritesOf(guid: string): Promise<void>;
+  /**
+   * Another session takes a write lock and holds it until the function returned is called: on `guid`'s row, or on
+   * the whole ledger when no GUID is given (a SQLite file has only the one lock: it is taken either way).
+   */
+  lock(guid?: string): Promise<() => Promise<void>>;
+  /** The (closed) ledger marked as written by a newer guidgate, as far as its schema version says. */
+  markSchemaNewer(): Promise<void>;
 }
+
+/** What a test may choose when it opens a store; the rest is the store's default. */
+export type ContractOpenOptions = Pick<OpenStoreOptions, 'clock' | 'actor' | 'busyTimeoutMs' | 'claimDeadlineMs'>;
 
 export interface StoreFixture {
   /** The `--db` value of this ledger: child processes open it with `openStore`. */
   readonly db: string;
   /** Opens (again) the same ledger. Every store opened here is closed by the suite. */
-  open(options?: { clock?: () => number; actor?: ProcessActor }): Promise<EventStore>;
+  open(options?: ContractOpenOptions): Promise<EventStore>;
   readonly backdoor: StoreBackdoor;
 }
 
@@ -46,6 +58,7 @@ export interface StoreFactory {
 const submit = (fp = 'fp', request = '{"guid":"g"}'): Command => ({ type: 'Submit', request, fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
 const sent = (at: number) => ({ type: 'Sent' as const, at, data: { attempt: 1, timeoutMs: 1 } });
 const claimed = (at: number, request = 'r', fingerprint = 'f') => ({ type: 'Claimed' as const, at, data: { request, fingerprint } });
+const answer = (response = '{"code":"0000"}', attempt = 1): Command => ({ type: 'RecordAnswer', attempt, code: '0000', response, latencyMs: 3 });
 
 
 export function describeStoreContract(name: string, factory: StoreFactory): void {
@@ -60,7 +73,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     });
 
     const fresh = async (): Promise<StoreFixture> => (fixture = await factory.create());
-    const open = async (f: StoreFixture, options?: { clock?: () => number; actor?: ProcessActor }): Promise<EventStore> => {
+    const open = async (f: StoreFixture, options?: ContractOpenOptions): Promise<EventStore> => {
       const store = await f.open(options);
       stores.push(store);
       return store;
@@ -75,13 +88,14 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect((await orThrow(store.readStream('g'))).map((e) => [e.seq, e.type])).toEqual([[0, 'Claimed'], [1, 'Sent']]);
       });
 
-      it('processes racing to claim the same GUIDs: each GUID is claimed by exactly one of them', async () => {
+      it('processes racing to claim the same GUIDs, one claim at a time or several in flight: each GUID is claimed by exactly one of them', async () => {
         const f = await fresh();
         // Set up the ledger first, so that the children race on claims, not on creating it.
         await (await open(f)).close();
         stores.length = 0;
-        const count = 300;
-        const won = await claimRace('claimer', [1, 2, 3].map((seed) => [f.db, String(count), String(seed * 7919)]));
+        const count = 600;
+        // Two claim one GUID per transaction; two have eight claims in flight, which also share the store's batches.
+        const won = await claimRace('claimer', [1, 2, 3, 4].map((seed) => [f.db, String(count), String(seed * 7919), seed <= 2 ? '1' : '8']));
         const all = won.flat();
         expect(all).toHaveLength(count);
         expect(new Set(all).size).toBe(count);
@@ -93,6 +107,17 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(log.filter((e) => e.type === 'Sent')).toHaveLength(count);
         expect(await orThrow(store.verifyProjection())).toEqual([]);
       }, 120_000);
+
+      it('two stores opened on one ledger, racing for the same GUIDs: each GUID is claimed once, the other store told it exists', async () => {
+        const f = await fresh();
+        const [a, b] = await Promise.all([open(f), open(f)]);
+        const guids = Array.from({ length: 100 }, (_, i) => `g${i}`);
+        const results = await Promise.all(guids.flatMap((g) => [orThrow(a.execute(g, submit(g))), orThrow(b.execute(g, submit(g)))]));
+        expect(results.filter((r) => r.kind === 'applied')).toHaveLength(100);
+        expect(results.filter((r) => r.kind === 'refused' && r.refusal.reason === 'exists')).toHaveLength(100);
+        expect(await orThrow(a.countLedger({ statuses: ['SENT'] }))).toBe(100);
+        expect(await orThrow(b.verifyProjection())).toEqual([]);
+      });
 
       it('an append at a stale or future seq loses, as a value carrying the state now, and writes nothing', async () => {
         const store = await open(await fresh());
@@ -150,9 +175,9 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await f.backdoor.setProjectionSeq('g', 0);
         const r = await orThrow(store.appendEvents('g', 0, [sent(3)]));
         expect(r.won).toBe(false);
-        // The same through decide: the lost append comes back as a refusal with the state now.
+        // The same through decide: the lost append comes back as the refusal `exists`, with the state now.
         const e = await orThrow(store.execute('g', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
-        expect(e.kind).toBe('refused');
+        expect(e).toMatchObject({ kind: 'refused', refusal: { reason: 'exists', state: { guid: 'g', lastSeq: 0 } } });
         expect((await orThrow(store.readStream('g'))).map((ev) => [ev.seq, ev.type])).toEqual([[0, 'Claimed'], [1, 'Sent']]);
       });
 
@@ -163,6 +188,47 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(all.map((e) => [e.guid, e.seq])).toEqual([['b', 0], ['b', 1], ['a', 0], ['a', 1], ['c', 0], ['c', 1]]);
         const page = await orThrow(store.readAll(all[1]!.position, 2));
         expect(page.map((e) => [e.guid, e.seq])).toEqual([['a', 0], ['a', 1]]);
+      });
+
+      it('units of one GUID in one batch see each other, in the order they were submitted; the events carry the positions the log gave them', async () => {
+        const f = await fresh();
+        const store = await open(f);
+        const secret = '{"guid":"g","from":"ACC-SECRET","note":"caf\u00e9 \\u0000 \u{1F600}"}';
+        const [claim, answered, purged, stale, again] = await Promise.all([
+          orThrow(store.execute('g', submit('fg', secret))),
+          orThrow(store.execute('g', answer('{"code":"0000","bal":42}'))),
+          orThrow(store.execute('g', { type: 'Purge', retentionMs: 0 })),
+          orThrow(store.appendEvents('g', 0, [sent(5)])),
+          orThrow(store.execute('g', submit('fg'))),
+        ]);
+        expect(claim).toMatchObject({ kind: 'applied', state: { status: 'SENT', lastSeq: 1, request: secret } });
+        expect(answered).toMatchObject({ kind: 'applied', state: { status: 'DONE', lastSeq: 2 } });
+        expect(purged).toMatchObject({ kind: 'applied', state: { status: 'PURGED', lastSeq: 3, request: null } });
+        expect(stale).toMatchObject({ won: false, state: { status: 'PURGED', lastSeq: 3 } });
+        expect(again).toMatchObject({ kind: 'refused', refusal: { reason: 'exists', state: { status: 'PURGED' } } });
+        const stream = await orThrow(store.readStream('g'));
+        expect(stream.map((e) => [e.seq, e.type])).toEqual([[0, 'Claimed'], [1, 'Sent'], [2, 'Answered'], [3, 'Purged']]);
+        const positions = stream.map((e) => e.position);
+        expect(positions).toEqual([...positions].sort((x, y) => x - y));
+        if (claim.kind === 'applied') expect(claim.events.map((e) => e.position)).toEqual(positions.slice(0, 2));
+        // Purged in the batch that wrote them: the raw request and answer are not in the log's stored data.
+        const raw = await f.backdoor.rawEventData('g');
+        expect(raw).not.toContain('ACC-SECRET');
+        expect(raw).not.toContain('bal');
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
+      });
+
+      it('raw request and response bytes come back byte for byte, from the row and from the log', async () => {
+        const store = await open(await fresh());
+        const request = '{ "guid" : "g",\n\t"amount":100, "x":"\\u00e9 é \\" \\\\ \u2028 \u{10FFFF}", "nul":"\\u0000" }';
+        const response = '{"code":"0000",  "b":[1,2,{"c":"\\ud83d\\ude00"}]}';
+        await orThrow(store.execute('g', submit('fp', request)));
+        await orThrow(store.execute('g', answer(response)));
+        expect(await orThrow(store.getLedger('g'))).toMatchObject({ request, response, status: 'DONE', code: '0000' });
+        const stream = await orThrow(store.readStream('g'));
+        expect(stream[0]!.data).toEqual({ request, fingerprint: 'fp' });
+        expect(stream[2]!.data).toMatchObject({ response });
+        expect((await orThrow(store.readAll(-1, 10))).map((e) => e.seq)).toEqual([0, 1, 2]);
       });
     });
 
@@ -205,6 +271,57 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await orThrow(store.queryLedger({}))).toEqual([]);
         expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');
       });
+
+      it('an event the database could not store is refused before anything of its unit is written, with the same message on every store; the rest of the batch commits', async () => {
+        const store = await open(await fresh());
+        const [a, , b] = await Promise.all([
+          store.execute('a', submit()),
+          expectLeft(store.appendEvents('x', -1, [{ type: 'Claimed', at: { not: 'a time' } as unknown as number, data: { request: 'r', fingerprint: 'f' } }]), 'LEDGER_UNAVAILABLE', /event Claimed has no valid time/),
+          store.execute('b', submit()),
+        ]);
+        expect([E.isRight(a), E.isRight(b)]).toEqual([true, true]);
+        expect(await orThrow(store.readStream('x'))).toEqual([]);
+        expect((await orThrow(store.queryLedger({}))).map((r) => r.guid)).toEqual(['a', 'b']);
+      });
+
+      it('a row another session holds past the lock wait fails the whole batch as LEDGER_UNAVAILABLE, writing nothing; once it is let go, writes go through', async () => {
+        const f = await fresh();
+        const store = await open(f, { busyTimeoutMs: 200 });
+        await orThrow(store.execute('held', submit()));
+        const release = await f.backdoor.lock('held');
+        try {
+          // One batch: an outcome for the held row and a claim of a row nobody holds. Failed by the lock wait, not the
+          // write deadline (a second later).
+          await Promise.all([expectLeft(store.execute('held', answer()), 'LEDGER_UNAVAILABLE', /lock/), expectLeft(store.execute('new', submit()), 'LEDGER_UNAVAILABLE', /lock/)]);
+        } finally {
+          await release();
+        }
+        expect(await orThrow(store.getLedger('new'))).toBeNull();
+        expect((await orThrow(store.execute('held', answer()))).kind).toBe('applied');
+        expect((await orThrow(store.execute('new', submit()))).kind).toBe('applied');
+      });
+
+      it('a claim deadline given at open (serve gives its send window) cuts a claim behind a lock short: LEDGER_UNAVAILABLE at it, never written; an outcome beside it keeps the lock wait plus the margin; the next claim goes through', async () => {
+        const f = await fresh();
+        const store = await open(f, { busyTimeoutMs: 5000, claimDeadlineMs: 300 });
+        await orThrow(store.execute('warm', submit('warm')));
+        // Another session's long write: the store waits for the lock.
+        const release = await f.backdoor.lock();
+        // An outcome submitted with the claim is not a claim: it keeps the lock wait plus the margin.
+        let outcomeSettled = false;
+        const outcome = orThrow(store.execute('warm', answer())).finally(() => (outcomeSettled = true));
+        try {
+          await expectLeft(store.execute('late', submit('late')), 'LEDGER_UNAVAILABLE', /did not complete within 300 ms/);
+          expect(outcomeSettled).toBe(false);
+        } finally {
+          await release();
+        }
+        expect((await outcome).kind).toBe('applied');
+        // Once the lock is free the store comes to the claim, whose caller has answered without it: left unwritten.
+        expect((await orThrow(store.execute('after', submit('after')))).kind).toBe('applied');
+        expect(await orThrow(store.getLedger('late'))).toBeNull();
+        expect((await orThrow(store.execute('late', submit('late')))).kind).toBe('applied');
+      });
     });
 
     describe('crash recovery', () => {
@@ -235,26 +352,36 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     });
 
     describe('read model', () => {
-      it('query by GUID, status, age and attempts; counts and the oldest row per status', async () => {
+      it('query by GUID, status, age, attempts, keyset and limit, in byte order of the GUIDs; counts and the oldest row per status', async () => {
         let now = 1000;
         const store = await open(await fresh(), { clock: () => now });
         await orThrow(store.execute('a', submit()));
         now = 2000;
         await orThrow(store.execute('b', submit()));
         await orThrow(store.execute('b', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
-        expect((await orThrow(store.queryLedger({ statuses: ['SENT'] }))).map((r) => r.guid)).toEqual(['a']);
-        expect((await orThrow(store.queryLedger({ statuses: ['SENT', 'UNKNOWN'], updatedBefore: 2000 }))).map((r) => r.guid)).toEqual(['a']);
-        expect((await orThrow(store.queryLedger({ sentAtOrBefore: 1999 }))).map((r) => r.guid)).toEqual(['a']);
-        expect((await orThrow(store.queryLedger({ attemptsBelow: 1 }))).map((r) => r.guid)).toEqual([]);
-        expect((await orThrow(store.queryLedger({ attemptsAtLeast: 1, afterGuid: 'a', limit: 5 }))).map((r) => r.guid)).toEqual(['b']);
-        expect(await orThrow(store.queryLedger({ attemptsAtLeast: 2 }))).toEqual([]);
-        expect((await orThrow(store.queryLedger({ afterGuid: 'a', limit: 1 }))).map((r) => r.guid)).toEqual(['b']);
-        expect(await orThrow(store.queryLedger({ statuses: [] }))).toEqual([]);
-        expect((await orThrow(store.queryLedger({ guid: 'b' }))).map((r) => r.guid)).toEqual(['b']);
-        expect(await orThrow(store.queryLedger({ guid: 'b', statuses: ['SENT'] }))).toEqual([]);
+        await orThrow(store.execute('B', submit()));
+        await orThrow(store.execute('B', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' }));
+        await orThrow(store.execute('B', { type: 'Send', timeoutMs: 10, maxAttempts: 5 }));
+        const guids = async (q: LedgerQuery) => (await orThrow(store.queryLedger(q))).map((r) => r.guid);
+        expect(await guids({})).toEqual(['B', 'a', 'b']); // byte order, as SQLite compares
+        expect(await guids({ statuses: ['SENT'] })).toEqual(['B', 'a']);
+        expect(await guids({ statuses: [] })).toEqual([]);
+        expect(await guids({ statuses: ['SENT', 'UNKNOWN'], updatedBefore: 2000 })).toEqual(['a']);
+        expect(await guids({ sentAtOrBefore: 1999 })).toEqual(['a']);
+        expect(await guids({ attemptsAtLeast: 2 })).toEqual(['B']);
+        expect(await guids({ attemptsAtLeast: 3 })).toEqual([]);
+        expect(await guids({ attemptsBelow: 2 })).toEqual(['a', 'b']);
+        expect(await guids({ attemptsBelow: 1 })).toEqual([]);
+        expect(await guids({ afterGuid: 'B' })).toEqual(['a', 'b']);
+        expect(await guids({ afterGuid: 'B', limit: 1 })).toEqual(['a']);
+        expect(await guids({ attemptsAtLeast: 1, afterGuid: 'a', limit: 5 })).toEqual(['b']);
+        expect(await guids({ guid: 'b' })).toEqual(['b']);
+        expect(await guids({ guid: 'b', statuses: ['SENT'] })).toEqual([]);
         expect(await orThrow(store.countLedger({ guid: 'a', statuses: ['SENT'] }))).toBe(1);
-        expect(await orThrow(store.countLedger({ statuses: ['SENT', 'UNKNOWN'] }))).toBe(2);
-        expect(await orThrow(store.countByStatus())).toMatchObject({ SENT: { count: 1, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
+        expect(await orThrow(store.countLedger({ statuses: ['SENT'] }))).toBe(2);
+        expect(await orThrow(store.countLedger({ statuses: ['SENT'], attemptsBelow: 2 }))).toBe(1);
+        expect(await orThrow(store.countLedger({ statuses: ['SENT', 'UNKNOWN'] }))).toBe(3);
+        expect(await orThrow(store.countByStatus())).toMatchObject({ SENT: { count: 2, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
       });
 
       it('now() is the clock events are stamped with, read afresh on every call', async () => {
@@ -288,6 +415,27 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         now = 1500;
         expect(await orThrow(store.leaseRows('three', rows, 500))).toEqual(new Set(['a', 'b', 'c']));
         expect(await orThrow(store.leaseRows('three', [], 500))).toEqual(new Set());
+      });
+
+      it('two stores leasing and releasing one backlog over and over, from several holders at once: no call fails (found in review: rows locked in GUID order by both, or PostgreSQL deadlocks)', async () => {
+        const f = await fresh();
+        const [a, b] = [await open(f), await open(f)];
+        const guids = Array.from({ length: 40 }, (_, i) => `L-${String(i).padStart(2, '0')}`);
+        for (const g of guids) await orThrow(a.execute(g, submit(g)));
+        const rows = (await orThrow(a.queryLedger({}))).map(({ guid, lastSeq }) => ({ guid, lastSeq }));
+        const failures: string[] = [];
+        const churn = async (store: EventStore, holder: string) => {
+          for (let i = 0; i < 60; i++) {
+            // Short leases, so each release also deletes the other's run-out ones; rows in a shuffled order.
+            const mine = [...rows].sort(() => Math.random() - 0.5).slice(0, 25);
+            const leased = await store.leaseRows(holder, mine, 1 + (i % 3));
+            if (E.isLeft(leased)) failures.push(leased.left.message);
+            const released = await store.releaseLeases(holder);
+            if (E.isLeft(released)) failures.push(released.left.message);
+          }
+        };
+        await Promise.all([churn(a, 'one'), churn(b, 'two'), churn(a, 'three'), churn(b, 'four')]);
+        expect(failures).toEqual([]);
       });
 
       it('a row FAILED by an inquiry says so (failedByInquiry), in the projection and in a rebuild; a refused connection does not', async () => {
@@ -379,6 +527,27 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await orThrow(store.getLedger('a'))).toBeNull();
         expect((await orThrow(store.readStream('keep'))).length).toBe(2);
         expect(await orThrow(store.spaceOnDisk())).toBeGreaterThanOrEqual(0);
+      });
+
+      it('reclaimSpace gives the space purges freed back: the raw bodies purge took out, then the tombstones removed', async () => {
+        const store = await open(await fresh());
+        // Random text: PostgreSQL compresses repetitive values, so padding of one letter would take no space.
+        const pad = () => randomBytes(3000).toString('base64');
+        const all = (make: (g: string) => Promise<unknown>) => Promise.all(Array.from({ length: 300 }, (_, i) => make(`g${i}`)));
+        await all((g) => orThrow(store.execute(g, submit(g, `{"pad":"${pad()}"}`))));
+        await all((g) => orThrow(store.execute(g, answer())));
+        // Nothing to give back yet: what the bodies take, settled on disk (SQLite: the WAL folded into the file).
+        const full = (await orThrow(store.reclaimSpace())).bytesAfter;
+        await all((g) => orThrow(store.execute(g, { type: 'Purge', retentionMs: 0 })));
+        const size = await orThrow(store.spaceOnDisk());
+        const purged = await orThrow(store.reclaimSpace());
+        expect(purged.bytesBefore).toBe(size);
+        expect(purged.bytesAfter).toBeLessThan(full / 2);
+        expect(await orThrow(store.countLedger({ statuses: ['PURGED'] }))).toBe(300);
+        expect(await orThrow(store.removeTombstones(Date.now() + 1))).toBe(300);
+        const removed = await orThrow(store.reclaimSpace());
+        expect(removed.bytesAfter).toBeLessThanOrEqual(removed.bytesBefore);
+        expect(await orThrow(store.spaceOnDisk())).toBe(removed.bytesAfter);
       });
 
       it('an answer to an older attempt is kept as a StaleAnswer that changes no state; purge takes its body out of the log and keeps its SHA-256; on a tombstone no body is stored at all', async () => {
@@ -535,17 +704,26 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     });
 
     describe('lifecycle', () => {
-      it('ping answers while open; after close (twice at once) every call is LEDGER_CLOSED', async () => {
+      it('ping answers while open; close (twice at once) writes what was submitted first; after it every call is LEDGER_CLOSED', async () => {
         const f = await fresh();
         const store = await f.open();
         expect(await store.ping()).toEqual(E.right(undefined));
-        await orThrow(store.execute('a', submit()));
+        const pending = orThrow(store.execute('a', submit()));
         expect(await Promise.all([store.close(), store.close()])).toEqual([E.right(undefined), E.right(undefined)]);
+        expect((await pending).kind).toBe('applied');
         await expectLeft(store.ping(), 'LEDGER_CLOSED');
         await expectLeft(store.getLedger('a'), 'LEDGER_CLOSED');
         await expectLeft(store.execute('b', submit()), 'LEDGER_CLOSED');
         // What was acknowledged before the close is there when it opens again.
         expect((await orThrow((await open(f)).getLedger('a')))?.status).toBe('SENT');
+      });
+
+      it('a ledger from a newer guidgate is refused at open, with the reason', async () => {
+        const f = await fresh();
+        await (await open(f)).close();
+        stores.length = 0;
+        await f.backdoor.markSchemaNewer();
+        await expect(f.open()).rejects.toThrow(/newer than this guidgate/);
       });
 
       it('a store never rejects: every method of a closed store resolves to a Left with LEDGER_CLOSED', async () => {

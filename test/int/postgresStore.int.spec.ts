@@ -9,7 +9,6 @@ import type { Command } from '../../src/events/decide.js';
 import { resolveUnknown } from '../../src/settle/resolve.js';
 import { inquireBeforeResend } from '../../src/settle/resendAfterInquiry.js';
 import type { AccountClient } from '../../src/account/accountClient.js';
-import { claimRace } from '../support/children.js';
 import { seedRow } from '../support/commandsSeed.js';
 import { PG_ADMIN_URL, postgresForTests, useTestDatabases } from '../support/pg.js';
 import { orThrow } from '../../src/events/storeResult.js';
@@ -133,24 +132,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     await Promise.all(stores.map((s) => s.close()));
   });
 
-  it('refuses a database from a newer guidgate', async () => {
-    await (await open()).close();
-    await sql(dbs.url(), 'INSERT INTO schema_version (version) VALUES (999)');
-    await expect(open()).rejects.toThrow(/newer than this guidgate/);
-    await sql(dbs.url(), 'DELETE FROM schema_version WHERE version = 999');
-  });
-
-  it('two stores (two pools) racing for the same GUIDs: each GUID claimed once', async () => {
-    const [a, b] = await Promise.all([open(), open()]);
-    const guids = Array.from({ length: 100 }, (_, i) => `g${i}`);
-    const results = await Promise.all(guids.flatMap((g) => [orThrow(a.execute(g, submit(g))), orThrow(b.execute(g, submit(g)))]));
-    expect(results.filter((r) => r.kind === 'applied')).toHaveLength(100);
-    expect(results.filter((r) => r.kind === 'refused' && r.refusal.reason === 'exists')).toHaveLength(100);
-    expect(await orThrow(a.countLedger({ statuses: ['SENT'] }))).toBe(100);
-    expect(await orThrow(a.verifyProjection())).toEqual([]);
-    await Promise.all([a.close(), b.close()]);
-  });
-
   it('under SERIALIZABLE (as on a distributed SQL engine) a batch that fails with 40001 runs again: each GUID claimed once', async () => {
     const url = await dbs.fresh();
     const name = new URL(url).pathname.slice(1);
@@ -179,114 +160,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     for (const r of refused) expect(r).toMatchObject({ refusal: { reason: 'exists', state: { status: 'SENT', lastSeq: 1 } } });
     expect(await orThrow(store.countLedger({ statuses: ['SENT'] }))).toBe(60);
     expect(await orThrow(store.verifyProjection())).toEqual([]);
-    await store.close();
-  });
-
-  it('duplicates of one GUID in one batch see each other, in submission order', async () => {
-    const store = await open();
-    const secret = '{"guid":"g","from":"ACC-SECRET","note":"caf\u00e9 \\u0000 \u{1F600}"}';
-    const [claimed, answered, purged, stale, again] = await Promise.all([
-      orThrow(store.execute('g', { ...submit('fg'), request: secret } as Command)),
-      orThrow(store.execute('g', answer(1, '{"code":"0000","bal":42}'))),
-      orThrow(store.execute('g', { type: 'Purge', retentionMs: 0 })),
-      orThrow(store.appendEvents('g', 0, [{ type: 'Sent', at: 5, data: { attempt: 1, timeoutMs: 1 } }])),
-      orThrow(store.execute('g', submit('fg'))),
-    ]);
-    expect(claimed).toMatchObject({ kind: 'applied', state: { status: 'SENT', lastSeq: 1, request: secret } });
-    expect(answered).toMatchObject({ kind: 'applied', state: { status: 'DONE', lastSeq: 2 } });
-    expect(purged).toMatchObject({ kind: 'applied', state: { status: 'PURGED', lastSeq: 3, request: null } });
-    expect(stale).toMatchObject({ won: false, state: { status: 'PURGED', lastSeq: 3 } });
-    expect(again).toMatchObject({ kind: 'refused', refusal: { reason: 'exists', state: { status: 'PURGED' } } });
-    const stream = await orThrow(store.readStream('g'));
-    expect(stream.map((e) => [e.seq, e.type])).toEqual([[0, 'Claimed'], [1, 'Sent'], [2, 'Answered'], [3, 'Purged']]);
-    const positions = stream.map((e) => e.position);
-    expect(positions).toEqual([...positions].sort((x, y) => x - y));
-    // The results carry the positions the log gave them.
-    if (claimed.kind === 'applied') expect(claimed.events.map((e) => e.position)).toEqual(positions.slice(0, 2));
-    // Redacted in the same batch as it was written: the raw request never reaches the table.
-    const raw = await sql<{ d: string }>(dbs.url(), "SELECT string_agg(data, ' ') AS d FROM events WHERE guid = 'g'");
-    expect(raw[0]!.d).not.toContain('ACC-SECRET');
-    expect(raw[0]!.d).not.toContain('bal');
-    expect(await orThrow(store.verifyProjection())).toEqual([]);
-    await store.close();
-  });
-
-  it('raw request and response bytes come back byte for byte', async () => {
-    const store = await open();
-    const request = '{ "guid" : "g",\n\t"amount":100, "x":"\\u00e9 é \\" \\\\ \u2028 \u{10FFFF}", "nul":"\\u0000" }';
-    const response = '{"code":"0000",  "b":[1,2,{"c":"\\ud83d\\ude00"}]}';
-    await orThrow(store.execute('g', { ...submit(), request } as Command));
-    await orThrow(store.execute('g', answer(1, response)));
-    const state = await orThrow(store.getLedger('g'));
-    expect(state).toMatchObject({ request, response, status: 'DONE', code: '0000' });
-    const stream = await orThrow(store.readStream('g'));
-    expect(stream[0]!.data).toEqual({ request, fingerprint: 'fp' });
-    expect(stream[2]!.data).toMatchObject({ response });
-    expect((await orThrow(store.readAll(-1, 10))).map((e) => e.seq)).toEqual([0, 1, 2]);
-    await store.close();
-  });
-
-  it('an event PostgreSQL could not store is refused before anything of its unit is written; the rest of the batch commits', async () => {
-    const store = await open();
-    const [a, , b] = await Promise.all([
-      store.execute('a', submit()),
-      expectLeft(store.appendEvents('x', -1, [{ type: 'Claimed', at: { not: 'a time' } as unknown as number, data: { request: 'r', fingerprint: 'f' } }]), 'LEDGER_UNAVAILABLE'),
-      store.execute('b', submit()),
-    ]);
-    expect([E.isRight(a), E.isRight(b)]).toEqual([true, true]);
-    expect(await orThrow(store.readStream('x'))).toEqual([]);
-    expect((await orThrow(store.queryLedger({}))).map((r) => r.guid)).toEqual(['a', 'b']);
-    await store.close();
-  });
-
-  it('close() twice at once resolves both; a closed store refuses as unavailable', async () => {
-    const store = await open();
-    const pending = orThrow(store.execute('a', submit()));
-    await Promise.all([store.close(), store.close()]);
-    expect((await pending).kind).toBe('applied');
-    await expectLeft(store.execute('b', submit()), 'LEDGER_CLOSED');
-    await expectLeft(store.getLedger('a'), 'LEDGER_CLOSED');
-  });
-
-  it('a row locked by another session past the lock timeout rejects the whole batch as unavailable, writing nothing', async () => {
-    const store = await open({ lockTimeoutMs: 200 });
-    await orThrow(store.execute('held', submit()));
-    const holder = new pg.Client({ connectionString: dbs.url() });
-    await holder.connect();
-    await holder.query('BEGIN');
-    await holder.query("SELECT * FROM ledger WHERE guid = 'held' FOR UPDATE");
-    try {
-      await Promise.all([expectLeft(store.execute('held', answer()), 'LEDGER_UNAVAILABLE'), expectLeft(store.execute('new', submit()), 'LEDGER_UNAVAILABLE')]);
-    } finally {
-      await holder.query('ROLLBACK');
-      await holder.end();
-    }
-    expect(await orThrow(store.getLedger('new'))).toBeNull();
-    expect((await orThrow(store.execute('held', answer()))).kind).toBe('applied');
-    await store.close();
-  });
-
-  it('a claim behind a lock held past the write deadline fails at the deadline with nothing written; the next claim goes through once the lock is gone', async () => {
-    const store = await open({ lockTimeoutMs: 5000, claimDeadlineMs: 300 });
-    await orThrow(store.execute('warm', submit('warm')));
-    const holder = new pg.Client({ connectionString: dbs.url() });
-    await holder.connect();
-    await holder.query('BEGIN');
-    await holder.query('LOCK TABLE ledger IN EXCLUSIVE MODE');
-    // An outcome submitted with the claim is not a claim: it keeps the lock timeout plus the margin.
-    let outcomeSettled = false;
-    const outcome = orThrow(store.execute('warm', answer())).finally(() => (outcomeSettled = true));
-    try {
-      await expectLeft(store.execute('new', submit()), 'LEDGER_UNAVAILABLE', /did not complete within 300 ms/);
-      expect(outcomeSettled).toBe(false);
-    } finally {
-      await holder.query('ROLLBACK');
-      await holder.end();
-    }
-    expect((await outcome).kind).toBe('applied');
-    expect((await orThrow(store.execute('after', submit('after')))).kind).toBe('applied');
-    expect(await orThrow(store.getLedger('new'))).toBeNull();
-    expect((await orThrow(store.execute('new', submit()))).kind).toBe('applied');
     await store.close();
   });
 
@@ -342,77 +215,6 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
       await store.close();
       await proxy.close();
     }
-  });
-
-  it('two processes leasing and releasing one backlog over and over never deadlock (rows locked in GUID order by both; found in review)', async () => {
-    const [a, b] = [await open(), await open()];
-    try {
-      const guids = Array.from({ length: 40 }, (_, i) => `L-${String(i).padStart(2, '0')}`);
-      for (const g of guids) await orThrow(a.execute(g, { type: 'Submit', request: '{}', fingerprint: g, timeoutMs: 1000, maxAttempts: 3 }));
-      const rows = (await orThrow(a.queryLedger({}))).map(({ guid, lastSeq }) => ({ guid, lastSeq }));
-      const failures: string[] = [];
-      const churn = async (store: typeof a, holder: string) => {
-        for (let i = 0; i < 60; i++) {
-          // Short leases, so each release also deletes the other's run-out ones; rows in a shuffled order.
-          const mine = [...rows].sort(() => Math.random() - 0.5).slice(0, 25);
-          const leased = await store.leaseRows(holder, mine, 1 + (i % 3));
-          if (E.isLeft(leased)) failures.push(leased.left.message);
-          const released = await store.releaseLeases(holder);
-          if (E.isLeft(released)) failures.push(released.left.message);
-        }
-      };
-      await Promise.all([churn(a, 'one'), churn(b, 'two'), churn(a, 'three'), churn(b, 'four')]);
-      expect(failures).toEqual([]);
-    } finally {
-      await a.close();
-      await b.close();
-    }
-  });
-
-  it('query by status, age, attempts, keyset and limit; counts', async () => {
-    let now = 1000;
-    const store = await open({ clock: () => now });
-    await orThrow(store.execute('a', submit()));
-    now = 2000;
-    await orThrow(store.execute('b', submit()));
-    await orThrow(store.execute('b', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
-    await orThrow(store.execute('B', submit()));
-    await orThrow(store.execute('B', { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' }));
-    await orThrow(store.execute('B', { type: 'Send', timeoutMs: 10, maxAttempts: 5 }));
-    const guids = async (q: Parameters<typeof store.queryLedger>[0]) => (await orThrow(store.queryLedger(q))).map((r) => r.guid);
-    expect(await guids({})).toEqual(['B', 'a', 'b']); // byte order, as SQLite sorts
-    expect(await guids({ statuses: ['SENT'] })).toEqual(['B', 'a']);
-    expect(await guids({ statuses: [] })).toEqual([]);
-    expect(await guids({ statuses: ['SENT', 'UNKNOWN'], updatedBefore: 2000 })).toEqual(['a']);
-    expect(await guids({ sentAtOrBefore: 1999 })).toEqual(['a']);
-    expect(await guids({ attemptsAtLeast: 2 })).toEqual(['B']);
-    expect(await guids({ attemptsBelow: 2 })).toEqual(['a', 'b']);
-    expect(await guids({ afterGuid: 'B' })).toEqual(['a', 'b']);
-    expect(await guids({ afterGuid: 'B', limit: 1 })).toEqual(['a']);
-    expect(await orThrow(store.countLedger({ statuses: ['SENT'] }))).toBe(2);
-    expect(await orThrow(store.countLedger({ statuses: ['SENT'], attemptsBelow: 2 }))).toBe(1);
-    expect(await orThrow(store.countByStatus())).toMatchObject({
-      SENT: { count: 2, oldestUpdatedAt: 1000 },
-      UNKNOWN: { count: 1, oldestUpdatedAt: 2000 },
-      DONE: { count: 0, oldestUpdatedAt: null },
-    });
-    await store.close();
-  });
-
-  it('reclaimSpace gives the space of removed tombstones back', async () => {
-    const store = await open();
-    // Random text: PostgreSQL compresses repetitive values, so padding of one letter would take no space.
-    const pad = () => randomBytes(3000).toString('base64');
-    await Promise.all(Array.from({ length: 300 }, (_, i) => orThrow(store.execute(`g${i}`, { ...submit(`f${i}`), request: `{"pad":"${pad()}"}` } as Command))));
-    await Promise.all(Array.from({ length: 300 }, (_, i) => orThrow(store.execute(`g${i}`, answer()))));
-    await Promise.all(Array.from({ length: 300 }, (_, i) => orThrow(store.execute(`g${i}`, { type: 'Purge', retentionMs: 0 }))));
-    expect(await orThrow(store.removeTombstones(Date.now() + 1))).toBe(300);
-    const size = await orThrow(store.spaceOnDisk());
-    const { bytesBefore, bytesAfter } = await orThrow(store.reclaimSpace());
-    expect(bytesBefore).toBe(size);
-    expect(bytesAfter).toBeLessThan(bytesBefore / 2);
-    expect(await orThrow(store.spaceOnDisk())).toBe(bytesAfter);
-    await store.close();
   });
 
   it('without a clock, events are stamped and orphans judged by the database\'s clock, not this host\'s (a host a day ahead sweeps nothing young)', async () => {
@@ -589,18 +391,4 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     }
   });
 
-  it('4 processes race to claim the same 600 GUIDs, several in flight each: each is claimed exactly once', async () => {
-    await (await open()).close(); // the schema first, so the children race on claims
-    const won = await claimRace('pgClaimer', [1, 2, 3, 4].map((seed) => [dbs.url(), '600', String(seed * 7919), '8']));
-    const all = won.flat();
-    expect(all).toHaveLength(600);
-    expect(new Set(all).size).toBe(600);
-    expect(won.filter((w) => w.length > 0).length).toBeGreaterThan(1);
-    const store = await open();
-    const log = await orThrow(store.readAll(-1, 10_000));
-    expect(log.filter((e) => e.type === 'Claimed')).toHaveLength(600);
-    expect(log.filter((e) => e.type === 'Sent')).toHaveLength(600);
-    expect(await orThrow(store.verifyProjection())).toEqual([]);
-    await store.close();
-  }, 120_000);
 });

@@ -10,7 +10,6 @@ import { useTempDir } from '../support/tmp.js';
 import { sleep, waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
-import * as E from 'fp-ts/lib/Either.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const submit = (fp = 'fp'): Command => ({ type: 'Submit', request: '{"guid":"g"}', fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
@@ -61,51 +60,6 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
     }
   });
 
-  it('refuses a file from a newer guidgate', async () => {
-    const path = join(tmp(), 'new.db');
-    const raw = new Database(path);
-    raw.pragma('user_version = 999');
-    raw.close();
-    expect(() => openSqliteStore({ projection: ledgerProjection, path })).toThrow(/newer than this guidgate/);
-  });
-
-  it('an event SQLite could not store is refused before anything of its unit is written; the rest of the batch commits', async () => {
-    const store = open();
-    const [a, , b] = await Promise.all([
-      store.execute('a', submit()),
-      expectLeft(store.appendEvents('x', -1, [{ type: 'Claimed', at: { not: 'a time' } as unknown as number, data: { request: 'r', fingerprint: 'f' } }]), 'LEDGER_UNAVAILABLE', /event Claimed has no valid time/),
-      store.execute('b', submit()),
-    ]);
-    expect([E.isRight(a), E.isRight(b)]).toEqual([true, true]);
-    expect(await orThrow(store.readStream('x'))).toEqual([]);
-    expect((await orThrow(store.queryLedger({}))).map((r) => r.guid)).toEqual(['a', 'b']);
-    await store.close();
-  });
-
-  it('a ledger locked by another process past the busy timeout rejects the whole batch as unavailable, writing nothing', async () => {
-    const store = open({ busyTimeoutMs: 100 });
-    const other = new Database(store.path);
-    other.exec('BEGIN EXCLUSIVE');
-    await Promise.all([expectLeft(store.execute('a', submit()), 'LEDGER_UNAVAILABLE'), expectLeft(store.execute('b', submit()), 'LEDGER_UNAVAILABLE')]);
-    other.exec('ROLLBACK');
-    other.close();
-    expect(await orThrow(store.queryLedger({}))).toEqual([]);
-    expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');
-    await store.close();
-  });
-
-  it('reclaimSpace gives purged pages back to the file system', async () => {
-    const store = open();
-    const pad = 'p'.repeat(4000);
-    for (let i = 0; i < 300; i++) await orThrow(store.execute(`g${i}`, { ...submit(`f${i}`), request: `{"pad":"${pad}"}` } as Command));
-    store.db.pragma('wal_checkpoint(TRUNCATE)');
-    for (let i = 0; i < 300; i++) await orThrow(store.execute(`g${i}`, { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }));
-    for (let i = 0; i < 300; i++) await orThrow(store.execute(`g${i}`, { type: 'Purge', retentionMs: 0 }));
-    const { bytesBefore, bytesAfter } = await orThrow(store.reclaimSpace());
-    expect(bytesAfter).toBeLessThan(bytesBefore / 2);
-    expect(await orThrow(store.countLedger({ statuses: ['PURGED'] }))).toBe(300);
-    await store.close();
-  });
 });
 
 describe('SQLite event store, writer thread: units that cannot cross to the writer', () => {

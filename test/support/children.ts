@@ -59,7 +59,7 @@ export async function freePort(): Promise<number> {
 }
 
 /**
- * The cross-process claim race: one child per argument list (`claimer` or `pgClaimer`), all opened first and
+ * The cross-process claim race: one child per argument list (`claimer`), all opened first and
  * started together on "go"; resolves with the GUIDs each child won. A child that fails rejects with its stderr;
  * children still running when it ends are killed.
  */

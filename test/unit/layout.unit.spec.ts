@@ -119,6 +119,23 @@ describe('the layout: every import points down', () => {
     expect(order.sort()).toEqual(readdirSync(SRC).filter((name) => statSync(join(SRC, name)).isDirectory()).sort());
   });
 
+  it('inside src/store: the two stores import neither each other nor src/projections (openStore.ts hands it over); store/shared imports neither store', () => {
+    const STORE = join(SRC, 'store');
+    const mayNot: Readonly<Record<string, readonly string[]>> = {
+      sqlite: [join(STORE, 'postgres'), join(SRC, 'projections')],
+      postgres: [join(STORE, 'sqlite'), join(SRC, 'projections')],
+      shared: [join(STORE, 'sqlite'), join(STORE, 'postgres'), join(SRC, 'projections')],
+    };
+    const wrong = files.flatMap(({ path, text }) => {
+      const part = relative(STORE, path).split(sep)[0]!;
+      const banned = mayNot[part] ?? [];
+      return importsOf(text)
+        .filter((specifier) => specifier.startsWith('.') && banned.some((dir) => resolve(dirname(path), specifier).startsWith(dir + sep)))
+        .map((specifier) => `${relative(REPO_ROOT, path)}: import '${specifier}'`);
+    });
+    expect(wrong).toEqual([]);
+  });
+
   it('docs/architecture.md shows the same table', () => {
     const rows = tableRows(sectionOf(readFileSync(join(REPO_ROOT, 'docs', 'architecture.md'), 'utf8'), 'Layout'));
     const documented = Object.fromEntries(

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../src/events/errors.js';
-import { writeHealth } from '../../src/store/writeHealth.js';
+import { writeHealth } from '../../src/store/shared/writeHealth.js';
 
 /** A probe the test settles by hand, counting its runs; a clock the test moves. */
 function harness() {

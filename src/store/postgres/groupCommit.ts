@@ -7,7 +7,10 @@ import { isConnectionLost, isRetryable, isUniqueViolation } from './errors.js';
 import { planBatch, type Unit, type UnitPlan } from './planBatch.js';
 import type { LedgerProjection } from '../../events/store.js';
 import { ledgerColumns } from './ledgerColumns.js';
+import { executeResultOf } from '../shared/executeResult.js';
+import { CALLER_GAVE_UP, type Caller } from '../shared/writeDeadline.js';
 import { serverNow } from './serverClock.js';
+import { withClient } from './pools.js';
 import { eventKey, lockRows, redactionsFor, takenSeqs, writeBatch, writeStatement, type BatchSql } from './writeBatch.js';
 
 /** BEGIN itself failed (typically a pooled connection the server had closed): nothing was sent yet. */
@@ -20,13 +23,8 @@ class NotBegunError extends Error {
 /** Found before COMMIT: some of the batch's callers stopped waiting. The batch is rolled back and run without them. */
 class CallersGaveUp extends Error {}
 
-/** Whoever waits for a unit: `gaveUp` is set by its write deadline's timer, at the moment the caller answers without it. */
-export interface Caller {
-  gaveUp: boolean;
-}
-
 /** The outcome of a unit left unwritten because its caller gave up; nobody reads it. */
-const callerGaveUp = (): { ok: false; error: Error } => ({ ok: false, error: new LedgerUnavailableError('ledger write dropped: its caller stopped waiting (the write deadline)') });
+const callerGaveUp = (): { ok: false; error: Error } => ({ ok: false, error: new LedgerUnavailableError(CALLER_GAVE_UP) });
 
 /**
  * A unit as submitted: an `execute` without `now` is decided at the database's clock, so that every host
@@ -53,18 +51,13 @@ const MAX_ROUNDS = 3;
 const MAX_ATTEMPTS = 8;
 
 function finish(unit: Pick<SubmittedUnit, 'op'>, plan: UnitPlan, positions: ReadonlyMap<string, number>): UnitOutcome {
-  switch (plan.kind) {
-    case 'error':
-      return { ok: false, error: plan.error };
-    case 'refused':
-      return { ok: true, value: { kind: 'refused', refusal: plan.refusal } };
-    case 'lost':
-      return { ok: true, value: unit.op === 'execute' ? { kind: 'refused', refusal: { reason: 'exists', state: plan.state } } : { won: false, state: plan.state } };
-    case 'won': {
-      const events = plan.events.map((p) => ({ ...p.event, guid: p.guid, seq: p.seq, position: positions.get(eventKey(p.guid, p.seq)) ?? -1, actor: p.actor }) as StoredEvent);
-      return { ok: true, value: unit.op === 'execute' ? { kind: 'applied', state: plan.state, events } : { won: true, state: plan.state, events } };
-    }
-  }
+  if (plan.kind === 'error') return { ok: false, error: plan.error };
+  if (plan.kind === 'refused') return { ok: true, value: { kind: 'refused', refusal: plan.refusal } };
+  const append: AppendResult =
+    plan.kind === 'won'
+      ? { won: true, state: plan.state, events: plan.events.map((p) => ({ ...p.event, guid: p.guid, seq: p.seq, position: positions.get(eventKey(p.guid, p.seq)) ?? -1, actor: p.actor }) as StoredEvent) }
+      : { won: false, state: plan.state };
+  return { ok: true, value: unit.op === 'execute' ? executeResultOf(append) : append };
 }
 
 /**
@@ -179,16 +172,8 @@ export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFli
     // COMMIT, so it is never retried here.
     for (let attempt = 1; ; attempt++) {
       try {
-        const client = await pool.connect();
-        try {
-          const outcomes = await runBatch(client, units, options.projection, sql, (i) => callers[i]!.gaveUp);
-          client.release();
-          return outcomes;
-        } catch (err) {
-          // The connection may be broken: never hand it out again.
-          client.release(true);
-          throw err;
-        }
+        // A connection that failed may be broken: it is closed, never handed out again.
+        return await withClient(pool, (client) => runBatch(client, units, options.projection, sql, (i) => callers[i]!.gaveUp));
       } catch (err) {
         if (err instanceof NotBegunError && attempt < 2) continue;
         const error = fail(err instanceof NotBegunError ? err.cause : err);

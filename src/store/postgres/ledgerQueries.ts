@@ -1,12 +1,9 @@
 import type pg from 'pg';
-import * as t from 'io-ts';
-import { isLeft } from 'fp-ts/lib/Either.js';
-import { STATUSES, Status } from '../../events/codecs.js';
-import { LedgerCorruptError } from '../../events/errors.js';
+import type { Status } from '../../events/codecs.js';
 import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection, LedgerQuery, StatusSummary } from '../../events/store.js';
-import { nextInquiryTimes, type InquiryScheduled } from '../../events/inquirySchedule.js';
-import { onlyUnsettled, UNSETTLED_SQL } from '../unsettledIndex.js';
+import { onlyUnsettled, UNSETTLED_SQL } from '../shared/unsettledIndex.js';
+import { statusSummary } from '../shared/rowCodecs.js';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -29,7 +26,7 @@ const FILTER = `
 /**
  * The query's statement: the general one, or, when it asks only for unsettled states, the same with the partial
  * index's WHERE added word for word (a generic plan cannot see that `status = ANY($1)` implies it; see
- * src/store/unsettledIndex.ts). Each is prepared once per connection under its own name.
+ * src/store/shared/unsettledIndex.ts). Each is prepared once per connection under its own name.
  */
 function filterFor(q: LedgerQuery): { name: string; where: string } {
   return q.statuses !== undefined && onlyUnsettled(q.statuses)
@@ -64,40 +61,10 @@ export async function countLedger(db: Db, q: LedgerQuery): Promise<number> {
   return Number(rows[0]?.n ?? 0);
 }
 
-const StatusCount = t.type({ status: Status, n: t.number, oldest: t.number });
-
 export async function countByStatus(db: Db): Promise<Record<Status, StatusSummary>> {
   const { rows } = await db.query({
     name: 'guidgate_count_by_status',
     text: 'SELECT status, count(*) AS n, min(updated_at) AS oldest FROM ledger GROUP BY status',
   });
-  const summary = Object.fromEntries(STATUSES.map((s) => [s, { count: 0, oldestUpdatedAt: null }])) as Record<Status, StatusSummary>;
-  for (const raw of rows) {
-    const row = StatusCount.decode(raw);
-    if (isLeft(row)) throw new LedgerCorruptError('ledger status count does not decode');
-    summary[row.right.status] = { count: row.right.n, oldestUpdatedAt: row.right.oldest };
-  }
-  return summary;
-}
-
-/**
- * Records an inquiry about the attempt sent at `sentAt` that could not tell, and when to ask again
- * (`nextInquiryAt`: the wait grows with each one), in one statement: the count and the time it picks move
- * together. A new Sent starts the count again. Two processes recording at once each count one: an inquiry may
- * repeat, and the schedule only spaces them out.
- */
-export async function recordUnclearInquiry(db: Db, guid: string, sentAt: number, at: number, minAgeMs: number): Promise<InquiryScheduled> {
-  const { rows } = await db.query<{ inquiries: number; next_at: number }>({
-    name: 'guidgate_record_unclear_inquiry',
-    text: `INSERT INTO inquiry_schedule AS s (guid, sent_at, inquiries, next_at) VALUES ($1, $2, 1, ($3::bigint[])[1])
-           ON CONFLICT (guid) DO UPDATE SET
-             inquiries = CASE WHEN s.sent_at = excluded.sent_at THEN s.inquiries + 1 ELSE 1 END,
-             sent_at = excluded.sent_at,
-             next_at = ($3::bigint[])[least(CASE WHEN s.sent_at = excluded.sent_at THEN s.inquiries + 1 ELSE 1 END, cardinality($3::bigint[]))]
-           RETURNING inquiries, next_at`,
-    values: [guid, sentAt, nextInquiryTimes(at, minAgeMs)],
-  });
-  const row = rows[0];
-  if (row === undefined) throw new LedgerCorruptError('inquiry schedule: the upsert returned no row');
-  return { inquiries: Number(row.inquiries), nextInquiryAt: Number(row.next_at) };
+  return statusSummary(rows);
 }

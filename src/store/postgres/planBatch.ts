@@ -3,7 +3,8 @@ import { decide, type Command, type Refusal } from '../../events/decide.js';
 import { evolve } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection, ProjectionRow } from '../../events/store.js';
-import { encodeActor } from '../sqlite/eventRows.js';
+import { encodeEvents } from '../shared/rowEncoding.js';
+import { redactData } from '../shared/purgeRedaction.js';
 
 /** A unit of work of the group commit: one caller's `execute` or `appendEvents`. */
 export type Unit =
@@ -26,6 +27,7 @@ export interface PlannedEvent {
 export type UnitPlan =
   | { readonly kind: 'won'; readonly state: LedgerState; readonly events: readonly PlannedEvent[] }
   | { readonly kind: 'refused'; readonly refusal: Refusal }
+  /** Someone else moved first: the state now (an execute's result says `exists`, shared/executeResult.ts). */
   | { readonly kind: 'lost'; readonly state: LedgerState | null }
   | { readonly kind: 'error'; readonly error: unknown };
 
@@ -45,23 +47,9 @@ export interface BatchPlan {
   readonly purged: ReadonlySet<string>;
 }
 
-/** The raw request and response leave an event's data; types, times and codes stay for auditors. */
-export function redactData(type: string, data: string): string {
-  const field = type === 'Claimed' ? 'request' : type === 'Answered' || type === 'Resolved' || type === 'StaleAnswer' ? 'response' : null;
-  if (field === null) return data;
-  const parsed = JSON.parse(data) as Record<string, unknown>;
-  return JSON.stringify({ ...parsed, [field]: null });
-}
-
 function encode(guid: string, firstSeq: number, events: readonly NewEvent[], actor: Actor | null): PlannedEvent[] {
-  const actorJson = encodeActor(actor);
-  return events.map((event, i) => {
-    // What PostgreSQL would refuse mid-batch is refused here, where it fails only its own unit.
-    if (!Number.isSafeInteger(event.at)) throw new TypeError(`event ${event.type} has no valid time`);
-    const data: unknown = JSON.stringify(event.data);
-    if (typeof data !== 'string') throw new TypeError(`event ${event.type} has no data`);
-    return { guid, seq: firstSeq + i, event, actor, actorJson, data };
-  });
+  const { data, actorJson } = encodeEvents(events, actor);
+  return events.map((event, i) => ({ guid, seq: firstSeq + i, event, actor, actorJson, data: data[i]! }));
 }
 
 /**
@@ -91,7 +79,7 @@ export function planBatch(units: readonly Unit[], stored: ReadonlyMap<string, Le
       expectedSeq = u.expectedSeq;
     }
     if (blocked.has(u.guid) || (current?.lastSeq ?? -1) !== expectedSeq) {
-      return u.op === 'execute' ? { kind: 'refused', refusal: { reason: 'exists', state: current } } : { kind: 'lost', state: current };
+      return { kind: 'lost', state: current };
     }
     try {
       let state = current;

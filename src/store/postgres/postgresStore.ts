@@ -4,11 +4,12 @@ import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
 import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, RequestRecord } from '../../events/store.js';
 import { orThrow, storeResult, type StoreResult } from '../../events/storeResult.js';
-import { writeHealth } from '../writeHealth.js';
+import { writeHealth } from '../shared/writeHealth.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
-import { groupCommit, type Caller, type SubmittedUnit } from './groupCommit.js';
-import { recordsSent, withDeadline, WRITE_DEADLINE_MARGIN_MS, writeDeadlineMs } from '../writeDeadline.js';
-import { countByStatus, countLedger, getLedger, queryLedger, recordUnclearInquiry } from './ledgerQueries.js';
+import { groupCommit, type SubmittedUnit } from './groupCommit.js';
+import { recordsSent, submitWithDeadline, writeDeadlineMs } from '../shared/writeDeadline.js';
+import { countByStatus, countLedger, getLedger, queryLedger } from './ledgerQueries.js';
+import { recordUnclearInquiry } from './inquirySchedule.js';
 import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyProjection } from './maintenance.js';
 import { leaseRows, releaseLeases } from './leases.js';
 import { readAll } from './readAll.js';
@@ -16,6 +17,7 @@ import { readStream } from './readStream.js';
 import { readRequests, recordRequests } from './requests.js';
 import { migrate } from './schema.js';
 import { serverNow } from './serverClock.js';
+import { boundedWritePool, sessionSettings, storePool, withClient } from './pools.js';
 
 /** True when `--db` names a PostgreSQL database rather than a SQLite file. */
 export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db);
@@ -47,7 +49,7 @@ export interface PostgresStoreOptions {
   /**
    * The longest the caller of a claim (an `execute` that records a Sent) waits before it is told the ledger is
    * unavailable, and the unit, if not yet committed, is left out: at most the lock timeout plus a margin
-   * (src/store/writeDeadline.ts), which is what every other `execute` and `appendEvents` gets. `serve` gives its send
+   * (src/store/shared/writeDeadline.ts), which is what every other `execute` and `appendEvents` gets. `serve` gives its send
    * window, half of --grace.
    */
   readonly claimDeadlineMs?: number;
@@ -61,89 +63,33 @@ export interface PostgresStoreOptions {
 
 export interface PostgresEventStore extends EventStore {
   readonly url: string;
-  /** The ledger's size on disk in bytes (the restructured contract's `LedgerMaintenance.spaceOnDisk`). */
-  spaceOnDisk(): StoreResult<number>;
   /** The pool, for tests and maintenance that need raw SQL. */
   readonly pool: pg.Pool;
 }
 
-/** bigint columns (times in ms, counts, positions) as numbers; one beyond 2^53 stays a string and fails to decode. */
-function parseInt8(text: string): number | string {
-  const n = Number(text);
-  return Number.isSafeInteger(n) ? n : text;
+/** The pool of reads and maintenance, once the schema is up to date (`migrate`); if that fails, the pool is ended. */
+async function openMigrated(config: pg.PoolConfig, create: boolean): Promise<pg.Pool> {
+  const pool = storePool(config);
+  await atBoundary('open', () => withClient(pool, (client) => migrate(client, create))).catch(async (err: unknown) => {
+    await pool.end().catch(() => undefined);
+    throw err;
+  });
+  return pool;
 }
-const INT8_OID = 20;
-const types = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
-};
 
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
   const { url, projection, clock, maxBatch = 512, maxInFlight = 2, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate', create = true } = options;
   if (!isPostgresUrl(url)) throw new LedgerUnavailableError('not a PostgreSQL URL (postgres://… or postgresql://…)');
   const actorFor = actorsOf(options.actor);
-  const pool = new pg.Pool({
-    connectionString: url,
-    max: poolSize,
-    connectionTimeoutMillis: connectTimeoutMs,
-    application_name: applicationName,
-    options: `-c lock_timeout=${Math.max(0, Math.floor(lockTimeoutMs))}`,
-    types,
-  });
-  // An idle connection the server closed (restart, pg_terminate_backend) is dropped by the pool, which
-  // connects a new one on the next query; without a listener the event would end the process.
-  pool.on('error', () => undefined);
-  // The same for a connection in use: the query in flight rejects (and the batch with it); the client's
-  // own 'error' event, emitted beside that, must not end the process.
-  pool.on('connect', (client) => client.on('error', () => undefined));
-
-  /** One connection for a transaction; a connection that failed is closed, never handed out again. */
-  const onClient = async <T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
-    const client = await pool.connect();
-    try {
-      const result = await fn(client);
-      client.release();
-      return result;
-    } catch (err) {
-      client.release(true);
-      throw err;
-    }
-  };
-
-  await atBoundary('open', () => onClient((client) => migrate(client, create))).catch(async (err: unknown) => {
-    await pool.end().catch(() => undefined);
-    throw err;
-  });
-
+  const connection = { connectionString: url, connectionTimeoutMillis: connectTimeoutMs, application_name: applicationName };
+  const pool = await openMigrated({ ...connection, max: poolSize, options: sessionSettings({ lock_timeout: lockTimeoutMs }) }, create);
   const deadlineMs = writeDeadlineMs(lockTimeoutMs);
   const claimDeadlineMs = writeDeadlineMs(lockTimeoutMs, options.claimDeadlineMs);
-  /**
-   * The group commit's own sessions, bounded on the server, so that a batch ends by itself however it is stuck: a
-   * statement (a lock wait, a slow disk) by statement_timeout, a transaction left open by a relay frozen or cut off
-   * between two statements by idle_in_transaction_session_timeout (its row locks freed for the other relays), both
-   * at the write deadline; and on this side a socket that stops answering (a partition, a reply held back) by
-   * query_timeout, a margin later, after which the connection is closed, never reused (`release(true)`). A claim's
-   * caller gives up sooner (its claim deadline); the check before COMMIT leaves its unit out (groupCommit.ts). Reads
-   * and maintenance (rebuild, vacuum) use the other pool, without those limits.
-   */
-  const writePool = new pg.Pool({
-    connectionString: url,
-    max: maxInFlight,
-    connectionTimeoutMillis: connectTimeoutMs,
-    application_name: applicationName,
-    options: `-c lock_timeout=${Math.max(0, Math.floor(lockTimeoutMs))} -c statement_timeout=${Math.max(1, Math.floor(deadlineMs))} -c idle_in_transaction_session_timeout=${Math.max(1, Math.floor(deadlineMs))}`,
-    query_timeout: Math.floor(deadlineMs) + WRITE_DEADLINE_MARGIN_MS,
-    types,
-  });
-  writePool.on('error', () => undefined);
-  writePool.on('connect', (client) => client.on('error', () => undefined));
+  const writePool = boundedWritePool({ ...connection, max: maxInFlight }, lockTimeoutMs, deadlineMs);
   const writes = groupCommit(writePool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write'), projection });
   /** A unit for the group commit, given up (and left unwritten if not yet committed) at its deadline: a claim's, or the write deadline. */
-  const submit = (unit: SubmittedUnit): Promise<AppendResult | ExecuteResult> => {
-    const caller: Caller = { gaveUp: false };
-    const deadline = unit.op === 'execute' && recordsSent(unit.command) ? claimDeadlineMs : deadlineMs;
-    return withDeadline(writes.submit(unit, caller), deadline, 'write', undefined, () => (caller.gaveUp = true));
-  };
+  const submit = (unit: SubmittedUnit): Promise<AppendResult | ExecuteResult> =>
+    submitWithDeadline((caller) => writes.submit(unit, caller), unit.op === 'execute' && recordsSent(unit.command) ? claimDeadlineMs : deadlineMs);
   let closed: Promise<void> | null = null;
 
   const open = () => {
@@ -223,8 +169,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     removeTombstones: (before: number) => maintain('remove tombstones', () => removeTombstones(pool, before)),
     reclaimSpace: () => maintain('vacuum', () => reclaimSpace(pool)),
     spaceOnDisk: () => read('size', () => tablesBytes(pool)),
-    rebuildProjection: () => maintain('rebuild', () => onClient((client) => rebuildProjection(client, projection))),
-    verifyProjection: () => read('verify', () => onClient((client) => verifyProjection(client, projection))),
+    rebuildProjection: () => maintain('rebuild', () => withClient(pool, (client) => rebuildProjection(client, projection))),
+    verifyProjection: () => read('verify', () => withClient(pool, (client) => verifyProjection(client, projection))),
     ping: () =>
       storeResult('ping', () => {
         open();

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { StoredEvent } from '../../events/codecs.js';
-import { rowToEvent } from '../sqlite/eventRows.js';
+import { rowToEvent } from '../shared/rowCodecs.js';
 
 /** The log in global order from after `afterPosition`. */
 export async function readAll(db: pg.Pool | pg.ClientBase, afterPosition: number, limit: number): Promise<StoredEvent[]> {

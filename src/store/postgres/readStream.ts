@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { StoredEvent } from '../../events/codecs.js';
-import { rowToEvent } from '../sqlite/eventRows.js';
+import { rowToEvent } from '../shared/rowCodecs.js';
 
 /** One GUID's events in seq order. */
 export async function readStream(db: pg.Pool | pg.ClientBase, guid: string): Promise<StoredEvent[]> {

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { RequestRecord, StoredRequestRecord } from '../../events/store.js';
-import { checkRequestRecord, rowToRequest } from '../sqlite/requestsTable.js';
+import { rowToRequest } from '../shared/rowCodecs.js';
+import { checkRequestRecord } from '../shared/rowEncoding.js';
 
 type Db = pg.Pool | pg.ClientBase;
 

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { LedgerMissingError } from '../../events/errors.js';
-import { UNSETTLED_SQL } from '../unsettledIndex.js';
+import { UNSETTLED_SQL } from '../shared/unsettledIndex.js';
 
 /**
  * Schema migrations, applied in order inside one transaction that holds an advisory lock, so that several
@@ -70,7 +70,7 @@ const MIGRATIONS: readonly string[] = [
   );
   `,
   // 4: index only what is searched, as SQLite's migration 6: one partial index over the unsettled states (few rows at
-  // any time; src/store/unsettledIndex.ts) replaces (status, sent_at) and (status, guid) over every row. A transfer's
+  // any time; src/store/shared/unsettledIndex.ts) replaces (status, sent_at) and (status, guid) over every row. A transfer's
   // outcome changes its row's status, so PostgreSQL cannot update it in place (no HOT update) and writes a new entry
   // into every index of the table: four before, two now (the key and (status, updated_at), which purge and the
   // count by status read). Building it reads the table once, under the migration's lock.

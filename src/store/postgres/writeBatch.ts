@@ -3,7 +3,7 @@ import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection } from '../../events/store.js';
 import type { LedgerColumns } from './ledgerColumns.js';
 import type { BatchPlan } from './planBatch.js';
-import { redactData } from './planBatch.js';
+import { REDACTED_TYPES, redactData } from '../shared/purgeRedaction.js';
 
 /** Reads and locks the batch's existing rows, in GUID order (the order every writer takes them in). */
 export async function lockRows(client: pg.ClientBase, guids: readonly string[], rowToState: LedgerProjection['rowToState']): Promise<Map<string, LedgerState>> {
@@ -37,17 +37,16 @@ export interface Redaction {
   readonly data: string;
 }
 
-/** The already stored events of purged GUIDs, with their raw request/response taken out. */
+/** The already stored events of purged GUIDs, with what purge redacts taken out (shared/purgeRedaction.ts). */
 export async function redactionsFor(client: pg.ClientBase, guids: ReadonlySet<string>): Promise<Redaction[]> {
   if (guids.size === 0) return [];
   const { rows } = await client.query<{ guid: string; seq: number; type: string; data: string }>({
     name: 'guidgate_purge_targets',
-    text: "SELECT guid, seq, type, data FROM events WHERE guid = ANY($1::text[]) AND type IN ('Claimed', 'Answered', 'Resolved', 'StaleAnswer')",
-    values: [[...guids]],
+    text: 'SELECT guid, seq, type, data FROM events WHERE guid = ANY($1::text[]) AND type = ANY($2::text[])',
+    values: [[...guids], REDACTED_TYPES],
   });
   return rows.map((r) => ({ guid: r.guid, seq: r.seq, data: redactData(r.type, r.data) }));
 }
-
 
 /**
  * Every write of one round of a batch in ONE statement (one round trip): the ledger rows move from their
@@ -91,7 +90,7 @@ UNION ALL
 SELECT guid, seq, position FROM appended`;
 }
 
-/** What a batch writes with: the projection's columns, its write statement, its row mapping. */
+/** What a batch writes with: the projection's columns and the write statement made from them (`writeStatement`). */
 export interface BatchSql {
   readonly columns: LedgerColumns;
   readonly write: string;

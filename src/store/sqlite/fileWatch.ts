@@ -1,3 +1,4 @@
+import { LedgerUnavailableError } from '../../events/errors.js';
 import { fileIdentity, type FileIdentity } from './ledgerFile.js';
 
 export interface FileWatch {
@@ -39,4 +40,11 @@ export function watchFileIdentity(path: string, opened: FileIdentity, intervalMs
   const timer = setInterval(check, intervalMs);
   timer.unref();
   return { check, stop: () => clearInterval(timer) };
+}
+
+/** Watches the file at `path` as it is now, just opened (`serve`'s `watchFile` option). */
+export function watchOpenedFile(path: string, o: { readonly intervalMs?: number; readonly onLost?: (reason: string) => void }): FileWatch {
+  const opened = fileIdentity(path);
+  if (opened === null) throw new LedgerUnavailableError(`ledger file ${path} vanished while it was being opened`);
+  return watchFileIdentity(path, opened, o.intervalMs ?? 1000, o.onLost ?? (() => {}));
 }

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { LedgerProjection, LedgerQuery, ProjectionRow } from '../../events/store.js';
 import type { LedgerState } from '../../events/state.js';
-import { onlyUnsettled, UNSETTLED_SQL } from '../unsettledIndex.js';
+import { onlyUnsettled, UNSETTLED_SQL } from '../shared/unsettledIndex.js';
 
 function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unknown> } | null {
   const where: string[] = [];

@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import { LedgerUnavailableError } from '../../events/errors.js';
+import { toStoreError } from '../../events/storeResult.js';
 import { prepareLedgerFile } from './ledgerFile.js';
 import { migrate } from './schema.js';
 
@@ -22,12 +23,6 @@ export interface ConnectionOptions {
  * index leaves, is far bigger than either cache; docs/performance.md).
  */
 const PAGE_CACHE_KIB = 4000;
-
-export function unavailable(err: unknown, what: string): LedgerUnavailableError {
-  if (err instanceof LedgerUnavailableError) return err;
-  const detail = err instanceof Error ? err.message : String(err);
-  return new LedgerUnavailableError(`ledger ${what} failed: ${detail}`, { cause: err });
-}
 
 /**
  * Opens (creating it if new) the ledger file in WAL mode with the chosen durability, migrated. With
@@ -52,6 +47,13 @@ export function openDatabase({ path, synchronous, busyTimeoutMs }: ConnectionOpt
     migrate(db);
     return db;
   } catch (err) {
-    throw unavailable(err, `open of ${path}`);
+    throw toStoreError(err, `open of ${path}`);
   }
+}
+
+/** The database file a connection has open, as SQLite names it (symbolic links resolved). */
+export function openedFile(db: Database.Database): string {
+  const main = (db.pragma('database_list') as Array<{ name: string; file: string }>).find((d) => d.name === 'main');
+  if (main === undefined || main.file === '') throw new LedgerUnavailableError('the ledger connection has no file');
+  return main.file;
 }

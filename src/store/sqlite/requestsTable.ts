@@ -1,26 +1,6 @@
 import type Database from 'better-sqlite3';
-import * as t from 'io-ts';
-import { isLeft } from 'fp-ts/lib/Either.js';
-import { LedgerCorruptError } from '../../events/errors.js';
 import type { RequestRecord, StoredRequestRecord } from '../../events/store.js';
-
-const Int = t.refinement(t.number, Number.isSafeInteger, 'Int');
-const RequestRow = t.type({ position: Int, guid: t.string, at: Int, key: t.union([t.string, t.null]), code: t.string, fingerprint_match: t.union([t.literal(0), t.literal(1)]) });
-
-/** A `requests` row as SQLite returns it (also what PostgreSQL returns once its boolean is made 0/1). */
-export function rowToRequest(raw: unknown): StoredRequestRecord {
-  const row = RequestRow.decode(raw);
-  if (isLeft(row)) throw new LedgerCorruptError('request record does not decode');
-  const { position, guid, at, key, code, fingerprint_match } = row.right;
-  return { position, guid, at, key, code, fingerprintMatch: fingerprint_match === 1 };
-}
-
-/** What SQLite would refuse mid-batch is refused before anything of the unit is written. */
-export function checkRequestRecord(r: RequestRecord): void {
-  if (typeof r.guid !== 'string' || !Number.isSafeInteger(r.at) || typeof r.code !== 'string' || typeof r.fingerprintMatch !== 'boolean') {
-    throw new TypeError('request record is malformed');
-  }
-}
+import { rowToRequest } from '../shared/rowCodecs.js';
 
 /** The SQL of `requests`: the channel's requests for known GUIDs, beside the log. */
 export function requestsTable(db: Database.Database) {

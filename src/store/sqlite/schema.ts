@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { UNSETTLED_SQL } from '../unsettledIndex.js';
+import { UNSETTLED_SQL } from '../shared/unsettledIndex.js';
 
 /**
  * Schema migrations, applied in order; `PRAGMA user_version` records how many ran. Never edit a shipped

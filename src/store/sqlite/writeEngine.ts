@@ -8,9 +8,12 @@ import type { InquiryScheduled } from '../../events/inquirySchedule.js';
 import type { LedgerState } from '../../events/state.js';
 import { inquiryScheduleTable } from './inquiryScheduleTable.js';
 import { leasesTable } from './leasesTable.js';
-import { checkRequestRecord, requestsTable } from './requestsTable.js';
+import { requestsTable } from './requestsTable.js';
+import { checkRequestRecord } from '../shared/rowEncoding.js';
 import { ledgerTable } from './ledgerTable.js';
-import { eventsTable, isUniqueViolation } from './appendEvents.js';
+import { eventsTable, isUniqueViolation } from './eventsTable.js';
+import { executeResultOf } from '../shared/executeResult.js';
+import { CALLER_GAVE_UP } from '../shared/writeDeadline.js';
 
 /** A unit of work for the writer; plain data, so it can cross to a worker thread. */
 export type WriteOp =
@@ -149,17 +152,15 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
           const decided = decide(w.seen, w.command, w.now);
           if (decided._tag === 'Right') {
             const result = appendInTx(w.guid, w.seen?.lastSeq ?? -1, decided.right, w.actor, w.seen);
-            if (result.won) return { kind: 'applied', state: result.state, events: result.events } satisfies ExecuteResult;
+            if (result.won) return executeResultOf(result);
           }
         }
         const state = ledger.read(w.guid);
         const decided = decide(state, w.command, w.now);
         if (decided._tag === 'Left') return { kind: 'refused', refusal: decided.left } satisfies ExecuteResult;
-        const result = appendInTx(w.guid, state?.lastSeq ?? -1, decided.right, w.actor);
         // Lost although we hold the write lock: the projection is behind the log (its row promised a seq the
         // log's unique key already holds). Someone moved first; answer from the state as it is now.
-        if (!result.won) return { kind: 'refused', refusal: { reason: 'exists', state: result.state } } satisfies ExecuteResult;
-        return { kind: 'applied', state: result.state, events: result.events } satisfies ExecuteResult;
+        return executeResultOf(appendInTx(w.guid, state?.lastSeq ?? -1, decided.right, w.actor));
       }
       case 'rebuild': {
         const folded = events.foldAll();
@@ -197,7 +198,7 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
       for (const [i, w] of batch.entries()) {
         // Asked as late as possible, with the lock held: a unit whose caller has answered without it stays unwritten.
         if (dropped?.(i) === true) {
-          outcomes.push({ ok: false, error: CALLER_GAVE_UP });
+          outcomes.push({ ok: false, error: GAVE_UP });
           continue;
         }
         if (w.op === 'execute' || w.op === 'append' || w.op === 'recordRequests') {
@@ -271,7 +272,7 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
 }
 
 /** The outcome of a unit left unwritten because nobody waits for it any more; nobody reads it either. */
-const CALLER_GAVE_UP: OpError = { kind: 'unavailable', message: 'ledger write dropped: its caller stopped waiting (the write deadline)' };
+const GAVE_UP: OpError = { kind: 'unavailable', message: CALLER_GAVE_UP };
 
 const isBusy = (err: unknown): boolean => err instanceof Database.SqliteError && (err.code === 'SQLITE_BUSY' || err.code.startsWith('SQLITE_BUSY_'));
 export type WriteEngine = ReturnType<typeof createWriteEngine>;

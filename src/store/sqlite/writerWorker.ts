@@ -17,7 +17,7 @@ export type FromWriter = { readonly ready: true } | { readonly openError: string
 
 const port = parentPort!;
 const { connection, maxBatch, projectionModule, gaveUp } = workerData as { connection: ConnectionOptions; maxBatch: number; projectionModule: string; gaveUp: SharedArrayBuffer };
-/** Set by the request thread for a unit whose caller stopped waiting (`callerGaveUp` in sqliteStore.ts). */
+/** Set by the request thread for a unit whose caller stopped waiting (`markGaveUp` in threadWriter.ts). */
 const gaveUpSlots = new Int32Array(gaveUp);
 
 let engine: ReturnType<typeof createWriteEngine>;

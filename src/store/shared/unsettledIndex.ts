@@ -7,7 +7,7 @@
  * index: neither SQLite nor a generic PostgreSQL plan can see that `status IN (?)` or `status = ANY($1)` with bound
  * values implies it. Fixed, list and order: the term is part of shipped migrations (SQLite 6 and 7, PostgreSQL 4).
  */
-import type { Status } from '../events/codecs.js';
+import type { Status } from '../../events/codecs.js';
 
 const UNSETTLED_STATES = ['RECEIVED', 'SENT', 'UNKNOWN', 'FAILED'] as const satisfies readonly Status[];
 const UNSETTLED: ReadonlySet<string> = new Set(UNSETTLED_STATES);

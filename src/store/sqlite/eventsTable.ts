@@ -2,7 +2,9 @@ import type Database from 'better-sqlite3';
 import type { Actor, NewEvent, StoredEvent } from '../../events/codecs.js';
 import { foldLog } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
-import { encodeActor, rowToEvent } from './eventRows.js';
+import { rowToEvent } from '../shared/rowCodecs.js';
+import { encodeEvents, type EncodedEvents } from '../shared/rowEncoding.js';
+import { REDACTED_TYPES, redactData } from '../shared/purgeRedaction.js';
 
 /**
  * The SQL of the log. `insert` appends one event at an explicit seq; the UNIQUE (guid, seq) key makes a
@@ -12,25 +14,15 @@ export function eventsTable(db: Database.Database) {
   const insert = db.prepare('INSERT INTO events (guid, seq, type, at, data, actor) VALUES (?, ?, ?, ?, ?, ?)');
   const selectStream = db.prepare('SELECT * FROM events WHERE guid = ? ORDER BY seq');
   const selectAll = db.prepare('SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?');
-  // Purge: the raw request and response leave the log; the events (types, times, codes) stay for auditors.
-  const redactRequest = db.prepare("UPDATE events SET data = json_set(data, '$.request', json('null')) WHERE guid = ? AND type = 'Claimed'");
-  const redactResponse = db.prepare(
-    "UPDATE events SET data = json_set(data, '$.response', json('null')) WHERE guid = ? AND type IN ('Answered', 'Resolved', 'StaleAnswer')",
-  );
-
+  const selectRedacted = db.prepare(`SELECT position, type, data FROM events WHERE guid = ? AND type IN (${REDACTED_TYPES.map(() => '?').join(', ')})`);
+  const updateData = db.prepare('UPDATE events SET data = ? WHERE position = ?');
   const deleteAt = db.prepare('DELETE FROM events WHERE position = ?');
 
   return {
     /** Everything an append needs, computed before anything is written (this is where JS can throw). */
-    encode(guid: string, firstSeq: number, events: readonly NewEvent[], actor: Actor | null): EncodedEvents {
-      const data = events.map((e) => {
-        // What SQLite would refuse mid-write is refused here, before anything of the unit is written.
-        if (!Number.isSafeInteger(e.at)) throw new TypeError(`event ${e.type} has no valid time`);
-        const json: unknown = JSON.stringify(e.data);
-        if (typeof json !== 'string') throw new TypeError(`event ${e.type} has no data`);
-        return json;
-      });
-      return { guid, firstSeq, events, data, actor, actorJson: encodeActor(actor) };
+    encode(guid: string, firstSeq: number, events: readonly NewEvent[], actor: Actor | null): EncodedAppend {
+      const { data, actorJson } = encodeEvents(events, actor);
+      return { guid, firstSeq, events, actor, data, actorJson };
     },
     /**
      * Inserts encoded events; only SQLite can fail here. If a later insert of several meets a taken seq,
@@ -38,7 +30,7 @@ export function eventsTable(db: Database.Database) {
      * nothing without a savepoint (a savepoint per append made SQLite copy every page it touched into a
      * sub-journal). Any other error fails the caller's whole batch.
      */
-    insertEncoded({ guid, firstSeq, events, data, actor, actorJson }: EncodedEvents): StoredEvent[] {
+    insertEncoded({ guid, firstSeq, events, data, actor, actorJson }: EncodedAppend): StoredEvent[] {
       const stored: StoredEvent[] = [];
       try {
         events.forEach((e, i) => {
@@ -57,9 +49,11 @@ export function eventsTable(db: Database.Database) {
     undo(stored: readonly StoredEvent[]): void {
       for (const e of stored) deleteAt.run(e.position);
     },
+    /** Takes what purge redacts (shared/purgeRedaction.ts) out of the GUID's events written so far. */
     redact(guid: string): void {
-      redactRequest.run(guid);
-      redactResponse.run(guid);
+      for (const e of selectRedacted.all(guid, ...REDACTED_TYPES) as Array<{ position: number; type: string; data: string }>) {
+        updateData.run(redactData(e.type, e.data), e.position);
+      }
     },
     stream(guid: string): unknown[] {
       return selectStream.all(guid);
@@ -75,13 +69,12 @@ export function eventsTable(db: Database.Database) {
 }
 export type EventsTable = ReturnType<typeof eventsTable>;
 
-export interface EncodedEvents {
+/** An append with its events encoded (shared/rowEncoding.ts): only SQLite can fail once it is written. */
+export interface EncodedAppend extends EncodedEvents {
   readonly guid: string;
   readonly firstSeq: number;
   readonly events: readonly NewEvent[];
-  readonly data: readonly string[];
   readonly actor: Actor | null;
-  readonly actorJson: string | null;
 }
 
 /** True for the error SQLite raises when an insert breaks the (guid, seq) key: the claim was lost. */

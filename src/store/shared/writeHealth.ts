@@ -1,4 +1,4 @@
-import { LedgerClosedError, LedgerUnavailableError } from '../events/errors.js';
+import { LedgerClosedError, LedgerUnavailableError } from '../../events/errors.js';
 
 /**
  * How long the outcome of the last ledger write (a transfer's batch, a settle run's lease, a request record, or a

@@ -1,5 +1,5 @@
-import type { Command } from '../events/decide.js';
-import { LedgerUnavailableError } from '../events/errors.js';
+import type { Command } from '../../events/decide.js';
+import { LedgerUnavailableError } from '../../events/errors.js';
 
 /**
  * Past the lock wait (SQLite's busy timeout, PostgreSQL's lock_timeout) a commit is not waiting for a lock any
@@ -24,6 +24,29 @@ export function writeDeadlineMs(lockWaitMs: number, limitMs?: number): number {
  */
 export function recordsSent(command: Command): boolean {
   return command.type === 'Submit' || command.type === 'Send';
+}
+
+/** Whoever waits for a unit of work: `gaveUp` turns true at the moment its deadline's timer answers the caller without it. */
+export interface Caller {
+  gaveUp: boolean;
+  /** Set by a writer that must hear of it elsewhere (SQLite's writer thread: its shared slots). */
+  onGiveUp?: () => void;
+}
+
+/** What a unit left unwritten because its caller stopped waiting fails with (nobody reads it). */
+export const CALLER_GAVE_UP = 'ledger write dropped: its caller stopped waiting (the write deadline)';
+
+/**
+ * A unit of work submitted for a new `Caller` and waited for until `deadlineMs` (`withDeadline`): when the caller
+ * gives up it is marked so, and its writer told, before it is answered; a writer that checks the mark right before
+ * it writes the unit leaves it unwritten.
+ */
+export function submitWithDeadline<T>(submit: (caller: Caller) => Promise<T>, deadlineMs: number, startsWhen?: Promise<void>): Promise<T> {
+  const caller: Caller = { gaveUp: false };
+  return withDeadline(submit(caller), deadlineMs, 'write', startsWhen, () => {
+    caller.gaveUp = true;
+    caller.onGiveUp?.();
+  });
 }
 
 /**

@@ -1,0 +1,61 @@
+import pg from 'pg';
+import { WRITE_DEADLINE_MARGIN_MS } from '../shared/writeDeadline.js';
+
+/** bigint columns (times in ms, counts, positions) as numbers; one beyond 2^53 stays a string and fails to decode. */
+function parseInt8(text: string): number | string {
+  const n = Number(text);
+  return Number.isSafeInteger(n) ? n : text;
+}
+const INT8_OID = 20;
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+/** Session settings as a connection's startup `options` (`-c name=value`), each a whole number of ms. */
+export const sessionSettings = (settings: Record<string, number>): string =>
+  Object.entries(settings).map(([name, ms]) => `-c ${name}=${Math.max(0, Math.floor(ms))}`).join(' ');
+
+/**
+ * A pool of the store's: bigint columns as numbers, and a connection the server closes (restart,
+ * pg_terminate_backend) dropped without ending the process. An idle one is dropped by the pool, which connects a
+ * new one on the next query; for one in use, the query in flight rejects (and the batch with it), and the
+ * client's own 'error' event, emitted beside that, must not end the process either.
+ */
+export function storePool(config: pg.PoolConfig): pg.Pool {
+  const pool = new pg.Pool({ ...config, types });
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  return pool;
+}
+
+/** One connection for a transaction; a connection that failed is closed, never handed out again. */
+export async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    const result = await fn(client);
+    client.release();
+    return result;
+  } catch (err) {
+    client.release(true);
+    throw err;
+  }
+}
+
+/**
+ * The group commit's own sessions, bounded on the server, so that a batch ends by itself however it is stuck: a
+ * statement (a lock wait, a slow disk) by statement_timeout, a transaction left open by a relay frozen or cut off
+ * between two statements by idle_in_transaction_session_timeout (its row locks freed for the other relays), both
+ * at the write deadline; and on this side a socket that stops answering (a partition, a reply held back) by
+ * query_timeout, a margin later, after which the connection is closed, never reused (`release(true)`). A claim's
+ * caller gives up sooner (its claim deadline); the check before COMMIT leaves its unit out (groupCommit.ts). Reads
+ * and maintenance (rebuild, vacuum) use the other pool, without those limits.
+ */
+export function boundedWritePool(config: pg.PoolConfig, lockTimeoutMs: number, deadlineMs: number): pg.Pool {
+  return storePool({
+    ...config,
+    // At least 1 ms each: 0 would switch the timeout off.
+    options: sessionSettings({ lock_timeout: lockTimeoutMs, statement_timeout: Math.max(1, deadlineMs), idle_in_transaction_session_timeout: Math.max(1, deadlineMs) }),
+    query_timeout: Math.floor(deadlineMs) + WRITE_DEADLINE_MARGIN_MS,
+  });
+}

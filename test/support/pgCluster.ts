@@ -242,19 +242,40 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
-/** `n` distinct loopback ports nothing listens on right now (all held open together, so they differ). */
+/**
+ * `n` distinct loopback ports nothing listens on right now (all held open together, so they differ), chosen at random
+ * below the kernel's ephemeral range: a port from `listen(0)` is an ephemeral one, which any outgoing connection of
+ * any process may take in the seconds before the postmaster binds it (seen in CI: "could not bind … Address already
+ * in use" for a standby whose port was picked before its primary's base backup).
+ */
 export async function freePorts(n: number): Promise<number[]> {
+  const [low] = ephemeralRange();
+  const floor = 10_000;
   const servers: Server[] = [];
   try {
-    for (let i = 0; i < n; i++) {
+    while (servers.length < n) {
+      const port = floor + Math.floor(Math.random() * Math.max(1, low - floor));
       const s = createServer();
-      await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-      servers.push(s);
+      const bound = await new Promise<boolean>((r) => {
+        s.once('error', () => r(false));
+        s.listen(port, '127.0.0.1', () => r(true));
+      });
+      if (bound) servers.push(s);
     }
     return servers.map((s) => (s.address() as { port: number }).port);
   } finally {
     await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
   }
+}
+
+function ephemeralRange(): [number, number] {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (low && high && low > 11_000) return [low, high];
+  } catch {
+    // not Linux: fall through to the IANA default
+  }
+  return [49_152, 65_535];
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -161,12 +161,15 @@ async function accountSystemUrl(opts: ServeOptions, out: (line: string) => void)
 
 /** `kill -HUP`: the keys file read again; a file that does not parse leaves the old keys in force. Returns the undo. */
 function reloadKeysOnSighup(keys: KeyRing | undefined, log: FastifyBaseLogger): () => void {
-  if (keys === undefined) return () => undefined;
-  const reload = (): void => {
-    const reloaded = keys.reload();
-    if (E.isLeft(reloaded)) log.error({ keys: keys.path, reason: reloaded.left.message }, 'SIGHUP: keys file refused; the old keys stay in force');
-    else log.warn({ keys: keys.path, count: reloaded.right }, 'SIGHUP: keys reloaded');
-  };
+  // Without --keys a SIGHUP is still caught: Node's default for it ends the process, and an operator following the
+  // docs (`keys add`, then `kill -HUP`, or `systemctl reload`) must not take the relay down (#28).
+  const reload = keys === undefined
+    ? (): void => log.warn('SIGHUP: no keys file to reload (serve runs without --keys); nothing changed')
+    : (): void => {
+        const reloaded = keys.reload();
+        if (E.isLeft(reloaded)) log.error({ keys: keys.path, reason: reloaded.left.message }, 'SIGHUP: keys file refused; the old keys stay in force');
+        else log.warn({ keys: keys.path, count: reloaded.right }, 'SIGHUP: keys reloaded');
+      };
   process.on('SIGHUP', reload);
   return () => void process.off('SIGHUP', reload);
 }

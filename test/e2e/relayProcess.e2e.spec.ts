@@ -114,6 +114,21 @@ describe('the relay as a process', () => {
     expect(sim.stats().totalCalls).toBe(0);
   }, 30_000);
 
+  it('SIGHUP without --keys (#28): logged as "no keys file to reload", never an exit; the relay goes on', async () => {
+    await useSim();
+    const s = spawnServe(['--db', join(tmp(), 'l.db'), '--account-url', sim.url]);
+    const url = await s.ready;
+    const post = async () => (await httpRequest(`${url}/v1/transfers`, { method: 'POST', body: JSON.stringify(transfer()) })).json()['code'];
+    for (const n of [1, 2]) {
+      s.child.kill('SIGHUP');
+      await waitFor(() => s.output().split('no keys file to reload').length - 1 === n || s.child.exitCode !== null || s.child.signalCode !== null, { what: `SIGHUP ${n} logged` });
+      expect([s.child.exitCode, s.child.signalCode]).toEqual([null, null]);
+      expect(await post()).toBe('0000');
+    }
+    s.child.kill('SIGTERM');
+    expect(await exited(s.child)).toBe(0);
+  }, 30_000);
+
   it('flags come from GUIDGATE_* environment variables; the command line wins', async () => {
     await useSim();
     const dir = tmp();

@@ -217,6 +217,15 @@ export const actionBody = {
   },
 } as const;
 
+/** The reprocess action's body: the action's, and the attempt cap to send under (a dead letter sent again). */
+export const reprocessBody = {
+  ...actionBody,
+  properties: {
+    ...actionBody.properties,
+    maxAttempts: { type: 'integer', minimum: 1, maximum: 1000, description: "send only while the row's attempts are below this; serve's --max-attempts unless given. Above it, a dead letter (FAILED at the cap) is sent again: the dead-letter runbook (docs/operating.md)", examples: [6] },
+  },
+} as const;
+
 export const actionResult = {
   type: 'object',
   required: ['guid', 'dryRun', 'outcome', 'before', 'after'],

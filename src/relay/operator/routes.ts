@@ -21,7 +21,7 @@ import { GUID_PATTERN } from '../../contract/transferRequest.js';
 import type { RouteDoc } from '../openapi.js';
 import * as S from './schemas.js';
 import { readTimeline } from '../../settle/history.js';
-import { oldestRowOf, readLedgerCounts } from '../../settle/stats.js';
+import { oldestRowOf, readBlackHoleDeadLetters, readLedgerCounts, unansweredSends } from '../../settle/stats.js';
 import { timelineView } from './timeline.js';
 import { operatorRow } from '../../events/policy.js';
 
@@ -138,7 +138,9 @@ function registerTimeline(app: FastifyInstance, deps: OperatorDeps): void {
     if (row.right === null) return send(reply, codeReply('E404', guid));
     const timeline = await readTimeline(store, guid);
     if (E.isLeft(timeline)) return unavailable(deps, req, reply, timeline.left, guid);
-    return json(reply, 200, { guid, row: operatorRow(row.right), timeline: timeline.right.map(timelineView) });
+    // The black-hole pattern (#28), said in words: "sent 5 times, every inquiry absent"; null when it is not that.
+    const blackHole = unansweredSends(timeline.right.flatMap((e) => (e.kind === 'event' ? [e] : [])));
+    return json(reply, 200, { guid, row: operatorRow(row.right), blackHole, timeline: timeline.right.map(timelineView) });
   });
 }
 
@@ -198,11 +200,14 @@ function registerOverview(app: FastifyInstance, deps: OperatorDeps): void {
     if (E.isLeft(oldestUnknown)) return unavailable(deps, req, reply, oldestUnknown.left);
     const oldestFailed = await oldestRowOf(store, counts, 'FAILED');
     if (E.isLeft(oldestFailed)) return unavailable(deps, req, reply, oldestFailed.left);
+    const blackHoles = await readBlackHoleDeadLetters(store, { maxAttempts: deps.maxAttempts });
+    if (E.isLeft(blackHoles)) return unavailable(deps, req, reply, blackHoles.left);
     const shown = (row: LedgerState | null) => (row === null ? null : operatorRow(row));
     return json(reply, 200, {
       statuses: counts.byStatus,
       oldest: { UNKNOWN: shown(oldestUnknown.right), FAILED: shown(oldestFailed.right) },
       deadLetters: counts.deadLetters,
+      blackHoles: blackHoles.right,
       breaker: deps.breaker?.view() ?? { state: 'off' },
       replies: deps.metrics.recentReplies(),
     });

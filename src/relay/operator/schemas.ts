@@ -90,10 +90,16 @@ export const transferRow = {
 
 export const timeline = {
   type: 'object',
-  required: ['guid', 'row', 'timeline'],
+  required: ['guid', 'row', 'blackHole', 'timeline'],
   properties: {
     guid: { type: 'string' },
     row: operatorRow,
+    blackHole: nullable({
+      type: 'object',
+      required: ['sent', 'absent', 'summary'],
+      description: 'the row was sent again and again into silence: no send answered, none refused, every inquiry absent (an account system that accepts connections and never answers); null otherwise',
+      properties: { sent: { type: 'integer', minimum: 2 }, absent: { type: 'integer', minimum: 1 }, summary: { type: 'string', examples: ['sent 5 times, every inquiry absent'] } },
+    }),
     timeline: {
       type: 'array',
       items: {
@@ -157,7 +163,7 @@ export const ledgerPage = {
 
 export const stats = {
   type: 'object',
-  required: ['statuses', 'oldest', 'deadLetters', 'breaker', 'replies'],
+  required: ['statuses', 'oldest', 'deadLetters', 'blackHoles', 'breaker', 'replies'],
   properties: {
     statuses: {
       type: 'object',
@@ -178,6 +184,12 @@ export const stats = {
       required: ['maxAttempts', 'count'],
       description: 'FAILED rows at the attempt cap: reprocess will not send them again',
       properties: { maxAttempts: { type: 'integer' }, count: { type: 'integer', minimum: 0 } },
+    },
+    blackHoles: {
+      type: 'object',
+      required: ['count', 'guids', 'more'],
+      description: 'dead letters sent every time into silence (each send unanswered, every inquiry absent): count, the first 20 GUIDs, and whether more than the 200 dead letters examined exist',
+      properties: { count: { type: 'integer', minimum: 0 }, guids: { type: 'array', items: { type: 'string' } }, more: { type: 'boolean' } },
     },
     breaker: {
       type: 'object',

@@ -35,16 +35,20 @@ export interface LedgerStats {
   readonly oldest: { readonly UNKNOWN: OldestRow | null; readonly FAILED: OldestRow | null };
   /** FAILED rows at the attempt cap: reprocess will not send them again, a person has to look (dead letters). */
   readonly deadLetters: { readonly maxAttempts: number; readonly count: number };
+  /** The dead letters sent every time into silence (`readBlackHoleDeadLetters`). */
+  readonly blackHoles: BlackHoleDeadLetters;
 }
 
 /** `guidgate stats`: the counts, with the ages of the oldest UNKNOWN and FAILED rows by the ledger's clock. */
-export async function ledgerStats(store: LedgerReadModel & LedgerClock, opts: { maxAttempts: number; clock?: (() => number) | undefined }): StoreResult<LedgerStats> {
+export async function ledgerStats(store: LedgerReadModel & LedgerClock & EventLog, opts: { maxAttempts: number; clock?: (() => number) | undefined }): StoreResult<LedgerStats> {
   const time = await ledgerTime(store, opts.clock);
   if (E.isLeft(time)) return time;
   const now = time.right;
   const read = await readLedgerCounts(store, opts);
   if (E.isLeft(read)) return read;
   const { byStatus, deadLetters } = read.right;
+  const blackHoles = await readBlackHoleDeadLetters(store, { maxAttempts: opts.maxAttempts });
+  if (E.isLeft(blackHoles)) return blackHoles;
   const rows = Object.fromEntries(STATUSES.map((s) => [s, byStatus[s].count])) as Record<Status, number>;
   const oldest = (s: Status): OldestRow | null => {
     const at = byStatus[s].oldestUpdatedAt;
@@ -55,6 +59,7 @@ export async function ledgerStats(store: LedgerReadModel & LedgerClock, opts: { 
     total: STATUSES.reduce((n, s) => n + rows[s], 0),
     oldest: { UNKNOWN: oldest('UNKNOWN'), FAILED: oldest('FAILED') },
     deadLetters,
+    blackHoles: blackHoles.right,
   });
 }
 

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
 import { useCleanup } from '../support/cleanup.js';
 import { useTempDir } from '../support/tmp.js';
+import { cli } from '../support/commandsSeed.js';
 
 describe('a black hole: every send unanswered, every inquiry absent', () => {
   const tmp = useTempDir();
@@ -49,5 +50,11 @@ describe('a black hole: every send unanswered, every inquiry absent', () => {
     expect(stats['deadLetters']).toEqual({ maxAttempts: 3, count: 2 });
     expect(stats['blackHoles']).toEqual({ count: 1, guids: [guid], more: false });
     expect((await get(`/v1/transfers/${String(JSON.parse(refused).guid)}/events`))['blackHole']).toBeNull();
+
+    // `guidgate stats` on the same ledger says the same, by the same rule.
+    const human = await cli(['stats', '--max-attempts', '3', '--db', h.db]);
+    expect(human.stdout).toContain('FAILED at the attempt cap (3), needing a person: 2\n');
+    expect(human.stdout).toContain(`of which sent every time into silence (each send unanswered, every inquiry absent): 1: ${guid}\n`);
+    expect(JSON.parse((await cli(['stats', '--max-attempts', '3', '--json', '--db', h.db])).stdout)['blackHoles']).toEqual({ count: 1, guids: [guid], more: false });
   }, 30_000);
 });

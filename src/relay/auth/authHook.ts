@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventStore } from '../../events/store.js';
 import type { Metrics } from '../../telemetry/metrics.js';
-import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from '../replies.js';
+import { codeReply, ledgerLog, ledgerUnavailableReply, replyRoute, type Reply } from '../replies.js';
 import { GUID_PATTERN } from '../../contract/transferRequest.js';
 import { findKey, type Key, type Scope } from './keysFile.js';
 
@@ -74,7 +74,7 @@ export interface AuthDeps {
  */
 export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
   const refuse = (reply: FastifyReply, r: Reply): FastifyReply => {
-    deps.metrics.reply(r.code);
+    deps.metrics.reply(r.code, replyRoute(reply.request));
     if (r.code === 'E401') reply.header('www-authenticate', 'Bearer');
     return reply.code(r.status).header('content-type', 'application/json; charset=utf-8').send(r.body);
   };

@@ -62,7 +62,7 @@ export function runRowCommand<S extends { readonly dryRun: boolean } & LedgerFai
   const name = command.name;
   return withLedger(name, o.db, (store) =>
     withAccount(o.accountUrl, o.timeout, o.concurrency, async (account) => {
-      const { ledgerView } = await import('../events/policy.js');
+      const { operatorRow } = await import('../events/policy.js');
       const progress = startProgress(name);
       const stop = interruptible(name);
       const listed: LedgerState[] = [];
@@ -85,7 +85,7 @@ export function runRowCommand<S extends { readonly dryRun: boolean } & LedgerFai
       const unreachable = command.exitCode(summary) === 1 && summary.ledgerErrors === 0;
       const code = interruptedExit(name, stop.signal, command.exitCode(summary));
       if (o.json) {
-        printJson({ ...summary, ...(summary.dryRun ? { rows: listed.map(ledgerView) } : { guids: named.json() }), exitCode: code });
+        printJson({ ...summary, ...(summary.dryRun ? { rows: listed.map(operatorRow) } : { guids: named.json() }), exitCode: code });
       } else if (summary.dryRun) {
         // The ages shown by the ledger's clock (the one the run judged by); the host's if the ledger cannot say now.
         const now = E.getOrElse(() => Date.now())(await store.now());

@@ -272,6 +272,33 @@ describe('guidgate operator commands as processes', () => {
     expect(human.stdout).toContain('FAILED at the attempt cap (6), needing a person: 0');
   });
 
+  it('ledger: --json shows the operator API\'s row (never the fingerprint nor the answer), --limit says when more rows match, --sort updated is newest first (#28)', async () => {
+    const db = await ledgerWith([['SO-A', 'DONE'], ['SO-B', 'UNKNOWN'], ['SO-C', 'FAILED'], ['SO-D', 'DONE']], ['SO-B']);
+    const json = await cli(['ledger', '--json', '--db', db]);
+    const rows = JSON.parse(json.stdout) as Array<Record<string, unknown>>;
+    expect(Object.keys(rows[0]!).sort()).toEqual(['attempts', 'channel', 'code', 'createdAt', 'failedByInquiry', 'guid', 'sentAt', 'status', 'updatedAt']);
+    for (const hidden of ['"fingerprint"', '"response"', '"request"', '6222021001']) expect(json.stdout).not.toContain(hidden);
+    expect(json.stderr).toBe('');
+
+    const cut = await cli(['ledger', '--limit', '3', '--db', db]);
+    expect(cut.code).toBe(0);
+    expect(cut.stdout.trim().split('\n').at(-1)).toBe('3 rows (DONE 1, UNKNOWN 1, FAILED 1), by GUID; cut at --limit 3: more rows match (raise --limit, or narrow with --status or --older-than)');
+    const whole = await cli(['ledger', '--limit', '4', '--db', db]);
+    expect(whole.stdout.trim().split('\n').at(-1)).toBe('4 rows (DONE 2, UNKNOWN 1, FAILED 1), by GUID');
+    const cutJson = await cli(['ledger', '--limit', '1', '--json', '--db', db]);
+    expect((JSON.parse(cutJson.stdout) as unknown[]).length).toBe(1);
+    expect(cutJson.stderr).toContain('guidgate ledger: 1 rows shown, cut at --limit 1: more rows match');
+
+    // SO-B changed now, the others in 2020: newest first, the 2020 ties by GUID descending.
+    const sorted = await cli(['ledger', '--sort', 'updated', '--db', db]);
+    expect(sorted.stdout.split('\n').slice(1, 5).map((l) => l.split(' ')[0])).toEqual(['SO-B', 'SO-D', 'SO-C', 'SO-A']);
+    expect(sorted.stdout).toContain(', newest change first');
+    const sortedJson = JSON.parse((await cli(['ledger', '--sort', 'UPDATED', '--limit', '2', '--json', '--db', db])).stdout) as Array<{ guid: string }>;
+    expect(sortedJson.map((r) => r.guid)).toEqual(['SO-B', 'SO-D']);
+    const bad = await cli(['ledger', '--sort', 'age', '--db', db]);
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining("'age' is not one of guid, updated")]);
+  });
+
   it('SIGTERM mid-run: the rows in flight finish, the summary counts exactly what was done, exit 1', async () => {
     const sim = await simulator();
     const db = join(tmp(), 'ledger.db');

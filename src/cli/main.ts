@@ -48,8 +48,11 @@ try {
   await program.parseAsync(process.argv);
 } catch (err) {
   if (err instanceof CommanderError) {
-    // help and version are not failures; every other parse problem is bad usage.
-    process.exit(err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2);
+    // Help asked for (`--help`, `help`) and the version are not failures. Help shown because no command was given
+    // (`guidgate`, `guidgate keys`: commander marks it with a non-zero exitCode, and writes it to stderr) is bad
+    // usage, like every other parse problem (#28).
+    const asked = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || (err.code === 'commander.help' && err.exitCode === 0);
+    process.exit(asked ? 0 : 2);
   }
   process.stderr.write(`guidgate: ${escapeControls(err instanceof Error ? err.message : String(err))}\n`);
   process.exit(1);

@@ -104,7 +104,7 @@ const fmtCodes = (c: Record<string, number>) =>
     .join(' ');
 
 /**
- * `guidgate demo`: the seed's lesson in under 30 seconds. The same resending channel load goes through the
+ * `guidgate demo`: the seed's lesson in about 15 seconds (what `demo --help` and the README say). The same resending channel load goes through the
  * naive relay and through guidgate, each in front of its own faulty, non-idempotent account system; then
  * guidgate's unknowns are settled by inquiry and its failures re-sent.
  */

@@ -48,6 +48,10 @@ export interface LedgerQuery {
   readonly inquiryDueBy?: number;
   /** Keyset paging: only guids sorting after this one. */
   readonly afterGuid?: string;
+  /** The rows' order: `guid` (the default) or `updated`, the last change newest first, ties by GUID descending. */
+  readonly order?: 'guid' | 'updated';
+  /** Keyset paging in `updated` order: only rows after this one in it (changed before it, or at the same ms with a smaller GUID). */
+  readonly beforeRow?: { readonly updatedAt: number; readonly guid: string };
   readonly limit?: number;
 }
 
@@ -118,7 +122,7 @@ export interface EventLog {
 /** The ledger read model: the inline projection, one row per GUID, updated in the append's transaction. */
 export interface LedgerReadModel {
   getLedger(guid: string): StoreResult<LedgerState | null>;
-  /** Rows matching `query`, in GUID order. */
+  /** Rows matching `query`, in GUID order (or as `query.order` says). */
   queryLedger(query: LedgerQuery): StoreResult<LedgerState[]>;
   countLedger(query: LedgerQuery): StoreResult<number>;
   /** Rows per status and the oldest `updated_at` among them (null when none). */

@@ -6,7 +6,7 @@ import { ledgerTime } from '../events/policy.js';
 import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { sweepOrphans } from './sweepOrphans.js';
-import { ledgerFailed, runOverRows, unmetCondition, type LedgerFailures, type RowFilter, type RowRunOptions } from './rows.js';
+import { ledgerFailed, pagedRows, runOverRows, unmetCondition, type LedgerFailures, type RowFilter, type RowRunOptions } from './rows.js';
 
 export interface ResolveSummary extends LedgerFailures {
   /** What the orphan sweep before the inquiries did (in a dry run: what it would do). */
@@ -24,6 +24,11 @@ export interface ResolveSummary extends LedgerFailures {
   /** Of `stillUnknown`: the inquiry got no HTTP answer at all (connection refused, reset, timed out). */
   unreachable: number;
   dryRun: boolean;
+  /**
+   * A dry run's UNKNOWN rows left out because their last Sent is younger than min-age: how many, and when the first of
+   * them becomes old enough (ms since the epoch, and how long from the run's start); null when there is none.
+   */
+  tooYoung?: { count: number; firstEligibleAt: number | null; firstEligibleInMs: number | null };
 }
 
 export type ResolveRowOutcome = 'candidate' | 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped' | 'ledger-error' | 'not-leased';
@@ -178,5 +183,31 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
   };
 
   await runOverRows<ResolveRowOutcome>(store, filter, opts, summary, settle, { holder: opts.leaseHolder, signal: opts.signal });
+  if (dryRun && summary.ledgerErrors === 0) {
+    try {
+      summary.tooYoung = await tooYoung(store, now, opts);
+    } catch (err) {
+      ledgerFailed(summary, err);
+    }
+  }
   return summary;
+}
+
+/**
+ * The UNKNOWN rows a resolve at `now` leaves out for min-age, and when the first becomes old enough. Read from every
+ * UNKNOWN row (the unsettled rows' index; few, where settling keeps up), for a dry run only. A page that cannot be
+ * read is thrown.
+ */
+async function tooYoung(store: LedgerReadModel, now: number, opts: Pick<ResolveOptions, 'minAgeMs' | 'guid'>): Promise<NonNullable<ResolveSummary['tooYoung']>> {
+  const eligibleFrom = now - opts.minAgeMs;
+  let count = 0;
+  let firstSent: number | null = null;
+  for await (const row of pagedRows(store, { statuses: ['UNKNOWN'], ...(opts.guid === undefined ? {} : { guid: opts.guid }) })) {
+    if (unmetCondition(resolveSelection(now, opts), row) !== 'sentAtOrBefore') continue;
+    count++;
+    const sent = row.sentAt ?? row.updatedAt;
+    if (sent > eligibleFrom && (firstSent === null || sent < firstSent)) firstSent = sent;
+  }
+  const firstEligibleAt = firstSent === null ? null : firstSent + opts.minAgeMs;
+  return { count, firstEligibleAt, firstEligibleInMs: firstEligibleAt === null ? null : firstEligibleAt - now };
 }

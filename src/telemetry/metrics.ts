@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
 import { deadLetterRows } from '../events/policy.js';
 import type { LedgerClock, LedgerReadModel } from '../events/store.js';
@@ -9,15 +9,30 @@ import { createReplyWindow, type RecentReplies } from './replyWindow.js';
 export type ConnectionClosedReason = 'max-connections' | 'max-connections-per-address' | 'idle-for-new';
 
 export type InquiryMetricOutcome = 'processed' | 'absent' | 'unknown' | 'unreachable';
+const INQUIRY_OUTCOMES: readonly InquiryMetricOutcome[] = ['processed', 'absent', 'unknown', 'unreachable'];
+
+/**
+ * Who a reply went to (the `route` label of guidgate_replies_total): `channel`, the channel API (POST /v1/transfers,
+ * GET /v1/transfers/{guid}); `operator`, every other route (the operator API, /metrics, /healthz, the console's files);
+ * `unmatched`, no route (an unknown path, a request Node's HTTP parser refused). An operator's or a console's E401 is
+ * then no channel's.
+ */
+export type ReplyRoute = 'channel' | 'operator' | 'unmatched';
 
 /**
  * Prometheus metrics of one relay. prom-client: the standard exposition format without hand-written text. The ledger
  * gauges read `store` at scrape time, ages by the ledger's clock (`store.now()`, as every age); `clock` stamps the
  * replies' window only.
  */
-export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () => number, opts: { readonly maxAttempts?: number } = {}) {
+export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () => number, opts: { readonly maxAttempts?: number; /** prom-client's process and Node.js metrics (a relay's /metrics; not a command's throwaway registry). */ readonly processMetrics?: boolean } = {}) {
   const registry = new Registry();
-  const replies = new Counter({ name: 'guidgate_replies_total', help: 'Replies to channels, by code', labelNames: ['code'], registers: [registry] });
+  if (opts.processMetrics === true) collectDefaultMetrics({ register: registry });
+  const replies = new Counter({
+    name: 'guidgate_replies_total',
+    help: 'Replies, by code and route (channel: the channel API; operator: every other route; unmatched: no route)',
+    labelNames: ['code', 'route'],
+    registers: [registry],
+  });
   const recentReplies = createReplyWindow(clock);
   const calls = new Counter({
     name: 'guidgate_account_calls_total',
@@ -63,6 +78,8 @@ export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () =>
     labelNames: ['outcome'],
     registers: [registry],
   });
+  // Every outcome from the start, at 0: a rate() or an alert sees the series before the first inquiry.
+  for (const outcome of INQUIRY_OUTCOMES) inquiries.inc({ outcome }, 0);
   const settlementLag = new Histogram({
     name: 'guidgate_settlement_lag_seconds',
     help: 'How long a row had been UNKNOWN when an inquiry settled it (DONE or FAILED)',
@@ -147,11 +164,11 @@ export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () =>
     requestRecordsLost(n: number): void {
       recordsLost.inc(n);
     },
-    reply(code: string): void {
-      replies.inc({ code });
-      recentReplies.record(code);
+    reply(code: string, route: ReplyRoute): void {
+      replies.inc({ code, route });
+      if (route === 'channel') recentReplies.record(code);
     },
-    /** Replies per code over the last minutes (the same replies as `guidgate_replies_total`). */
+    /** Replies to channels per code over the last minutes (the same replies as `guidgate_replies_total{route="channel"}`). */
     recentReplies(): RecentReplies {
       return recentReplies.recent();
     },

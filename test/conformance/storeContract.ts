@@ -384,6 +384,27 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await orThrow(store.countByStatus())).toMatchObject({ SENT: { count: 2, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
       });
 
+      it('order updated: the last change newest first, ties by GUID descending, keyset paged on (updatedAt, GUID) with the filters (#28, ledger --sort updated)', async () => {
+        let now = 1000;
+        const store = await open(await fresh(), { clock: () => now });
+        for (const [g, at] of [['a', 3000], ['b', 1000], ['c', 2000], ['d', 2000], ['e', 2000]] as const) {
+          now = at;
+          await orThrow(store.execute(g, submit(g)));
+        }
+        now = 4000;
+        await orThrow(store.execute('b', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
+        const guids = async (q: LedgerQuery) => (await orThrow(store.queryLedger({ ...q, order: 'updated' }))).map((r) => r.guid);
+        expect(await guids({})).toEqual(['b', 'a', 'e', 'd', 'c']);
+        expect(await guids({ limit: 2 })).toEqual(['b', 'a']);
+        expect(await guids({ beforeRow: { updatedAt: 2000, guid: 'e' } })).toEqual(['d', 'c']);
+        expect(await guids({ beforeRow: { updatedAt: 3000, guid: 'a' }, limit: 2 })).toEqual(['e', 'd']);
+        expect(await guids({ statuses: ['SENT'], beforeRow: { updatedAt: 4000, guid: 'b' } })).toEqual(['a', 'e', 'd', 'c']);
+        expect(await guids({ statuses: ['UNKNOWN'] })).toEqual(['b']);
+        expect(await orThrow(store.countLedger({ beforeRow: { updatedAt: 2000, guid: 'd' } }))).toBe(1);
+        // The default order is still the GUID's.
+        expect((await orThrow(store.queryLedger({}))).map((r) => r.guid)).toEqual(['a', 'b', 'c', 'd', 'e']);
+      });
+
       it('now() is the clock events are stamped with, read afresh on every call', async () => {
         let now = 1000;
         const store = await open(await fresh(), { clock: () => now });

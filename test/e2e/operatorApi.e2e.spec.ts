@@ -266,6 +266,23 @@ describe('operator API', () => {
     expect(s.replies.perCode['0000']).toBeGreaterThanOrEqual(1);
   });
 
+  it('replies are counted by route: an operator E401 is no channel reply, and /v1/stats (the console) counts channel replies only', async () => {
+    const counted = async (route: string) => {
+      const text = (await call('GET', '/metrics', { token: tokens['reader']! })).body;
+      return Number(new RegExp(`^guidgate_replies_total\\{code="E401",route="${route}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? '0');
+    };
+    const perCode = async () => ((await call('GET', '/v1/stats', { token: tokens['reader']! })).json() as { replies: { perCode: Record<string, number> } }).replies.perCode['E401'] ?? 0;
+    const before = { operator: await counted('operator'), channel: await counted('channel'), stats: await perCode() };
+    // A console without its token, twice; a channel without its token, once.
+    for (let i = 0; i < 2; i++) expect((await call('GET', '/v1/stats', { token: null })).status).toBe(401);
+    expect((await call('POST', '/v1/transfers', { token: null, body: transfer() })).status).toBe(401);
+    expect({ operator: await counted('operator'), channel: await counted('channel'), stats: await perCode() }).toEqual({
+      operator: before.operator + 2,
+      channel: before.channel + 1,
+      stats: before.stats + 1,
+    });
+  });
+
   describe('resolve and reprocess one GUID, against the simulator', () => {
     it('a GUID never applied: resolve (too young, dry run, then absent) and reprocess (dry run, held, then sent once): each step as the commands do it', async () => {
       const guid = `hole-1-${process.pid}`;

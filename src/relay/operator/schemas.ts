@@ -119,13 +119,14 @@ export const timeline = {
           },
           {
             type: 'object',
-            required: ['kind', 'at', 'key', 'code', 'fingerprintMatch'],
+            required: ['kind', 'at', 'key', 'code', 'fingerprintMatch', 'replayed'],
             properties: {
               kind: { const: 'request' },
               at: ms,
               key: nullable({ type: 'string' }),
               code: { type: 'string' },
               fingerprintMatch: { type: 'boolean' },
+              replayed: { type: 'boolean', description: 'the row was DONE when the request arrived: it got the stored answer, nothing was sent for it' },
             },
           },
         ],

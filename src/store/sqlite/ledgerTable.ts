@@ -41,6 +41,11 @@ function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unkn
     where.push('guid > @afterGuid');
     params['afterGuid'] = q.afterGuid;
   }
+  if (q.beforeRow !== undefined) {
+    where.push('(updated_at < @beforeUpdated OR (updated_at = @beforeUpdated AND guid < @beforeGuid))');
+    params['beforeUpdated'] = q.beforeRow.updatedAt;
+    params['beforeGuid'] = q.beforeRow.guid;
+  }
   return { sql: where.length ? ` WHERE ${where.join(' AND ')}` : '', params };
 }
 
@@ -77,7 +82,7 @@ export function ledgerTable(db: Database.Database, projection: LedgerProjection)
     query(q: LedgerQuery): LedgerState[] {
       const filter = whereClause(q);
       if (filter === null) return [];
-      const sql = `${SELECT}${filter.sql} ORDER BY guid` + (q.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(q.limit))}` : '');
+      const sql = `${SELECT}${filter.sql} ORDER BY ${q.order === 'updated' ? 'updated_at DESC, guid DESC' : 'guid'}` + (q.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(q.limit))}` : '');
       return db.prepare(sql).raw(true).all(filter.params).map(decode);
     },
     count(q: LedgerQuery): number {

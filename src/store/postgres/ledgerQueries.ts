@@ -21,7 +21,9 @@ const FILTER = `
   AND ($6::text IS NULL OR guid > $6)
   AND ($7::bigint IS NULL OR NOT EXISTS (SELECT 1 FROM inquiry_schedule s
        WHERE s.guid = ledger.guid AND s.sent_at IS NOT DISTINCT FROM ledger.sent_at AND s.next_at > $7))
-  AND ($8::text IS NULL OR guid = $8)`;
+  AND ($8::text IS NULL OR guid = $8)
+  AND ($9::bigint IS NULL OR created_at >= $9)
+  AND ($10::bigint IS NULL OR created_at < $10)`;
 
 /**
  * The query's statement: the general one, or, when it asks only for unsettled states, the same with the partial
@@ -35,7 +37,7 @@ function filterFor(q: LedgerQuery): { name: string; where: string } {
 }
 
 function filterValues(q: LedgerQuery): unknown[] {
-  return [q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null, q.inquiryDueBy ?? null, q.guid ?? null];
+  return [q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null, q.inquiryDueBy ?? null, q.guid ?? null, q.createdFrom ?? null, q.createdBefore ?? null];
 }
 
 export async function getLedger(db: Db, guid: string, rowToState: LedgerProjection['rowToState']): Promise<LedgerState | null> {
@@ -49,7 +51,7 @@ export async function queryLedger(db: Db, q: LedgerQuery, rowToState: LedgerProj
   const filter = filterFor(q);
   const { rows } = await db.query({
     name: `guidgate_query_ledger_${filter.name}`,
-    text: `SELECT * FROM ledger WHERE ${filter.where} ORDER BY guid LIMIT $9`,
+    text: `SELECT * FROM ledger WHERE ${filter.where} ORDER BY guid LIMIT $11`,
     values: [...filterValues(q), limit],
   });
   return rows.map((r) => rowToState(r));

@@ -43,6 +43,8 @@ export interface Settlement {
   /** The row's status once settled (null: no row). */
   readonly after: Status | null;
   readonly detail: string | null;
+  /** What the account system said to the inquiry (`processed 0000`, `absent`, `unknown`); null when none was made. */
+  readonly answered: string | null;
   /**
    * A FAILED row with a posting, made DONE: the min-age trap caught in the act (an inquiry that said absent too early
    * made it FAILED, and a `reprocess` would have sent it again).
@@ -138,8 +140,8 @@ async function settleOne(store: ReconcileRunOptions['store'], w: SettleWith, b: 
   const read = async (): Promise<LedgerState | null> => orThrow(store.getLedger(b.guid));
   let row = await read();
   const before = row?.status ?? null;
-  const done = (outcome: Settlement['outcome'], after: LedgerState | null, detail: string | null): Settlement => ({
-    guid: b.guid, category: b.category, before, outcome, after: after?.status ?? null, detail,
+  const done = (outcome: Settlement['outcome'], after: LedgerState | null, detail: string | null, answered: string | null = null): Settlement => ({
+    guid: b.guid, category: b.category, before, outcome, after: after?.status ?? null, detail, answered,
     minAgeTrap: before === 'FAILED' && after?.status === 'DONE',
   });
   if (row === null) return done('gone', null, 'no row any more');
@@ -152,15 +154,24 @@ async function settleOne(store: ReconcileRunOptions['store'], w: SettleWith, b: 
   const r = await inquireAndRecord({ store, account: w.account }, row, { minAgeMs: 0, key: w.key, params: { reconcile: b.category } });
   if (r.outcome === 'ledger-error') throw r.error;
   const after = await read();
-  return done(r.outcome, after, r.detail ?? null);
+  return done(r.outcome, after, r.detail ?? null, r.answered);
 }
 
 /** A settlement in words, for a terminal (the min-age trap said as the contract asks). */
 export function settlementLine(s: Settlement): string {
   const moved = s.before === s.after ? `${s.after ?? 'no row'} unchanged` : `${s.before ?? 'no row'} → ${s.after ?? 'no row'}`;
-  const detail = s.detail === null ? '' : ` (${s.detail})`;
-  const trap = s.minAgeTrap ? ': the min-age trap caught: settled before any reprocess could send it again' : '';
-  return `settle ${s.guid} ${s.category}: ${s.outcome}${detail}, ${moved}${trap}`;
+  const head = `settle ${s.guid} ${s.category}: `;
+  if (s.minAgeTrap) return `${head}${s.answered}, ${moved}: the min-age trap caught: settled before any reprocess could send it again`;
+  if (s.outcome === 'processed' || s.outcome === 'absent') return `${head}${s.answered}, ${moved}`;
+  if (s.outcome === 'gone') return `${head}no row any more`;
+  if (s.outcome === 'skipped' && s.after === 'DONE') {
+    return `${head}the account system says ${s.answered}; ${moved} (a DONE row is final: take it up with the account system)`;
+  }
+  if (s.outcome === 'skipped' && s.after === 'FAILED') {
+    return `${head}the account system says ${s.answered} although its journal shows a posting; ${moved}: do not reprocess it before this is cleared up`;
+  }
+  const why = s.detail === null ? '' : ` (${s.detail})`;
+  return `${head}${s.outcome}${why}, the account system says ${s.answered ?? 'nothing'}; ${moved}`;
 }
 
 export const isSettled = (s: Settlement): boolean => s.outcome === 'processed' && s.after === 'DONE';

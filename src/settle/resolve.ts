@@ -162,7 +162,12 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
 
 /** How one inquiry about one row ended (`inquireAndRecord`); `error`: the ledger's failure, for `ledger-error`. */
 export type InquiryRecorded =
-  | { readonly outcome: 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped'; readonly detail?: string | undefined }
+  | {
+      readonly outcome: 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped';
+      readonly detail?: string | undefined;
+      /** What the account system said: `processed CODE`, `absent`, or `unknown`. */
+      readonly answered: string;
+    }
   | { readonly outcome: 'ledger-error'; readonly error: unknown; readonly detail?: undefined };
 
 /**
@@ -188,8 +193,9 @@ export async function inquireAndRecord(
     // Spaces out the next inquiry about this attempt, for every process settling this ledger.
     const recorded = await store.recordUnclearInquiry(row.guid, row.sentAt ?? row.updatedAt, at, opts.minAgeMs);
     if (E.isLeft(recorded)) return { outcome: 'ledger-error', error: recorded.left };
-    return { outcome: answer.reached ? 'still-unknown' : 'unreachable', detail: answer.detail };
+    return { outcome: answer.reached ? 'still-unknown' : 'unreachable', detail: answer.detail, answered: 'unknown' };
   }
+  const answered = answer.kind === 'processed' ? `processed ${answer.code}` : 'absent';
   const command: Command =
     answer.kind === 'processed'
       ? { type: 'Resolve', outcome: 'processed', code: answer.code, response: answer.body }
@@ -198,12 +204,12 @@ export async function inquireAndRecord(
   // decision `store.execute` would take inside the transaction, pinned to the attempt we asked about.
   const decided = decide(row, command, at);
   if (E.isLeft(decided)) {
-    return { outcome: 'skipped', detail: decided.left.reason };
+    return { outcome: 'skipped', detail: decided.left.reason, answered };
   }
   const params = { minAgeMs: opts.minAgeMs, inquiryStatus: inquiryHttpStatus(answer), ...opts.params };
   const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right, { key: opts.key, params });
   if (E.isLeft(appended)) return { outcome: 'ledger-error', error: appended.left };
-  if (!appended.right.won) return { outcome: 'skipped', detail: `moved to ${appended.right.state?.status ?? 'nothing'} meanwhile` };
+  if (!appended.right.won) return { outcome: 'skipped', detail: `moved to ${appended.right.state?.status ?? 'nothing'} meanwhile`, answered };
   deps.metrics?.settled(at - row.updatedAt);
-  return { outcome: answer.kind, detail: answer.kind === 'processed' ? answer.code : undefined };
+  return { outcome: answer.kind, detail: answer.kind === 'processed' ? answer.code : undefined, answered };
 }

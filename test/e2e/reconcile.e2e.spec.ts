@@ -247,9 +247,9 @@ describe('guidgate reconcile --settle', () => {
     const r = await cli(['reconcile', '--db', db, '--account-url', sim.url, ...around(), '--settle']);
     expect(r.code).toBe(1); // the run saw breaks; they are settled now
     expect(r.stdout).toMatch(/^settle: 3 inquired$/m);
-    expect(r.stdout).toMatch(/^settle f-1 unsettled_in_ledger: processed \(0000\), FAILED → DONE: the min-age trap caught: settled before any reprocess could send it again$/m);
-    expect(r.stdout).toMatch(/^settle u-1 unsettled_in_ledger: processed \(0000\), UNKNOWN → DONE$/m);
-    expect(r.stdout).toMatch(/^settle r-1 rejected_in_ledger: skipped \(wrong-status\), DONE unchanged$/m);
+    expect(r.stdout).toMatch(/^settle f-1 unsettled_in_ledger: processed 0000, FAILED → DONE: the min-age trap caught: settled before any reprocess could send it again$/m);
+    expect(r.stdout).toMatch(/^settle u-1 unsettled_in_ledger: processed 0000, UNKNOWN → DONE$/m);
+    expect(r.stdout).toMatch(/^settle r-1 rejected_in_ledger: the account system says processed 0000; DONE unchanged \(a DONE row is final: take it up with the account system\)$/m);
     expect(sim.stats().totalCalls).toBe(callsBefore);
     for (const guid of ['u-1', 'f-1', 'ok-1', 'r-1']) expect(sim.stats().applied[guid]).toBe(1);
 

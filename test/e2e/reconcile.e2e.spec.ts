@@ -265,6 +265,19 @@ describe('guidgate reconcile --settle', () => {
     expect(run.counts['matched']).toBe(3);
     expect(run.settled?.map((s) => [s.guid, s.outcome])).toEqual([['r-1', 'skipped']]);
   }, 60_000);
+  it('a FAILED row the account system still calls absent, although its journal shows the posting, stays FAILED and is flagged not to be reprocessed', async () => {
+    // Right after applying a transfer the account system answers 404 for a while (processingMs): the min-age trap.
+    const sim = cleanup.use(await startSimulator({ port: 0, faults: { processingMs: 60_000 } }));
+    const db = await ledger(tmp(), (s) => seedRow(s, 'f-2', 'FAILED'));
+    await post(sim.url, transferBody('f-2').body);
+    const r = await cli(['reconcile', '--db', db, '--account-url', sim.url, ...around(), '--settle', '--csv']);
+    expect(r.code).toBe(1);
+    expect(r.stdout.split('\r\n')[1]).toMatch(/^f-2,unsettled_in_ledger,P1,/);
+    expect(r.stderr).toMatch(/^settle f-2 unsettled_in_ledger: the account system says absent although its journal shows a posting; FAILED unchanged: do not reprocess it before this is cleared up$/m);
+    const h = await cli(['history', 'f-2', '--db', db, '--json']);
+    expect((JSON.parse(h.stdout) as Array<{ type: string }>).at(-1)?.type).toBe('ConnectFailed');
+    expect(sim.stats().applied['f-2']).toBe(1);
+  }, 30_000);
 });
 
 describe('guidgate reconcile end to end: a chaos run through guidgate, and the naive relay', () => {

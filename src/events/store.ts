@@ -46,6 +46,10 @@ export interface LedgerQuery {
    * recorded by `recordUnclearInquiry`, or its next inquiry is due at or before this time.
    */
   readonly inquiryDueBy?: number;
+  /** Only rows created (claimed: `Claimed` and the first `Sent` are one step) at or after this time (reconciliation's window). */
+  readonly createdFrom?: number;
+  /** Only rows created strictly before this time. */
+  readonly createdBefore?: number;
   /** Keyset paging: only guids sorting after this one. */
   readonly afterGuid?: string;
   /** The rows' order: `guid` (the default) or `updated`, the last change newest first, ties by GUID descending. */

@@ -377,6 +377,11 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await guids({ attemptsAtLeast: 1, afterGuid: 'a', limit: 5 })).toEqual(['b']);
         expect(await guids({ guid: 'b' })).toEqual(['b']);
         expect(await guids({ guid: 'b', statuses: ['SENT'] })).toEqual([]);
+        // Reconciliation's window: created in [from, to), from inclusive, to exclusive.
+        expect(await guids({ createdFrom: 2000 })).toEqual(['B', 'b']);
+        expect(await guids({ createdBefore: 2000 })).toEqual(['a']);
+        expect(await guids({ createdFrom: 1000, createdBefore: 2001, afterGuid: 'B', limit: 1 })).toEqual(['a']);
+        expect(await orThrow(store.countLedger({ createdFrom: 1000, createdBefore: 2000 }))).toBe(1);
         expect(await orThrow(store.countLedger({ guid: 'a', statuses: ['SENT'] }))).toBe(1);
         expect(await orThrow(store.countLedger({ statuses: ['SENT'] }))).toBe(2);
         expect(await orThrow(store.countLedger({ statuses: ['SENT'], attemptsBelow: 2 }))).toBe(1);

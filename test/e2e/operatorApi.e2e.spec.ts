@@ -470,6 +470,16 @@ describe('operator API', () => {
       ]);
       expect(run.breaks[0]!['ledger']).toMatchObject({ status: 'DONE', code: '0000', from: '*********1777' });
 
+      // /metrics: the last run's breaks per category and severity, and when it was recorded.
+      const metrics = (await call('GET', '/metrics', { token: tokens['reader']! })).body;
+      expect(metrics).toMatch(/^guidgate_reconciliation_breaks\{category="duplicate_in_journal"\} 1$/m);
+      expect(metrics).toMatch(/^guidgate_reconciliation_breaks\{category="unsettled_in_ledger"\} 1$/m);
+      expect(metrics).toMatch(/^guidgate_reconciliation_breaks\{category="missing_in_journal"\} 0$/m);
+      expect(metrics).toMatch(/^guidgate_reconciliation_breaks_by_severity\{severity="P1"\} 2$/m);
+      const at = Number(/^guidgate_reconciliation_last_run_timestamp_seconds (\S+)$/m.exec(metrics)?.[1]);
+      expect(at * 1000).toBe((page.runs[0]!['recordedAt'] as number));
+      expect(metrics).toMatch(/^guidgate_reconciliation_last_window_end_timestamp_seconds 2$/m);
+
       // Scope read: a key without it is refused, with or without an id.
       for (const [token, status] of [[null, 401], [tokens['ops']!, 403], [tokens['pay']!, 403], [tokens['reader']!, 200]] as const) {
         expect((await call('GET', '/v1/reconciliations/{id}', { token, params: { id: runs[0]! } })).status).toBe(status);

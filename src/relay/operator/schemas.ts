@@ -194,6 +194,7 @@ export const stats = {
     },
     replies: {
       type: 'object',
+      description: 'replies to channels (the channel API\'s routes, guidgate_replies_total{route="channel"}); operator and console replies are not counted here',
       required: ['windowSeconds', 'perCode', 'perMinute'],
       properties: {
         windowSeconds: { type: 'integer' },
@@ -202,7 +203,7 @@ export const stats = {
           type: 'array',
           minItems: 60,
           maxItems: 60,
-          description: "this process's replies per code in each of the last 60 clock minutes, oldest first; the last is the minute in progress",
+          description: "this process's replies to channels per code in each of the last 60 clock minutes, oldest first; the last is the minute in progress",
           items: { type: 'object', additionalProperties: { type: 'integer', minimum: 0 } },
         },
       },

@@ -97,6 +97,7 @@ function replySender(metrics: Pick<Metrics, 'reply'>): SendReply {
     metrics.reply(r.code, replyRoute(reply.request));
     reply.code(r.status).header('content-type', 'application/json; charset=utf-8');
     if (r.replayed) reply.header('idempotent-replayed', 'true');
+    if (r.retryAfterS !== undefined) reply.header('retry-after', String(r.retryAfterS));
     return reply.send(r.body);
   };
 }
@@ -115,7 +116,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_req, body, done) => done(null, body));
 
-  if (deps.keys !== undefined) registerAuth(app, { keys: deps.keys, store: deps.store, metrics: deps.metrics });
+  if (deps.keys !== undefined) registerAuth(app, { keys: deps.keys, store: deps.store, send });
   // Before any route: every route registered with `config.openapi` is described in /openapi.json.
   registerOpenApi(app);
   registerErrorReplies(app, send);
@@ -293,7 +294,7 @@ const TRANSFER_DOC: RouteDoc = {
     415: 'E400 Content-Type is not application/json',
     422: 'E904',
     431: 'E400 the request headers are over 16 KiB',
-    503: { description: 'E902 (not sent; also the attempt cap and the open breaker) or E503 (ledger unavailable; not sent)', schema: S.errorReply },
+    503: { description: 'E902 (not sent; also the attempt cap and the open breaker) or E503 (ledger unavailable; not sent); each with a Retry-After (seconds)', schema: S.errorReply },
     504: 'E901',
   },
 };

@@ -6,7 +6,7 @@ import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../account/accountClient.js';
 import type { Breaker } from './breaker.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { codeReply, definiteReply, ledgerUnavailableReply, replyForRefusal, replyForState, type Reply } from './replies.js';
+import { breakerRetryAfterS, codeReply, definiteReply, ledgerUnavailableReply, notSentRetryAfterS, replyForRefusal, replyForState, withRetryAfter, type Reply } from './replies.js';
 import { resendAfterInquiry } from '../settle/resendAfterInquiry.js';
 import { sendAudit, sendClaimed, type SendLogger, type SendResult } from '../settle/sendClaimed.js';
 import { monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from '../settle/sendWindow.js';
@@ -95,7 +95,10 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   if (deps.breaker !== undefined && permit === null) {
     return mayHaveArrived
       ? { reply: codeReply('E901', request.guid, { message: 'outcome unknown; the account system is unavailable (breaker open), so it was not asked: resend later' }), request, ...known }
-      : { reply: codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), request, ...known };
+      : {
+          reply: withRetryAfter(codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), breakerRetryAfterS(deps.breaker.remainingMs())),
+          request, ...known,
+        };
   }
 
   // Past the replay path: the key and the flags in force go into the actor of every event this request writes.
@@ -105,7 +108,7 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics, monotonicNow: deps.monotonicNow }, existing, submit, audit);
   if (E.isLeft(result)) {
     permit?.done(null);
-    return { reply: ledgerUnavailableReply(request.guid, result.left, deps.log), request, ...known };
+    return { reply: ledgerUnavailableReply(request.guid, result.left, deps.log, existing?.attempts), request, ...known };
   }
   // Someone moved first (another request, another process), or the inquiry before a resend said no: answer
   // from the state as it is now.
@@ -158,6 +161,6 @@ export function replyForSend(r: SendResult): Reply {
     case 'unknown':
       return codeReply('E901', guid);
     case 'failed':
-      return codeReply('E902', guid);
+      return withRetryAfter(codeReply('E902', guid), notSentRetryAfterS(recorded.state.attempts));
   }
 }

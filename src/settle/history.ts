@@ -1,6 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { Actor, StoredEvent } from '../events/codecs.js';
-import type { EventLog, RequestLog, StoredRequestRecord, StoreResult } from '../events/store.js';
+import type { Break, RecordedBreak } from '../events/reconciliation.js';
+import type { EventLog, ReconciliationLog, RequestLog, StoredRequestRecord, StoreResult } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import { evolve } from '../events/evolve.js';
 
@@ -64,4 +65,30 @@ export async function readTimeline(store: EventLog & RequestLog, guid: string): 
   if (E.isLeft(events)) return events;
   if (E.isLeft(requests)) return requests;
   return E.right(timeline(events.right, requests.right));
+}
+
+/** A reconciliation run that flagged the GUID (CONTRACT.md §8), as `history` shows it. */
+export interface ReconciliationMention {
+  readonly run: string;
+  /** When the run was recorded (ms). */
+  readonly at: number;
+  readonly window: { readonly from: number; readonly to: number };
+  readonly category: Break['category'];
+  readonly severity: Break['severity'];
+  /** The run that first saw this break (the same break open since then). */
+  readonly firstSeen: string;
+}
+
+/** The reconciliation runs that flagged the GUID, oldest first: `history GUID`. */
+export async function readReconciliationMentions(store: ReconciliationLog, guid: string): StoreResult<ReconciliationMention[]> {
+  return E.map((found: RecordedBreak[]) =>
+    found.map(({ run, break: b }): ReconciliationMention => ({
+      run: run.id,
+      at: run.recordedAt,
+      window: { from: run.summary.window.from, to: run.summary.window.to },
+      category: b.category,
+      severity: b.severity,
+      firstSeen: b.firstSeen ?? run.id,
+    })),
+  )(await store.reconciliationBreaks(guid));
 }

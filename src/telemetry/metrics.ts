@@ -1,7 +1,8 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
 import { deadLetterRows } from '../events/policy.js';
-import type { LedgerClock, LedgerReadModel } from '../events/store.js';
+import type { LedgerClock, LedgerReadModel, ReconciliationLog } from '../events/store.js';
+import { CATEGORIES } from '../events/reconciliation.js';
 import { orThrow } from '../events/storeResult.js';
 import { createReplyWindow, type RecentReplies } from './replyWindow.js';
 
@@ -38,7 +39,10 @@ function processMetrics(): Registry {
  * gauges read `store` at scrape time, ages by the ledger's clock (`store.now()`, as every age); `clock` stamps the
  * replies' window only.
  */
-export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () => number, opts: { readonly maxAttempts?: number; /** prom-client's process and Node.js metrics (a relay's /metrics; not a command's throwaway registry). */ readonly processMetrics?: boolean } = {}) {
+/** The break categories of CONTRACT.md §8 (every category but `matched` and `pending`). */
+const BREAK_CATEGORIES = CATEGORIES.filter((c) => c !== 'matched' && c !== 'pending');
+
+export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pick<ReconciliationLog, 'reconciliations'>>, clock: () => number, opts: { readonly maxAttempts?: number; /** prom-client's process and Node.js metrics (a relay's /metrics; not a command's throwaway registry). */ readonly processMetrics?: boolean } = {}) {
   const registry = new Registry();
   if (opts.processMetrics === true) for (const metric of processMetrics().getMetricsAsArray()) registry.registerMetric(metric as unknown as Metric); // the metric objects themselves (prom-client 15)
   const replies = new Counter({
@@ -86,6 +90,8 @@ export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () =>
       }
     },
   });
+  const reconciliations = store.reconciliations;
+  if (reconciliations !== undefined) reconciliationGauges(registry, () => reconciliations.call(store, { limit: 1 }));
   const inquiries = new Counter({
     name: 'guidgate_inquiries_total',
     help: 'GET /transfer/{guid} inquiries, by outcome (processed, absent, unknown: answered but unusable, unreachable: no answer)',
@@ -193,3 +199,50 @@ export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () =>
   };
 }
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/**
+ * The last recorded reconciliation run (CONTRACT.md §8), whoever recorded it, read from the ledger at scrape time.
+ * Before the first run every series is 0, so the alert on the run's age stays quiet until reconciliation is set up.
+ */
+function reconciliationGauges(registry: Registry, lastRuns: () => ReturnType<ReconciliationLog['reconciliations']>): void {
+  const lastReconciliation = async () => (await orThrow(lastRuns()))[0] ?? null;
+  new Gauge({
+    name: 'guidgate_reconciliation_breaks',
+    help: 'Breaks found by the last recorded reconciliation run, by category (0 before the first run)',
+    labelNames: ['category'],
+    registers: [registry],
+    async collect() {
+      const run = await lastReconciliation();
+      for (const category of BREAK_CATEGORIES) this.set({ category }, run?.summary.counts[category] ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'guidgate_reconciliation_breaks_by_severity',
+    help: 'Breaks found by the last recorded reconciliation run, by severity (P1: money moved wrongly, or a resend would move it twice)',
+    labelNames: ['severity'],
+    registers: [registry],
+    async collect() {
+      const run = await lastReconciliation();
+      for (const severity of ['P1', 'P2'] as const) this.set({ severity }, run?.summary.severities[severity] ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'guidgate_reconciliation_last_run_timestamp_seconds',
+    help: 'When the last reconciliation run was recorded (seconds since the epoch; 0 before the first)',
+    registers: [registry],
+    async collect() {
+      const run = await lastReconciliation();
+      this.set(run === null ? 0 : run.recordedAt / 1000);
+    },
+  });
+  new Gauge({
+    name: 'guidgate_reconciliation_last_window_end_timestamp_seconds',
+    help: 'The end (exclusive) of the last recorded reconciliation run\'s window (seconds since the epoch; 0 before the first)',
+    registers: [registry],
+    async collect() {
+      const run = await lastReconciliation();
+      this.set(run === null ? 0 : run.summary.window.to / 1000);
+    },
+  });
+}
+

@@ -151,22 +151,34 @@ async function openServedLedger(opts: ServeOptions, out: (line: string) => void)
   };
 }
 
-/** `--account-url`, or the bundled simulator started on loopback when none is given (it is said on `out`). */
+/**
+ * `--account-url`, or the bundled simulator started on loopback when none is given (it is said on `out`, with its
+ * fault URL): on `guidgate simulator`'s default port, 8090, so that the docs' fault examples work on `npm start`,
+ * or on a free port when 8090 is taken (#28).
+ */
 async function accountSystemUrl(opts: ServeOptions, out: (line: string) => void): Promise<{ url: string; simulator: Simulator | null }> {
   if (opts.accountUrl !== undefined && opts.accountUrl !== '') return { url: opts.accountUrl, simulator: null };
-  const simulator = await startSimulator({ port: 0, host: '127.0.0.1' });
+  const host = '127.0.0.1';
+  const simulator = await startSimulator({ port: DEFAULTS.simulatorPort, host }).catch((err: unknown) => {
+    if ((err as { code?: unknown }).code !== 'EADDRINUSE') throw err;
+    return startSimulator({ port: 0, host });
+  });
   out(`no --account-url given: started the bundled account simulator at ${simulator.url} (it is not idempotent; see /stats)`);
+  out(`  inject faults: curl -s -X POST ${simulator.url}/control/faults -d '{"mode":"hold"}'   (back to normal: curl -s -X DELETE ${simulator.url}/control/faults)`);
   return { url: simulator.url, simulator };
 }
 
 /** `kill -HUP`: the keys file read again; a file that does not parse leaves the old keys in force. Returns the undo. */
 function reloadKeysOnSighup(keys: KeyRing | undefined, log: FastifyBaseLogger): () => void {
-  if (keys === undefined) return () => undefined;
-  const reload = (): void => {
-    const reloaded = keys.reload();
-    if (E.isLeft(reloaded)) log.error({ keys: keys.path, reason: reloaded.left.message }, 'SIGHUP: keys file refused; the old keys stay in force');
-    else log.warn({ keys: keys.path, count: reloaded.right }, 'SIGHUP: keys reloaded');
-  };
+  // Without --keys a SIGHUP is still caught: Node's default for it ends the process, and an operator following the
+  // docs (`keys add`, then `kill -HUP`, or `systemctl reload`) must not take the relay down (#28).
+  const reload = keys === undefined
+    ? (): void => log.warn('SIGHUP: no keys file to reload (serve runs without --keys); nothing changed')
+    : (): void => {
+        const reloaded = keys.reload();
+        if (E.isLeft(reloaded)) log.error({ keys: keys.path, reason: reloaded.left.message }, 'SIGHUP: keys file refused; the old keys stay in force');
+        else log.warn({ keys: keys.path, count: reloaded.right }, 'SIGHUP: keys reloaded');
+      };
   process.on('SIGHUP', reload);
   return () => void process.off('SIGHUP', reload);
 }

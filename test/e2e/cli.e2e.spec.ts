@@ -51,6 +51,19 @@ describe('guidgate command line', () => {
     expect([r.code, r.stdout, r.stderr]).toEqual([0, `${version}\n`, '']);
   });
 
+  it('no command (#28): help on stderr and exit 2 (bad usage); help asked for goes to stdout with exit 0', async () => {
+    for (const args of [[], ['keys']]) {
+      const r = await cli(args);
+      expect([args, r.code, r.stdout]).toEqual([args, 2, '']);
+      expect(r.stderr).toContain('Usage: guidgate');
+    }
+    for (const args of [['--help'], ['help'], ['help', 'keys'], ['keys', '--help']]) {
+      const r = await cli(args);
+      expect([args, r.code, r.stderr]).toEqual([args, 0, '']);
+      expect(r.stdout).toContain('Usage: guidgate');
+    }
+  });
+
   it('boolean environment variables take 1/0/true/false/yes/no in any case; anything else exits 2 naming the variable', async () => {
     const db = await ledgerWith(['B-1']);
     const human = await cli(['ledger', '--db', db], { GUIDGATE_JSON: '0' });

@@ -17,6 +17,8 @@ import { waitFor } from '../support/waitFor.js';
 import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
+import { ledgerRecordOf } from '../../src/reconcile/ledgerFacts.js';
+import { runOver } from '../support/reconcile.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
 
@@ -354,6 +356,34 @@ describe('guidgate operator commands as processes', () => {
     // GUIDGATE_DB names a ledger without EX-1, --db one with it: the flag wins.
     const env = await cli(['history', 'EX-1', '--db', db], { GUIDGATE_DB: join(dir, 'other.db') });
     expect(env.code).toBe(0);
+  });
+  it('history shows the reconciliation runs that flagged a GUID, since which run; a GUID the ledger never relayed but a run flagged is told, not "no such GUID"', async () => {
+    const dir = tmp();
+    const db = join(dir, 'ledger.db');
+    const store = openSqliteStore({ projection: ledgerProjection, path: db });
+    const done = await seedRow(store, 'REC-1', 'DONE');
+    const window = { from: done.createdAt - 1000, to: done.createdAt + 1000, pendingMs: 0 };
+    // Twice over the same window: REC-1 has no posting (missing_in_journal), GHOST-1 a posting and no row.
+    const journal = [{ guid: 'GHOST-1', appliedAt: done.createdAt }];
+    const r1 = await orThrow(store.recordReconciliation(await runOver(dir, [ledgerRecordOf(done)], journal, window)));
+    const r2 = await orThrow(store.recordReconciliation(await runOver(dir, [ledgerRecordOf(done)], journal, window)));
+    await store.close();
+
+    const human = await cli(['history', 'REC-1', '--db', db]);
+    expect(human.code).toBe(0);
+    const lines = human.stdout.split('\n').filter((l) => l.includes('reconciled'));
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(new RegExp(`reconciled +run ${r1.id} over \\[\\S+, \\S+\\): missing_in_journal P2, first seen in this run`));
+    expect(lines[1]).toMatch(new RegExp(`run ${r2.id} over .*missing_in_journal P2, open since run ${r1.id}`));
+    expect(human.stdout).toContain('REC-1: 3 events; now DONE 0000; flagged by 2 reconciliation runs');
+    // --json is the contract's array of events, unchanged.
+    expect((JSON.parse((await cli(['history', 'REC-1', '--json', '--db', db])).stdout) as unknown[]).length).toBe(3);
+
+    const ghost = await cli(['history', 'GHOST-1', '--db', db]);
+    expect(ghost.code).toBe(0);
+    expect(ghost.stdout).toMatch(/missing_in_ledger P2/);
+    expect(ghost.stdout).toContain('GHOST-1: no events in the ledger (guidgate never relayed it); flagged by 2 reconciliation runs');
+    expect((await cli(['history', 'NOPE-2', '--db', db])).code).toBe(1);
   });
   it('history shows a StaleAnswer for what it is: an older attempt answered after a later one was sent', async () => {
     const db = join(tmp(), 'ledger.db');

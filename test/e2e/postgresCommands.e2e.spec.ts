@@ -2,6 +2,8 @@
  * Every command on a PostgreSQL ledger, as an operator runs them: `./bin/guidgate … --db postgres://…` as real
  * processes on a throwaway database, against the real simulator.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
@@ -10,6 +12,8 @@ import { cli, seedRow, transferBody } from '../support/commandsSeed.js';
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { exited, startServe } from '../support/serveProcess.js';
 import { useCleanup } from '../support/cleanup.js';
+import { REPO_ROOT } from '../support/children.js';
+import { useTempDir } from '../support/tmp.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
 
@@ -19,6 +23,7 @@ const LONG_AGO = Date.UTC(2020, 0, 1);
 describe.skipIf(!available)('the commands on a PostgreSQL ledger (--db postgres://…)', () => {
   const dbs = useTestDatabases();
   const cleanup = useCleanup();
+  const tmp = useTempDir();
   const simulator = async (): Promise<Simulator> => {
     const sim = await startSimulator({ port: 0 });
     cleanup.add(() => sim.close());
@@ -93,6 +98,38 @@ describe.skipIf(!available)('the commands on a PostgreSQL ledger (--db postgres:
     expect(stats.code, stats.stderr).toBe(0);
     expect(stats.stdout).toContain('PURGED');
   }, 60_000);
+
+  it("docs/deploying.md's several-instances example works as written (#28): serve and resolve on the exported GUIDGATE_DB, only the hosts made local", async () => {
+    const doc = readFileSync(join(REPO_ROOT, 'docs', 'deploying.md'), 'utf8');
+    const section = doc.slice(doc.indexOf('## Running several instances'));
+    const block = /```sh\n([\s\S]*?)```/.exec(section)![1]!;
+    const lines = block.split('\n').map((l) => l.replace(/\s+#.*$/, '').trim()).filter((l) => l !== '');
+    const exported = /^export GUIDGATE_DB=(\S+)$/.exec(lines[0]!)?.[1];
+    expect(exported).toMatch(/^postgres:\/\//);
+    const commands = lines.slice(1).map((l) => l.split(/\s+/));
+    expect(commands.map((c) => c.slice(0, 2))).toEqual([['./bin/guidgate', 'serve'], ['./bin/guidgate', 'resolve']]);
+
+    const sim = await simulator();
+    const db = dbs.url();
+    const keys = join(tmp(), 'keys');
+    expect((await cli(['keys', 'add', 'ops', '--scopes', 'admin', '--keys', keys])).code).toBe(0);
+    // Only where things are changes: the database, the account system, the relay's address and its keys file.
+    const local = (args: string[]) => args.slice(2).map((a) => ({ 'https://core.bank.internal': sim.url, '10.0.0.11': '127.0.0.1', '/etc/guidgate/keys': keys })[a] ?? a);
+    const env = { GUIDGATE_DB: db };
+    const relay = startServe(local(commands[0]!), env);
+    cleanup.add(async () => {
+      relay.child.kill('SIGKILL');
+      await exited(relay.child);
+    });
+    await relay.ready;
+    const old = await openPostgresStore({ projection: ledgerProjection, url: db, clock: () => LONG_AGO });
+    await seedRow(old, 'PG-DOC-A', 'UNKNOWN');
+    await old.close();
+
+    const resolve = await cli(['resolve', ...local(commands[1]!)], env);
+    expect([resolve.code, resolve.stderr]).toEqual([0, '']);
+    expect(resolve.stdout).toMatch(/absent=1/);
+  }, 30_000);
 
   it('check says what it checked on PostgreSQL (schema version, tables, the projection against the log), never quick_check; reads only (#28)', async () => {
     const db = await dbs.fresh();

@@ -22,7 +22,9 @@ const FILTER = `
   AND ($7::bigint IS NULL OR NOT EXISTS (SELECT 1 FROM inquiry_schedule s
        WHERE s.guid = ledger.guid AND s.sent_at IS NOT DISTINCT FROM ledger.sent_at AND s.next_at > $7))
   AND ($8::text IS NULL OR guid = $8)
-  AND ($9::bigint IS NULL OR (updated_at, guid) < ($9, $10::text))`;
+  AND ($9::bigint IS NULL OR (updated_at, guid) < ($9, $10::text))
+  AND ($11::bigint IS NULL OR created_at >= $11)
+  AND ($12::bigint IS NULL OR created_at < $12)`;
 
 /**
  * The query's statement: the general one, or, when it asks only for unsettled states, the same with the partial
@@ -39,6 +41,7 @@ function filterValues(q: LedgerQuery): unknown[] {
   return [
     q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null, q.inquiryDueBy ?? null, q.guid ?? null,
     q.beforeRow?.updatedAt ?? null, q.beforeRow?.guid ?? null,
+    q.createdFrom ?? null, q.createdBefore ?? null,
   ];
 }
 
@@ -54,7 +57,7 @@ export async function queryLedger(db: Db, q: LedgerQuery, rowToState: LedgerProj
   const updated = q.order === 'updated';
   const { rows } = await db.query({
     name: `guidgate_query_ledger_${filter.name}${updated ? '_updated' : ''}`,
-    text: `SELECT * FROM ledger WHERE ${filter.where} ORDER BY ${updated ? 'updated_at DESC, guid DESC' : 'guid'} LIMIT $11`,
+    text: `SELECT * FROM ledger WHERE ${filter.where} ORDER BY ${updated ? 'updated_at DESC, guid DESC' : 'guid'} LIMIT $13`,
     values: [...filterValues(q), limit],
   });
   return rows.map((r) => rowToState(r));

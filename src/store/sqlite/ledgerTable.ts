@@ -37,6 +37,14 @@ function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unkn
     where.push('NOT EXISTS (SELECT 1 FROM inquiry_schedule s WHERE s.guid = ledger.guid AND s.sent_at IS ledger.sent_at AND s.next_at > @inquiryDueBy)');
     params['inquiryDueBy'] = q.inquiryDueBy;
   }
+  if (q.createdFrom !== undefined) {
+    where.push('created_at >= @createdFrom');
+    params['createdFrom'] = q.createdFrom;
+  }
+  if (q.createdBefore !== undefined) {
+    where.push('created_at < @createdBefore');
+    params['createdBefore'] = q.createdBefore;
+  }
   if (q.afterGuid !== undefined) {
     where.push('guid > @afterGuid');
     params['afterGuid'] = q.afterGuid;

@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
 import { deadLetterRows } from '../events/policy.js';
 import type { LedgerClock, LedgerReadModel, ReconciliationLog } from '../events/store.js';
@@ -20,6 +20,20 @@ const INQUIRY_OUTCOMES: readonly InquiryMetricOutcome[] = ['processed', 'absent'
  */
 export type ReplyRoute = 'channel' | 'operator' | 'unmatched';
 
+let processRegistry: Registry | undefined;
+
+/**
+ * prom-client's process and Node.js metrics, collected once per process (each collection starts its own GC
+ * observer and event-loop monitor), shared by every relay's registry in it (tests run several).
+ */
+function processMetrics(): Registry {
+  if (processRegistry === undefined) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
 /**
  * Prometheus metrics of one relay. prom-client: the standard exposition format without hand-written text. The ledger
  * gauges read `store` at scrape time, ages by the ledger's clock (`store.now()`, as every age); `clock` stamps the
@@ -30,7 +44,7 @@ const BREAK_CATEGORIES = CATEGORIES.filter((c) => c !== 'matched' && c !== 'pend
 
 export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pick<ReconciliationLog, 'reconciliations'>>, clock: () => number, opts: { readonly maxAttempts?: number; /** prom-client's process and Node.js metrics (a relay's /metrics; not a command's throwaway registry). */ readonly processMetrics?: boolean } = {}) {
   const registry = new Registry();
-  if (opts.processMetrics === true) collectDefaultMetrics({ register: registry });
+  if (opts.processMetrics === true) for (const metric of processMetrics().getMetricsAsArray()) registry.registerMetric(metric as unknown as Metric); // the metric objects themselves (prom-client 15)
   const replies = new Counter({
     name: 'guidgate_replies_total',
     help: 'Replies, by code and route (channel: the channel API; operator: every other route; unmatched: no route)',

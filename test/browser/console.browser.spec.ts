@@ -156,10 +156,10 @@ describe.skipIf(!available)('the console in Chromium', () => {
     const events = steps.filter((s) => s.includes('(event'));
     expect(events.map((s) => s.split(' ')[0])).toEqual(['Claimed', 'Sent', 'TimedOut', 'Resolved']);
     expect(events.map((s) => /seq (\d+)/.exec(s)?.[1])).toEqual(['0', '1', '2', '3']);
-    // The channel's three requests (E901, E901 on the resend while UNKNOWN, then the answer), from the audit
-    // trail's request records: between the events, by time.
+    // The channel's three requests (E901, E901 on the resend while UNKNOWN, then the answer the inquiry stored,
+    // replayed: marked so, #28), from the audit trail's request records: between the events, by time.
     const requests = steps.filter((s) => s.startsWith('request answered'));
-    expect(requests).toEqual(['request answered E901', 'request answered E901', 'request answered 0000']);
+    expect(requests).toEqual(['request answered E901', 'request answered E901', 'request answered 0000 (replayed, nothing sent)']);
     const text = (await timeline.textContent())!;
     expect(text).toContain('"reason": "timeout"');
     expect(text).toContain('"source": "inquiry"');

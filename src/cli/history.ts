@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { Actor } from '../events/codecs.js';
 import { orThrow } from '../events/storeResult.js';
-import type { TimelineEntry } from '../settle/history.js';
+import type { ReconciliationMention, TimelineEntry } from '../settle/history.js';
 import { indentJson } from '../json/indentJson.js';
 import { dbFlag, flag, jsonFlag } from './options.js';
 import { err, iso, out, printJson, setExit, type Exit } from './output.js';
@@ -31,13 +31,20 @@ function dataLines(data: unknown): string[] {
 function printEntry(e: TimelineEntry): void {
   if (e.kind === 'request') {
     const key = e.key === null ? '' : `, key ${e.key}`;
-    out(`     ${iso(e.at)}  ${'request'.padEnd(13)}  answered ${e.code}${key}${e.fingerprintMatch ? '' : ', fingerprint differs (another request under this GUID)'}`);
+    const replayed = e.replayed ? ' (replayed: the stored answer, nothing sent)' : '';
+    out(`     ${iso(e.at)}  ${'request'.padEnd(13)}  answered ${e.code}${replayed}${key}${e.fingerprintMatch ? '' : ', fingerprint differs (another request under this GUID)'}`);
     return;
   }
   out(`${String(e.seq).padStart(3)}  ${iso(e.at)}  ${e.type.padEnd(13)}  by ${actorLine(e.actor)}`);
   const note = staleAnswerNote(e);
   if (note !== null) out(`${DATA_INDENT}${note}`);
   for (const line of dataLines(e.data)) out(`${DATA_INDENT}${line}`);
+}
+
+/** A reconciliation run that flagged the GUID: when, over which window, what it found, since which run. */
+function printMention(m: ReconciliationMention): void {
+  const since = m.firstSeen === m.run ? 'first seen in this run' : `open since run ${m.firstSeen}`;
+  out(`     ${iso(m.at)}  ${'reconciled'.padEnd(13)}  run ${m.run} over [${iso(m.window.from)}, ${iso(m.window.to)}): ${m.category} ${m.severity}, ${since}`);
 }
 
 /** What a StaleAnswer means, in words, above its data: an auditor must not read past it. */
@@ -52,7 +59,7 @@ function staleAnswerNote(e: Extract<TimelineEntry, { kind: 'event' }>): string |
 
 export function runHistory(o: { db: string; guid: string; json?: boolean; requests?: boolean }): Promise<Exit> {
   return withLedger('history', o.db, async (store) => {
-    const { readHistory, readTimeline } = await import('../settle/history.js');
+    const { readHistory, readTimeline, readReconciliationMentions } = await import('../settle/history.js');
     if (o.json === true && o.requests !== true) {
       // CONTRACT.md §5: an array of {seq, type, at, data}.
       const events = await orThrow(readHistory(store, o.guid));
@@ -63,15 +70,24 @@ export function runHistory(o: { db: string; guid: string; json?: boolean; reques
     const all = await orThrow(readTimeline(store, o.guid));
     const entries = o.requests === true ? all : all.filter((e) => e.kind === 'event');
     const events = all.filter((e) => e.kind === 'event').length;
-    if (events === 0) return noSuchGuid(o.guid);
     if (o.json === true) {
+      if (events === 0) return noSuchGuid(o.guid);
       printJson(entries);
       return 0;
     }
+    // A GUID the ledger never relayed may still have been flagged (missing_in_ledger): what an auditor looks it up for.
+    const mentions = await orThrow(readReconciliationMentions(store, o.guid));
+    if (events === 0 && mentions.length === 0) return noSuchGuid(o.guid);
     for (const e of entries) printEntry(e);
+    for (const m of mentions) printMention(m);
+    const flagged = mentions.length === 0 ? '' : `; flagged by ${mentions.length} reconciliation run${mentions.length === 1 ? '' : 's'}`;
+    if (events === 0) {
+      out(`${o.guid}: no events in the ledger (guidgate never relayed it)${flagged}`);
+      return 0;
+    }
     const row = await orThrow(store.getLedger(o.guid));
     const requests = o.requests === true ? `, ${all.length - events} channel requests` : '';
-    out(`${o.guid}: ${events} events${requests}; now ${row?.status ?? '(no ledger row)'}${row?.code == null ? '' : ` ${row.code}`}`);
+    out(`${o.guid}: ${events} events${requests}; now ${row?.status ?? '(no ledger row)'}${row?.code == null ? '' : ` ${row.code}`}${flagged}`);
     return 0;
   });
 }
@@ -84,11 +100,11 @@ function noSuchGuid(guid: string): Exit {
 export function registerHistory(program: Command): void {
   program
     .command('history')
-    .description("a GUID's events in order, with who wrote each, for auditors")
+    .description("a GUID's events in order, with who wrote each, and the reconciliation runs that flagged it, for auditors")
     .argument('<guid>', 'the transfer GUID')
     .addOption(flag('--requests', "interleave the channel's requests for the GUID (time, key, code answered, fingerprint match)"))
     .addOption(dbFlag())
-    .addOption(jsonFlag('print an array of {seq, type, at, data}; with --requests, the timeline: {kind: "event", seq, type, at, data, actor} and {kind: "request", at, key, code, fingerprintMatch}'))
+    .addOption(jsonFlag('print an array of {seq, type, at, data}; with --requests, the timeline: {kind: "event", seq, type, at, data, actor} and {kind: "request", at, key, code, fingerprintMatch, replayed}'))
     .action(async (guid: string, o: { db: string; json?: boolean; requests?: boolean }) => {
       setExit(await runHistory({ ...o, guid }));
     });

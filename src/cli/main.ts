@@ -13,6 +13,7 @@ import { registerLedger } from './ledger.js';
 import { registerNaive } from './naive.js';
 import { registerPurge } from './purge.js';
 import { registerRebuild } from './rebuild.js';
+import { registerReconcile } from './reconcile.js';
 import { registerReprocess } from './reprocess.js';
 import { registerResolve } from './resolve.js';
 import { registerServe } from './serve.js';
@@ -40,6 +41,7 @@ registerHistory(program);
 registerLedger(program);
 registerStats(program);
 registerRebuild(program);
+registerReconcile(program);
 registerKeysCommand(program);
 registerCheckCommand(program);
 

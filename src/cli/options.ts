@@ -117,7 +117,7 @@ export function shownDefault(ms: number): string {
 
 export const dbFlag = () => flag('--db <path>', 'ledger file, or postgres://user@host:port/dbname').default(DEFAULTS.db);
 export const accountUrlFlag = () => flag('--account-url <url>', 'base URL of the account system').argParser(urlArg).makeOptionMandatory();
-export const limitFlag = () => flag('--limit <n>', 'handle at most this many rows').argParser(intArg(1));
+export const limitFlag = (what = 'handle at most this many rows') => flag('--limit <n>', what).argParser(intArg(1));
 export const dryRunFlag = (what: string) => flag('--dry-run', what);
 export const concurrencyFlag = (what: string) => flag('--concurrency <n>', what).argParser(intArg(1, 256)).default(DEFAULTS.concurrency);
 /** `--timeout`: one call's overall deadline (serve, naive, reprocess), or one inquiry's (resolve). */

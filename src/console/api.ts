@@ -112,7 +112,7 @@ export interface LedgerPage {
 
 export type TimelineEntry =
   | { readonly kind: 'event'; readonly seq: number; readonly type: string; readonly at: Instant; readonly data: unknown; readonly actor: unknown }
-  | { readonly kind: 'request'; readonly at: Instant; readonly key: string | null; readonly code: string; readonly fingerprintMatch: boolean };
+  | { readonly kind: 'request'; readonly at: Instant; readonly key: string | null; readonly code: string; readonly fingerprintMatch: boolean; readonly replayed: boolean };
 
 export interface Timeline {
   readonly guid: string;

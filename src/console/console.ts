@@ -415,7 +415,7 @@ function entryRow(e: TimelineEntry, i: number): HTMLElement {
     { class: 'request' },
     h('td', { class: 'num', 'data-label': '#' }, String(i + 1)),
     h('td', { 'data-label': 'Time (UTC)' }, time(e.at, false)),
-    h('th', { scope: 'row', 'data-label': 'What' }, `request answered ${e.code}`),
+    h('th', { scope: 'row', 'data-label': 'What' }, `request answered ${e.code}${e.replayed ? ' (replayed, nothing sent)' : ''}`),
     h('td', { 'data-label': 'Actor' }, e.key === null ? 'channel (no key)' : `channel key ${e.key}`),
     h('td', { 'data-label': 'Details' }, e.fingerprintMatch ? 'same request as the first (fingerprint matched)' : 'a DIFFERENT request under this GUID (fingerprint mismatch)'),
   );

@@ -209,7 +209,9 @@ export function decide(state: LedgerState | null, command: Command, now: number)
 
     case 'Resolve':
       if (state === null) return refuse('not-found', state);
-      if (state.status !== 'UNKNOWN') return refuse('wrong-status', state);
+      // A FAILED row an inquiry finds processed is DONE (contract §4, Resolved: FAILED → DONE), as on the inquiry
+      // before a resend: reconcile --settle, when the journal shows a posting for it. Absent leaves it FAILED.
+      if (state.status !== 'UNKNOWN' && !(state.status === 'FAILED' && command.outcome === 'processed')) return refuse('wrong-status', state);
       if (command.outcome === 'absent') {
         return E.right([{ type: 'Resolved', at: now, data: { source: 'inquiry', outcome: 'absent', code: null, response: null } }]);
       }

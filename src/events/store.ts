@@ -2,6 +2,7 @@ import type { EventAudit, Status, NewEvent, StoredEvent } from './codecs.js';
 import type { Command, Refusal } from './decide.js';
 import type { InquiryScheduled } from './inquirySchedule.js';
 import type { LedgerState } from './state.js';
+import type { ReconcileResult, RecordedBreak, RecordedReconciliation, RecordedRun } from './reconciliation.js';
 import type { StoreResult } from './storeResult.js';
 
 export type { StoreResult };
@@ -46,8 +47,16 @@ export interface LedgerQuery {
    * recorded by `recordUnclearInquiry`, or its next inquiry is due at or before this time.
    */
   readonly inquiryDueBy?: number;
+  /** Only rows created (claimed: `Claimed` and the first `Sent` are one step) at or after this time (reconciliation's window). */
+  readonly createdFrom?: number;
+  /** Only rows created strictly before this time. */
+  readonly createdBefore?: number;
   /** Keyset paging: only guids sorting after this one. */
   readonly afterGuid?: string;
+  /** The rows' order: `guid` (the default) or `updated`, the last change newest first, ties by GUID descending. */
+  readonly order?: 'guid' | 'updated';
+  /** Keyset paging in `updated` order: only rows after this one in it (changed before it, or at the same ms with a smaller GUID). */
+  readonly beforeRow?: { readonly updatedAt: number; readonly guid: string };
   readonly limit?: number;
 }
 
@@ -118,7 +127,7 @@ export interface EventLog {
 /** The ledger read model: the inline projection, one row per GUID, updated in the append's transaction. */
 export interface LedgerReadModel {
   getLedger(guid: string): StoreResult<LedgerState | null>;
-  /** Rows matching `query`, in GUID order. */
+  /** Rows matching `query`, in GUID order (or as `query.order` says). */
   queryLedger(query: LedgerQuery): StoreResult<LedgerState[]>;
   countLedger(query: LedgerQuery): StoreResult<number>;
   /** Rows per status and the oldest `updated_at` among them (null when none). */
@@ -212,6 +221,33 @@ export interface RequestLog {
   readRequests(guid: string): StoreResult<StoredRequestRecord[]>;
 }
 
+export interface ReconciliationQuery {
+  /** Most runs returned (newest first). */
+  readonly limit: number;
+  /** Keyset paging: only runs recorded before this one. */
+  readonly beforeId?: string;
+}
+
+/**
+ * Reconciliation runs (CONTRACT.md §8), kept beside the log (a run changes no transfer's state, so it is no event):
+ * each run's window, source, SHA-256 of the journal, counts, and each break with the run that first saw it. Never
+ * removed by purge: they are what an auditor reads.
+ */
+export interface ReconciliationLog {
+  /**
+   * Records a finished run and its breaks in one transaction, the ledger's clock its time; each break's `firstSeen`
+   * is the first-seen run of the same break in the latest earlier run that covered the GUID, else this run
+   * (src/store/shared/reconciliationRows.ts, firstSeenOf). Returns the run as recorded.
+   */
+  recordReconciliation(run: ReconcileResult): StoreResult<RecordedReconciliation>;
+  /** The runs, newest first, without their breaks. */
+  reconciliations(query: ReconciliationQuery): StoreResult<RecordedRun[]>;
+  /** One run with its breaks in GUID order; null when there is no such run. */
+  reconciliation(id: string): StoreResult<RecordedReconciliation | null>;
+  /** The breaks recorded for one GUID, oldest run first (its history). */
+  reconciliationBreaks(guid: string): StoreResult<RecordedBreak[]>;
+}
+
 export interface StoreLifecycle {
   /**
    * Right when the ledger answers a read and a write would go through now, judged by what writes meet: the outcome
@@ -224,4 +260,4 @@ export interface StoreLifecycle {
 }
 
 /** What opening a ledger gives: every part of the contract. */
-export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, RowLeases, LedgerClock, RequestLog, StoreLifecycle {}
+export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, RowLeases, LedgerClock, RequestLog, ReconciliationLog, StoreLifecycle {}

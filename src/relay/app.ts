@@ -16,7 +16,7 @@ import * as S from './operator/schemas.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { maskAccount } from '../shared/maskAccount.js';
-import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from './replies.js';
+import { codeReply, ledgerLog, ledgerUnavailableReply, replyRoute, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
 import { transferView } from '../events/policy.js';
 import { GUID_PATTERN, isJsonMediaType } from '../contract/transferRequest.js';
@@ -94,7 +94,7 @@ export type SendReply = (reply: FastifyReply, r: Reply) => FastifyReply;
 
 function replySender(metrics: Pick<Metrics, 'reply'>): SendReply {
   return (reply, r) => {
-    metrics.reply(r.code);
+    metrics.reply(r.code, replyRoute(reply.request));
     reply.code(r.status).header('content-type', 'application/json; charset=utf-8');
     if (r.replayed) reply.header('idempotent-replayed', 'true');
     if (r.retryAfterS !== undefined) reply.header('retry-after', String(r.retryAfterS));
@@ -189,7 +189,7 @@ function answerClientError(metrics: Pick<Metrics, 'reply'>) {
     const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
     if (socket.writable && inFlight?.headersSent !== true) {
       const r = refusal(clientErrorStatus(err.code));
-      metrics.reply(r.code);
+      metrics.reply(r.code, 'unmatched');
       socket.write(
         `HTTP/1.1 ${r.status} ${STATUS_CODES[r.status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\n` +
           `Content-Length: ${Buffer.byteLength(r.body)}\r\nConnection: close\r\n\r\n${r.body}`,

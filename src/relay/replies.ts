@@ -3,6 +3,7 @@ import type { Refusal } from '../events/decide.js';
 import type { StoreError } from '../events/errors.js';
 import type { LedgerState } from '../events/state.js';
 import { heldReplyMessage, isHeld } from '../events/policy.js';
+import type { ReplyRoute } from '../telemetry/metrics.js';
 
 export interface Reply {
   readonly status: number;
@@ -37,6 +38,16 @@ export function breakerRetryAfterS(remainingMs: number): number {
 
 /** The reply with its `Retry-After` set to `seconds`. */
 export const withRetryAfter = (reply: Reply, seconds: number): Reply => ({ ...reply, retryAfterS: seconds });
+
+/** The channel API's routes (CONTRACT.md §2), as `METHOD pattern`; HEAD is answered by the GET route. */
+const CHANNEL_ROUTES: ReadonlySet<string> = new Set(['POST /v1/transfers', 'GET /v1/transfers/:guid']);
+
+/** The `route` label a reply is counted under: `pattern` is the matched route's (undefined: none matched). */
+export function replyRoute(request: { readonly method: string; readonly routeOptions: { readonly url?: string | undefined } } | undefined): ReplyRoute {
+  const pattern = request?.routeOptions.url;
+  if (request === undefined || pattern === undefined) return 'unmatched';
+  return CHANNEL_ROUTES.has(`${request.method === 'HEAD' ? 'GET' : request.method} ${pattern}`) ? 'channel' : 'operator';
+}
 
 /** Where an E503 is logged: a request's own logger (its line then carries the request id), or the app's. */
 export const ledgerLog = (logger: { error(line: object, message: string): void }) => (line: Record<string, unknown>): void => logger.error(line, 'ledger unavailable');

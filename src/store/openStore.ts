@@ -50,8 +50,9 @@ export function processActor(by: string): ProcessActor {
 }
 
 /**
- * `guidgate check` and `serve --check`: the full integrity check of the ledger named by `--db`. A PostgreSQL
- * ledger is the database server's to check (amcheck, its own tools): reported as not applicable, ok.
+ * `guidgate check` and `serve --check`: the full integrity check of a ledger file (SQLite). On PostgreSQL `check`
+ * checks what a client can (src/cli/check.ts: the schema, then the projection against the log); the pages are the
+ * server's to check (amcheck). Here a URL is reported as nothing to check, ok.
  */
 export function checkLedger(db: string): LedgerCheck {
   if (isPostgresUrl(db)) return { path: db, ok: true, problems: [], quickCheckMs: null };

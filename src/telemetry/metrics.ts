@@ -1,7 +1,8 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
 import { deadLetterRows } from '../events/policy.js';
-import type { LedgerClock, LedgerReadModel } from '../events/store.js';
+import type { LedgerClock, LedgerReadModel, ReconciliationLog } from '../events/store.js';
+import { CATEGORIES } from '../events/reconciliation.js';
 import { orThrow } from '../events/storeResult.js';
 import { createReplyWindow, type RecentReplies } from './replyWindow.js';
 
@@ -9,15 +10,47 @@ import { createReplyWindow, type RecentReplies } from './replyWindow.js';
 export type ConnectionClosedReason = 'max-connections' | 'max-connections-per-address' | 'idle-for-new';
 
 export type InquiryMetricOutcome = 'processed' | 'absent' | 'unknown' | 'unreachable';
+const INQUIRY_OUTCOMES: readonly InquiryMetricOutcome[] = ['processed', 'absent', 'unknown', 'unreachable'];
+
+/**
+ * Who a reply went to (the `route` label of guidgate_replies_total): `channel`, the channel API (POST /v1/transfers,
+ * GET /v1/transfers/{guid}); `operator`, every other route (the operator API, /metrics, /healthz, the console's files);
+ * `unmatched`, no route (an unknown path, a request Node's HTTP parser refused). An operator's or a console's E401 is
+ * then no channel's.
+ */
+export type ReplyRoute = 'channel' | 'operator' | 'unmatched';
+
+let processRegistry: Registry | undefined;
+
+/**
+ * prom-client's process and Node.js metrics, collected once per process (each collection starts its own GC
+ * observer and event-loop monitor), shared by every relay's registry in it (tests run several).
+ */
+function processMetrics(): Registry {
+  if (processRegistry === undefined) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
 
 /**
  * Prometheus metrics of one relay. prom-client: the standard exposition format without hand-written text. The ledger
  * gauges read `store` at scrape time, ages by the ledger's clock (`store.now()`, as every age); `clock` stamps the
  * replies' window only.
  */
-export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () => number, opts: { readonly maxAttempts?: number } = {}) {
+/** The break categories of CONTRACT.md §8 (every category but `matched` and `pending`). */
+const BREAK_CATEGORIES = CATEGORIES.filter((c) => c !== 'matched' && c !== 'pending');
+
+export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pick<ReconciliationLog, 'reconciliations'>>, clock: () => number, opts: { readonly maxAttempts?: number; /** prom-client's process and Node.js metrics (a relay's /metrics; not a command's throwaway registry). */ readonly processMetrics?: boolean } = {}) {
   const registry = new Registry();
-  const replies = new Counter({ name: 'guidgate_replies_total', help: 'Replies to channels, by code', labelNames: ['code'], registers: [registry] });
+  if (opts.processMetrics === true) for (const metric of processMetrics().getMetricsAsArray()) registry.registerMetric(metric as unknown as Metric); // the metric objects themselves (prom-client 15)
+  const replies = new Counter({
+    name: 'guidgate_replies_total',
+    help: 'Replies, by code and route (channel: the channel API; operator: every other route; unmatched: no route)',
+    labelNames: ['code', 'route'],
+    registers: [registry],
+  });
   const recentReplies = createReplyWindow(clock);
   const calls = new Counter({
     name: 'guidgate_account_calls_total',
@@ -57,12 +90,16 @@ export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () =>
       }
     },
   });
+  const reconciliations = store.reconciliations;
+  if (reconciliations !== undefined) reconciliationGauges(registry, () => reconciliations.call(store, { limit: 1 }));
   const inquiries = new Counter({
     name: 'guidgate_inquiries_total',
     help: 'GET /transfer/{guid} inquiries, by outcome (processed, absent, unknown: answered but unusable, unreachable: no answer)',
     labelNames: ['outcome'],
     registers: [registry],
   });
+  // Every outcome from the start, at 0: a rate() or an alert sees the series before the first inquiry.
+  for (const outcome of INQUIRY_OUTCOMES) inquiries.inc({ outcome }, 0);
   const settlementLag = new Histogram({
     name: 'guidgate_settlement_lag_seconds',
     help: 'How long a row had been UNKNOWN when an inquiry settled it (DONE or FAILED)',
@@ -147,11 +184,11 @@ export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () =>
     requestRecordsLost(n: number): void {
       recordsLost.inc(n);
     },
-    reply(code: string): void {
-      replies.inc({ code });
-      recentReplies.record(code);
+    reply(code: string, route: ReplyRoute): void {
+      replies.inc({ code, route });
+      if (route === 'channel') recentReplies.record(code);
     },
-    /** Replies per code over the last minutes (the same replies as `guidgate_replies_total`). */
+    /** Replies to channels per code over the last minutes (the same replies as `guidgate_replies_total{route="channel"}`). */
     recentReplies(): RecentReplies {
       return recentReplies.recent();
     },
@@ -162,3 +199,50 @@ export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () =>
   };
 }
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/**
+ * The last recorded reconciliation run (CONTRACT.md §8), whoever recorded it, read from the ledger at scrape time.
+ * Before the first run every series is 0, so the alert on the run's age stays quiet until reconciliation is set up.
+ */
+function reconciliationGauges(registry: Registry, lastRuns: () => ReturnType<ReconciliationLog['reconciliations']>): void {
+  const lastReconciliation = async () => (await orThrow(lastRuns()))[0] ?? null;
+  new Gauge({
+    name: 'guidgate_reconciliation_breaks',
+    help: 'Breaks found by the last recorded reconciliation run, by category (0 before the first run)',
+    labelNames: ['category'],
+    registers: [registry],
+    async collect() {
+      const run = await lastReconciliation();
+      for (const category of BREAK_CATEGORIES) this.set({ category }, run?.summary.counts[category] ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'guidgate_reconciliation_breaks_by_severity',
+    help: 'Breaks found by the last recorded reconciliation run, by severity (P1: money moved wrongly, or a resend would move it twice)',
+    labelNames: ['severity'],
+    registers: [registry],
+    async collect() {
+      const run = await lastReconciliation();
+      for (const severity of ['P1', 'P2'] as const) this.set({ severity }, run?.summary.severities[severity] ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'guidgate_reconciliation_last_run_timestamp_seconds',
+    help: 'When the last reconciliation run was recorded (seconds since the epoch; 0 before the first)',
+    registers: [registry],
+    async collect() {
+      const run = await lastReconciliation();
+      this.set(run === null ? 0 : run.recordedAt / 1000);
+    },
+  });
+  new Gauge({
+    name: 'guidgate_reconciliation_last_window_end_timestamp_seconds',
+    help: 'The end (exclusive) of the last recorded reconciliation run\'s window (seconds since the epoch; 0 before the first)',
+    registers: [registry],
+    async collect() {
+      const run = await lastReconciliation();
+      this.set(run === null ? 0 : run.summary.window.to / 1000);
+    },
+  });
+}
+

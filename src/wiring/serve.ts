@@ -74,7 +74,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const { store } = ledger;
   const { url: accountUrl, simulator } = await accountSystemUrl(opts, out);
   const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
-  const metrics = createMetrics(store, Date.now, { maxAttempts: opts.maxAttempts });
+  const metrics = createMetrics(store, Date.now, { maxAttempts: opts.maxAttempts, processMetrics: true });
   const minAgeMs = opts.minAgeMs ?? DEFAULTS.minAgeMs;
   const breaker = createBreaker({ failures: opts.breakerFailures ?? DEFAULTS.breakerFailures, cooldownMs: opts.breakerCooldownMs ?? DEFAULTS.breakerCooldownMs, clock: Date.now, metrics });
   const app = buildApp({

@@ -13,6 +13,9 @@ import { childScript, claimRace, spawnNode, waitForLine } from '../support/child
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
 import { sleep } from '../support/waitFor.js';
+import { runOver, sentRecord } from '../support/reconcile.js';
+import { useTempDir } from '../support/tmp.js';
+import type { ReconcileResult } from '../../src/reconcile/types.js';
 
 /**
  * Changes made behind the store's back, the way a bug, an operator or another program could: the only
@@ -377,11 +380,37 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await guids({ attemptsAtLeast: 1, afterGuid: 'a', limit: 5 })).toEqual(['b']);
         expect(await guids({ guid: 'b' })).toEqual(['b']);
         expect(await guids({ guid: 'b', statuses: ['SENT'] })).toEqual([]);
+        // Reconciliation's window: created in [from, to), from inclusive, to exclusive.
+        expect(await guids({ createdFrom: 2000 })).toEqual(['B', 'b']);
+        expect(await guids({ createdBefore: 2000 })).toEqual(['a']);
+        expect(await guids({ createdFrom: 1000, createdBefore: 2001, afterGuid: 'B', limit: 1 })).toEqual(['a']);
+        expect(await orThrow(store.countLedger({ createdFrom: 1000, createdBefore: 2000 }))).toBe(1);
         expect(await orThrow(store.countLedger({ guid: 'a', statuses: ['SENT'] }))).toBe(1);
         expect(await orThrow(store.countLedger({ statuses: ['SENT'] }))).toBe(2);
         expect(await orThrow(store.countLedger({ statuses: ['SENT'], attemptsBelow: 2 }))).toBe(1);
         expect(await orThrow(store.countLedger({ statuses: ['SENT', 'UNKNOWN'] }))).toBe(3);
         expect(await orThrow(store.countByStatus())).toMatchObject({ SENT: { count: 2, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
+      });
+
+      it('order updated: the last change newest first, ties by GUID descending, keyset paged on (updatedAt, GUID) with the filters (#28, ledger --sort updated)', async () => {
+        let now = 1000;
+        const store = await open(await fresh(), { clock: () => now });
+        for (const [g, at] of [['a', 3000], ['b', 1000], ['c', 2000], ['d', 2000], ['e', 2000]] as const) {
+          now = at;
+          await orThrow(store.execute(g, submit(g)));
+        }
+        now = 4000;
+        await orThrow(store.execute('b', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
+        const guids = async (q: LedgerQuery) => (await orThrow(store.queryLedger({ ...q, order: 'updated' }))).map((r) => r.guid);
+        expect(await guids({})).toEqual(['b', 'a', 'e', 'd', 'c']);
+        expect(await guids({ limit: 2 })).toEqual(['b', 'a']);
+        expect(await guids({ beforeRow: { updatedAt: 2000, guid: 'e' } })).toEqual(['d', 'c']);
+        expect(await guids({ beforeRow: { updatedAt: 3000, guid: 'a' }, limit: 2 })).toEqual(['e', 'd']);
+        expect(await guids({ statuses: ['SENT'], beforeRow: { updatedAt: 4000, guid: 'b' } })).toEqual(['a', 'e', 'd', 'c']);
+        expect(await guids({ statuses: ['UNKNOWN'] })).toEqual(['b']);
+        expect(await orThrow(store.countLedger({ beforeRow: { updatedAt: 2000, guid: 'd' } }))).toBe(1);
+        // The default order is still the GUID's.
+        expect((await orThrow(store.queryLedger({}))).map((r) => r.guid)).toEqual(['a', 'b', 'c', 'd', 'e']);
       });
 
       it('now() is the clock events are stamped with, read afresh on every call', async () => {
@@ -703,6 +732,77 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       });
     });
 
+    describe('reconciliation runs', () => {
+      const tmp = useTempDir();
+      const W = { from: 1000, to: 2000, pendingMs: 0 };
+      const W2 = { from: 2000, to: 3000, pendingMs: 0 };
+      const BIG = 2n ** 53n + 1n;
+      const firstSeen = (r: { breaks: readonly { guid: string; firstSeen: string | null }[] }) => Object.fromEntries(r.breaks.map((b) => [b.guid, b.firstSeen]));
+
+      it('a run is recorded with its window, source, SHA-256, counts, money and breaks (amounts exact), and read back as it was recorded', async () => {
+        const store = await open(await fresh());
+        const run = await runOver(tmp(), [sentRecord('a', 1100), sentRecord('b', 1200, 'DONE', '0000', { amount: Number(BIG) }), sentRecord('m', 1300)], [
+          { guid: 'b', appliedAt: 1210, amount: BIG },
+          { guid: 'b', appliedAt: 1220, amount: BIG },
+          { guid: 'c', appliedAt: 1400, currency: null },
+          { guid: 'm', appliedAt: 1310 },
+        ], W);
+        expect(run.breaks.map((b) => [b.guid, b.category])).toEqual([['a', 'missing_in_journal'], ['b', 'duplicate_in_journal'], ['c', 'missing_in_ledger']]);
+        const recorded = await orThrow(store.recordReconciliation(run));
+        expect(recorded.summary).toEqual(run.summary);
+        expect(firstSeen(recorded)).toEqual({ a: recorded.id, b: recorded.id, c: recorded.id });
+        const read = await orThrow(store.reconciliation(recorded.id));
+        expect(read).toEqual(recorded);
+        expect(read!.breaks[1]!.journal.map((e) => e.amount)).toEqual([BIG, BIG]);
+        expect(read!.summary.money.duplicate_in_journal.journal.get('CNY')).toBe(BIG * 2n);
+        expect(read!.summary.sha256).toMatch(/^[0-9a-f]{64}$/);
+        expect(await orThrow(store.reconciliations({ limit: 10 }))).toEqual([{ id: recorded.id, recordedAt: recorded.recordedAt, summary: run.summary }]);
+        expect(await orThrow(store.reconciliation('999999'))).toBeNull();
+        expect(await orThrow(store.reconciliation('not-an-id'))).toBeNull();
+      });
+
+      it('first seen: a break still open in a later run over its transfers keeps the run that first saw it; one gone in between starts again; a run over other days changes neither', async () => {
+        const store = await open(await fresh());
+        const dir = tmp();
+        const record = async (r: ReconcileResult) => orThrow(store.recordReconciliation(r));
+        const dup = [{ guid: 'b', appliedAt: 1210 }, { guid: 'b', appliedAt: 1220 }];
+        const r1 = await record(await runOver(dir, [sentRecord('a', 1100), sentRecord('b', 1200)], [...dup, { guid: 'c', appliedAt: 1300 }], W));
+        // Run again over the same day: a still missing, b's second posting reversed, c still unknown, d new.
+        const r2 = await record(await runOver(dir, [sentRecord('a', 1100), sentRecord('b', 1200), sentRecord('d', 1500, 'FAILED', null)], [dup[0]!, { guid: 'c', appliedAt: 1300 }, { guid: 'd', appliedAt: 1510 }], W));
+        expect(firstSeen(r2)).toEqual({ a: r1.id, c: r1.id, d: r2.id });
+        // The next day: other transfers.
+        const r3 = await record(await runOver(dir, [sentRecord('e', 2100)], [], W2));
+        expect(firstSeen(r3)).toEqual({ e: r3.id });
+        // The first day once more: a still open since r1, b broken again (gone in r2: not carried), d now another category.
+        const r4 = await record(await runOver(dir, [sentRecord('a', 1100), sentRecord('b', 1200), sentRecord('d', 1500, 'DONE', 'B201')], [...dup, { guid: 'c', appliedAt: 1300 }, { guid: 'd', appliedAt: 1510 }], W));
+        expect(r4.breaks.find((b) => b.guid === 'd')?.category).toBe('rejected_in_ledger');
+        expect(firstSeen(r4)).toEqual({ a: r1.id, b: r4.id, c: r1.id, d: r4.id });
+        expect(firstSeen((await orThrow(store.reconciliation(r4.id)))!)).toEqual(firstSeen(r4));
+
+        const history = await orThrow(store.reconciliationBreaks('a'));
+        expect(history.map((h) => [h.run.id, h.break.category, h.break.firstSeen])).toEqual([r1, r2, r4].map((r) => [r.id, 'missing_in_journal', r1.id]));
+        expect((await orThrow(store.reconciliationBreaks('d'))).map((h) => h.break.category)).toEqual(['unsettled_in_ledger', 'rejected_in_ledger']);
+        expect(await orThrow(store.reconciliationBreaks('m'))).toEqual([]);
+
+        // Newest first, paged by id.
+        expect((await orThrow(store.reconciliations({ limit: 10 }))).map((r) => r.id)).toEqual([r4, r3, r2, r1].map((r) => r.id));
+        expect((await orThrow(store.reconciliations({ limit: 2 }))).map((r) => r.id)).toEqual([r4.id, r3.id]);
+        expect((await orThrow(store.reconciliations({ limit: 10, beforeId: r3.id }))).map((r) => r.id)).toEqual([r2.id, r1.id]);
+      });
+
+      it('a malformed run is refused before anything of it is written: a Left, no run, no break', async () => {
+        const store = await open(await fresh());
+        const run = await runOver(tmp(), [sentRecord('a', 1100)], [], W);
+        await expectLeft(store.recordReconciliation({ ...run, summary: { ...run.summary, sha256: 'not a digest' } }), 'LEDGER_UNAVAILABLE', /sha256/);
+        await expectLeft(store.recordReconciliation({ ...run, breaks: [...run.breaks, run.breaks[0]!] }), 'LEDGER_UNAVAILABLE', /two breaks/);
+        expect(await orThrow(store.reconciliations({ limit: 10 }))).toEqual([]);
+        expect(await orThrow(store.reconciliationBreaks('a'))).toEqual([]);
+        // The store is fine after it.
+        const recorded = await orThrow(store.recordReconciliation(run));
+        expect((await orThrow(store.reconciliationBreaks('a'))).map((h) => h.run.id)).toEqual([recorded.id]);
+      });
+    });
+
     describe('lifecycle', () => {
       it('ping answers while open; close (twice at once) writes what was submitted first; after it every call is LEDGER_CLOSED', async () => {
         const f = await fresh();
@@ -750,6 +850,10 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           now: () => store.now(),
           recordRequests: () => store.recordRequests([{ guid: 'a', at: 1, key: null, code: '0000', fingerprintMatch: true }]),
           readRequests: () => store.readRequests('a'),
+          recordReconciliation: () => store.recordReconciliation({ summary: {} as never, breaks: [] }),
+          reconciliations: () => store.reconciliations({ limit: 1 }),
+          reconciliation: () => store.reconciliation('1'),
+          reconciliationBreaks: () => store.reconciliationBreaks('a'),
           ping: () => store.ping(),
         };
         const settled = await Promise.allSettled(Object.values(calls).map((call) => call()));

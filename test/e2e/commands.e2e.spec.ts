@@ -18,6 +18,8 @@ import { waitFor } from '../support/waitFor.js';
 import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
+import { ledgerRecordOf } from '../../src/reconcile/ledgerFacts.js';
+import { runOver } from '../support/reconcile.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
 
@@ -66,6 +68,7 @@ describe('guidgate operator commands as processes', () => {
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({
       swept: { neverSent: 0, orphaned: 0 }, candidates: 2, processed: 1, absent: 1, stillUnknown: 0, skipped: 0, unreachable: 0, ledgerErrors: 0, dryRun: false, exitCode: 0,
+      guids: { processed: ['CLI-P'], absent: ['CLI-A'] },
     });
     expect(await row(db, 'CLI-P')).toMatchObject({ status: 'DONE', code: '0000', response: answer });
     expect(await row(db, 'CLI-A')).toMatchObject({ status: 'FAILED', code: 'E902' });
@@ -107,9 +110,9 @@ describe('guidgate operator commands as processes', () => {
     const sim = await simulator();
     const db = await ledgerWith([['RP-1', 'FAILED'], ['RP-2', 'FAILED', { attempts: 2 }], ['RP-CAP', 'FAILED', { attempts: 3 }], ['RP-U', 'UNKNOWN']]);
     const first = await cli(['reprocess', '--account-url', sim.url, '--max-attempts', '3', '--limit', '1', '--db', db]);
-    expect([first.code, first.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
+    expect([first.code, first.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0\n  done: RP-1']);
     const rest = await cli(['reprocess', '--account-url', sim.url, '--db', db], { GUIDGATE_MAX_ATTEMPTS: '3' });
-    expect([rest.code, rest.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
+    expect([rest.code, rest.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0\n  done: RP-2']);
     expect(sim.stats().calls).toEqual({ 'RP-1': 1, 'RP-2': 1 });
     expect(await row(db, 'RP-2')).toMatchObject({ status: 'DONE', attempts: 3 });
     expect(await row(db, 'RP-CAP')).toMatchObject({ status: 'FAILED', attempts: 3 });
@@ -139,7 +142,8 @@ describe('guidgate operator commands as processes', () => {
     expect(snapshot(db)).toEqual(before);
 
     const sent = await cli(asWritten(real!));
-    expect([sent.code, sent.stderr, sent.stdout.trim()]).toEqual([0, '', 'reprocess: candidates=2 done=2 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
+    expect([sent.code, sent.stderr, sent.stdout.split('\n')[0]]).toEqual([0, '', 'reprocess: candidates=2 done=2 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
+    expect(sent.stdout).toContain(`done: ${named.join(', ')}`);
     expect(sim.stats().calls).toEqual({ [named[0]!]: 1, [named[1]!]: 1 });
     for (const g of named) expect(await row(db, g)).toMatchObject({ status: 'DONE', attempts: 6 });
     expect(await row(db, 'DL-OTHER')).toMatchObject({ status: 'FAILED', attempts: 5 });
@@ -212,13 +216,51 @@ describe('guidgate operator commands as processes', () => {
     const r = await cli(['resolve', '--account-url', sim.url, '--min-age', '10m', '--dry-run', '--db', db]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^DRY-U {2}UNKNOWN {2}attempts=1 {2}sent 2020-01-01T00:00:00\.000Z \(\d+d( \d+[hms])? ago\)$/m);
-    expect(r.stdout).toMatch(/^resolve \(dry run, nothing changed, nothing inquired\): candidates=1 would-sweep-never-sent=0 would-sweep-orphaned=1 min-age=10m$/m);
+    expect(r.stdout).toMatch(/^resolve \(dry run, nothing changed, nothing inquired\): candidates=1 would-sweep-never-sent=0 would-sweep-orphaned=1 min-age=10m too-young=0$/m);
     const p = await cli(['reprocess', '--account-url', sim.url, '--dry-run', '--json', '--db', db]);
     expect(p.code).toBe(0);
     const listed = JSON.parse(p.stdout) as { candidates: number; rows: Array<Record<string, unknown>> };
     expect([listed.candidates, listed.rows.map((x) => x['guid'])]).toEqual([1, ['DRY-F']]);
     expect(listed.rows[0]).not.toHaveProperty('request');
     expect(snapshot(db)).toEqual(before);
+    expect(sim.stats().totalCalls).toBe(0);
+  });
+
+  it('resolve, reprocess and purge name the GUIDs: the first few and how many more on a terminal, all of them in --json (#28)', async () => {
+    const sim = await simulator();
+    const guids = Array.from({ length: 7 }, (_, i) => `NAME-U${i}`);
+    const db = await ledgerWith([...guids.map((g) => [g, 'UNKNOWN'] as [string, 'UNKNOWN']), ['NAME-D1', 'DONE'], ['NAME-D2', 'DONE']]);
+    // The simulator never saw them: every inquiry says absent, each row becomes FAILED.
+    const human = await cli(['resolve', '--account-url', sim.url, '--min-age', '1s', '--limit', '3', '--db', db]);
+    expect(human.code).toBe(0);
+    expect(human.stdout.split('\n').filter((l) => l.startsWith('  '))).toEqual(['  absent: NAME-U0, NAME-U1, NAME-U2']);
+    const json = await cli(['resolve', '--account-url', sim.url, '--min-age', '1s', '--json', '--db', db]);
+    expect(JSON.parse(json.stdout)).toMatchObject({ absent: 4, guids: { absent: guids.slice(3) } });
+
+    const reprocess = await cli(['reprocess', '--account-url', sim.url, '--min-age', '0ms', '--db', db]);
+    expect(reprocess.code).toBe(0);
+    // Each row was FAILED by an inquiry: sent again only after a fresh inquiry says absent, then DONE.
+    expect(reprocess.stdout).toMatch(/^reprocess: candidates=7 done=7 /m);
+    expect(reprocess.stdout).toContain('\n  done: NAME-U0, NAME-U1, NAME-U2, NAME-U3, NAME-U4 …2 more\n');
+
+    const purge = await cli(['purge', '--retention', '1d', '--db', db]);
+    expect(purge.stdout).toContain('\n  purged: NAME-D1, NAME-D2\n');
+    const purgeJson = await cli(['purge', '--retention', '0ms', '--dry-run', '--json', '--db', db]);
+    expect(JSON.parse(purgeJson.stdout)).toMatchObject({ dryRun: true, candidates: 7, guids: { 'would-purge': guids } });
+  });
+
+  it('resolve --dry-run says how many UNKNOWN rows are too young for min-age, and when the first becomes eligible (#28)', async () => {
+    const sim = await simulator();
+    const db = await ledgerWith([['AGE-OLD', 'UNKNOWN'], ['AGE-Y1', 'UNKNOWN'], ['AGE-Y2', 'UNKNOWN']], ['AGE-Y1', 'AGE-Y2']);
+    const young = await row(db, 'AGE-Y1');
+    const r = await cli(['resolve', '--account-url', sim.url, '--min-age', '10m', '--dry-run', '--db', db]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^resolve \(dry run, nothing changed, nothing inquired\): candidates=1 .* min-age=10m too-young=2$/m);
+    const note = /^2 UNKNOWN rows are younger than min-age 10m, left out: the first becomes eligible at (\S+) \(in 9m \d+s\)$/m.exec(r.stdout);
+    expect(note).not.toBeNull();
+    expect(Date.parse(note![1]!)).toBe(Math.min(young!.sentAt!, (await row(db, 'AGE-Y2'))!.sentAt!) + 600_000);
+    const json = JSON.parse((await cli(['resolve', '--account-url', sim.url, '--min-age', '10m', '--dry-run', '--json', '--db', db])).stdout) as { tooYoung: { count: number; firstEligibleAt: number } };
+    expect(json.tooYoung).toMatchObject({ count: 2, firstEligibleAt: Date.parse(note![1]!) });
     expect(sim.stats().totalCalls).toBe(0);
   });
 
@@ -281,6 +323,33 @@ describe('guidgate operator commands as processes', () => {
     expect(human.stdout).toContain('FAILED at the attempt cap (6), needing a person: 0');
   });
 
+  it('ledger: --json shows the operator API\'s row (never the fingerprint nor the answer), --limit says when more rows match, --sort updated is newest first (#28)', async () => {
+    const db = await ledgerWith([['SO-A', 'DONE'], ['SO-B', 'UNKNOWN'], ['SO-C', 'FAILED'], ['SO-D', 'DONE']], ['SO-B']);
+    const json = await cli(['ledger', '--json', '--db', db]);
+    const rows = JSON.parse(json.stdout) as Array<Record<string, unknown>>;
+    expect(Object.keys(rows[0]!).sort()).toEqual(['attempts', 'channel', 'code', 'createdAt', 'failedByInquiry', 'guid', 'sentAt', 'status', 'updatedAt']);
+    for (const hidden of ['"fingerprint"', '"response"', '"request"', '6222021001']) expect(json.stdout).not.toContain(hidden);
+    expect(json.stderr).toBe('');
+
+    const cut = await cli(['ledger', '--limit', '3', '--db', db]);
+    expect(cut.code).toBe(0);
+    expect(cut.stdout.trim().split('\n').at(-1)).toBe('3 rows (DONE 1, UNKNOWN 1, FAILED 1), by GUID; cut at --limit 3: more rows match (raise --limit, or narrow with --status or --older-than)');
+    const whole = await cli(['ledger', '--limit', '4', '--db', db]);
+    expect(whole.stdout.trim().split('\n').at(-1)).toBe('4 rows (DONE 2, UNKNOWN 1, FAILED 1), by GUID');
+    const cutJson = await cli(['ledger', '--limit', '1', '--json', '--db', db]);
+    expect((JSON.parse(cutJson.stdout) as unknown[]).length).toBe(1);
+    expect(cutJson.stderr).toContain('guidgate ledger: 1 rows shown, cut at --limit 1: more rows match');
+
+    // SO-B changed now, the others in 2020: newest first, the 2020 ties by GUID descending.
+    const sorted = await cli(['ledger', '--sort', 'updated', '--db', db]);
+    expect(sorted.stdout.split('\n').slice(1, 5).map((l) => l.split(' ')[0])).toEqual(['SO-B', 'SO-D', 'SO-C', 'SO-A']);
+    expect(sorted.stdout).toContain(', newest change first');
+    const sortedJson = JSON.parse((await cli(['ledger', '--sort', 'UPDATED', '--limit', '2', '--json', '--db', db])).stdout) as Array<{ guid: string }>;
+    expect(sortedJson.map((r) => r.guid)).toEqual(['SO-B', 'SO-D']);
+    const bad = await cli(['ledger', '--sort', 'age', '--db', db]);
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining("'age' is not one of guid, updated")]);
+  });
+
   it('SIGTERM mid-run: the rows in flight finish, the summary counts exactly what was done, exit 1', async () => {
     const sim = await simulator();
     const db = join(tmp(), 'ledger.db');
@@ -336,6 +405,34 @@ describe('guidgate operator commands as processes', () => {
     // GUIDGATE_DB names a ledger without EX-1, --db one with it: the flag wins.
     const env = await cli(['history', 'EX-1', '--db', db], { GUIDGATE_DB: join(dir, 'other.db') });
     expect(env.code).toBe(0);
+  });
+  it('history shows the reconciliation runs that flagged a GUID, since which run; a GUID the ledger never relayed but a run flagged is told, not "no such GUID"', async () => {
+    const dir = tmp();
+    const db = join(dir, 'ledger.db');
+    const store = openSqliteStore({ projection: ledgerProjection, path: db });
+    const done = await seedRow(store, 'REC-1', 'DONE');
+    const window = { from: done.createdAt - 1000, to: done.createdAt + 1000, pendingMs: 0 };
+    // Twice over the same window: REC-1 has no posting (missing_in_journal), GHOST-1 a posting and no row.
+    const journal = [{ guid: 'GHOST-1', appliedAt: done.createdAt }];
+    const r1 = await orThrow(store.recordReconciliation(await runOver(dir, [ledgerRecordOf(done)], journal, window)));
+    const r2 = await orThrow(store.recordReconciliation(await runOver(dir, [ledgerRecordOf(done)], journal, window)));
+    await store.close();
+
+    const human = await cli(['history', 'REC-1', '--db', db]);
+    expect(human.code).toBe(0);
+    const lines = human.stdout.split('\n').filter((l) => l.includes('reconciled'));
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(new RegExp(`reconciled +run ${r1.id} over \\[\\S+, \\S+\\): missing_in_journal P2, first seen in this run`));
+    expect(lines[1]).toMatch(new RegExp(`run ${r2.id} over .*missing_in_journal P2, open since run ${r1.id}`));
+    expect(human.stdout).toContain('REC-1: 3 events; now DONE 0000; flagged by 2 reconciliation runs');
+    // --json is the contract's array of events, unchanged.
+    expect((JSON.parse((await cli(['history', 'REC-1', '--json', '--db', db])).stdout) as unknown[]).length).toBe(3);
+
+    const ghost = await cli(['history', 'GHOST-1', '--db', db]);
+    expect(ghost.code).toBe(0);
+    expect(ghost.stdout).toMatch(/missing_in_ledger P2/);
+    expect(ghost.stdout).toContain('GHOST-1: no events in the ledger (guidgate never relayed it); flagged by 2 reconciliation runs');
+    expect((await cli(['history', 'NOPE-2', '--db', db])).code).toBe(1);
   });
   it('history shows a StaleAnswer for what it is: an older attempt answered after a later one was sent', async () => {
     const db = join(tmp(), 'ledger.db');

@@ -10,6 +10,7 @@ import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { runOver, sentRecord } from '../support/reconcile.js';
 
 /** serve's --min-age in these tests: short, so a row becomes old enough while a test waits; still a floor for minAge. */
 const MIN_AGE_MS = 2000;
@@ -123,6 +124,7 @@ describe('operator API', () => {
       ['/v1/transfers', 'post'], ['/v1/transfers/{guid}', 'get'], ['/healthz', 'get'], ['/metrics', 'get'],
       ['/v1/transfers/{guid}/events', 'get'], ['/v1/ledger', 'get'], ['/v1/stats', 'get'],
       ['/v1/transfers/{guid}/resolve', 'post'], ['/v1/transfers/{guid}/reprocess', 'post'],
+      ['/v1/reconciliations', 'get'], ['/v1/reconciliations/{id}', 'get'],
     ] as const) {
       const op = doc.paths[path]?.[method];
       expect(op, `${method} ${path}`).toBeDefined();
@@ -130,6 +132,7 @@ describe('operator API', () => {
     }
     expect(doc.paths['/v1/transfers/{guid}/resolve']!['post']!['x-scope']).toBe('admin');
     expect(doc.paths['/v1/ledger']!['get']!['x-scope']).toBe('read');
+    expect(doc.paths['/v1/reconciliations/{id}']!['get']!['x-scope']).toBe('read');
     // The path, query and body schemas are the ones the routes validate with.
     const ledger = doc.paths['/v1/ledger']!['get'] as unknown as { parameters: { name: string; in: string }[] };
     expect(ledger.parameters.map((p) => `${p.in}:${p.name}`)).toEqual(['query:status', 'query:olderThan', 'query:limit', 'query:cursor']);
@@ -157,6 +160,7 @@ describe('operator API', () => {
       { method: 'GET' as const, path: '/v1/transfers/{guid}/events', right: 'reader', wrong: 'ops' },
       { method: 'GET' as const, path: '/v1/ledger', right: 'reader', wrong: 'ops' },
       { method: 'GET' as const, path: '/v1/stats', right: 'reader', wrong: 'pay' },
+      { method: 'GET' as const, path: '/v1/reconciliations', right: 'reader', wrong: 'ops' },
       { method: 'POST' as const, path: '/v1/transfers/{guid}/resolve', right: 'ops', wrong: 'reader' },
       { method: 'POST' as const, path: '/v1/transfers/{guid}/reprocess', right: 'ops', wrong: 'reader' },
     ];
@@ -264,6 +268,23 @@ describe('operator API', () => {
     expect(s.replies.windowSeconds).toBe(300);
     expect(s.replies.perCode['E901']).toBeGreaterThanOrEqual(1);
     expect(s.replies.perCode['0000']).toBeGreaterThanOrEqual(1);
+  });
+
+  it('replies are counted by route: an operator E401 is no channel reply, and /v1/stats (the console) counts channel replies only', async () => {
+    const counted = async (route: string) => {
+      const text = (await call('GET', '/metrics', { token: tokens['reader']! })).body;
+      return Number(new RegExp(`^guidgate_replies_total\\{code="E401",route="${route}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? '0');
+    };
+    const perCode = async () => ((await call('GET', '/v1/stats', { token: tokens['reader']! })).json() as { replies: { perCode: Record<string, number> } }).replies.perCode['E401'] ?? 0;
+    const before = { operator: await counted('operator'), channel: await counted('channel'), stats: await perCode() };
+    // A console without its token, twice; a channel without its token, once.
+    for (let i = 0; i < 2; i++) expect((await call('GET', '/v1/stats', { token: null })).status).toBe(401);
+    expect((await call('POST', '/v1/transfers', { token: null, body: transfer() })).status).toBe(401);
+    expect({ operator: await counted('operator'), channel: await counted('channel'), stats: await perCode() }).toEqual({
+      operator: before.operator + 2,
+      channel: before.channel + 1,
+      stats: before.stats + 1,
+    });
   });
 
   describe('resolve and reprocess one GUID, against the simulator', () => {
@@ -444,6 +465,71 @@ describe('operator API', () => {
       const form = await httpRequest(`${h.relay.url}/v1/transfers/NO-SUCH-GUID/resolve`, { method: 'POST', body: 'dryRun=false', headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Bearer ${tokens['ops']!}` } });
       conforms('POST', '/v1/transfers/{guid}/resolve', form);
       expect([form.status, form.json()['code'], form.json()['field']]).toEqual([415, 'E400', 'Content-Type']);
+    });
+  });
+  describe('GET /v1/reconciliations and /v1/reconciliations/{id}', () => {
+    const BIG = 2n ** 53n + 1n;
+    it('the recorded runs newest first, a page at a time; one run with its summary and breaks, first-seen runs, accounts masked, amounts exact; scope read', async () => {
+      const window = { from: 1000, to: 2000, pendingMs: 0 };
+      const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
+      const records = [sentRecord('REC-A', 1100, 'DONE', '0000', { from: '6222021001777', amount: Number(BIG) }), sentRecord('REC-B', 1200, 'FAILED', null)];
+      const journal = [{ guid: 'REC-A', appliedAt: 1110, from: '6222021001777', amount: BIG }, { guid: 'REC-A', appliedAt: 1120, from: '6222021001777', amount: BIG }, { guid: 'REC-B', appliedAt: 1210 }];
+      const runs: string[] = [];
+      try {
+        for (let i = 0; i < 3; i++) runs.push((await orThrow(store.recordReconciliation(await runOver(tmp(), records, journal, window)))).id);
+      } finally {
+        await store.close();
+      }
+      const first = await call('GET', '/v1/reconciliations', { token: tokens['reader']!, query: 'limit=2' });
+      expect(first.status).toBe(200);
+      const page = first.json() as { runs: Array<Record<string, unknown>>; nextCursor: string | null };
+      expect(page.runs.map((r) => r['id'])).toEqual([runs[2], runs[1]]);
+      expect(page.runs[0]).toMatchObject({ window, severities: { P1: 2, P2: 0 }, breakCount: 2, counts: { duplicate_in_journal: 1, unsettled_in_ledger: 1, matched: 0 } });
+      expect(page.nextCursor).toBe(runs[1]);
+      const rest = (await call('GET', '/v1/reconciliations', { token: tokens['reader']!, query: `limit=2&cursor=${page.nextCursor}` })).json() as typeof page;
+      expect([rest.runs.map((r) => r['id']), rest.nextCursor]).toEqual([[runs[0]], null]);
+
+      const one = await call('GET', '/v1/reconciliations/{id}', { token: tokens['reader']!, params: { id: runs[2]! } });
+      expect(one.status).toBe(200);
+      expect(one.body).not.toContain('6222021001777');
+      expect(one.body).toContain(`"amount":${BIG}`);
+      expect(one.body).toContain(`"amount":${BIG * 2n}`);
+      const run = one.json() as { breaks: Array<Record<string, unknown>>; sha256: string };
+      expect(run.sha256).toMatch(/^[0-9a-f]{64}$/);
+      expect(run.breaks.map((b) => [b['guid'], b['category'], b['severity'], b['firstSeen']])).toEqual([
+        ['REC-A', 'duplicate_in_journal', 'P1', runs[0]],
+        ['REC-B', 'unsettled_in_ledger', 'P1', runs[0]],
+      ]);
+      expect(run.breaks[0]!['ledger']).toMatchObject({ status: 'DONE', code: '0000', from: '*********1777' });
+
+      // /metrics: the last run's breaks per category and severity, and when it was recorded.
+      const metrics = (await call('GET', '/metrics', { token: tokens['reader']! })).body;
+      expect(metrics).toMatch(/^guidgate_reconciliation_breaks\{category="duplicate_in_journal"\} 1$/m);
+      expect(metrics).toMatch(/^guidgate_reconciliation_breaks\{category="unsettled_in_ledger"\} 1$/m);
+      expect(metrics).toMatch(/^guidgate_reconciliation_breaks\{category="missing_in_journal"\} 0$/m);
+      expect(metrics).toMatch(/^guidgate_reconciliation_breaks_by_severity\{severity="P1"\} 2$/m);
+      const at = Number(/^guidgate_reconciliation_last_run_timestamp_seconds (\S+)$/m.exec(metrics)?.[1]);
+      expect(at * 1000).toBe((page.runs[0]!['recordedAt'] as number));
+      expect(metrics).toMatch(/^guidgate_reconciliation_last_window_end_timestamp_seconds 2$/m);
+
+      // Scope read: a key without it is refused, with or without an id.
+      for (const [token, status] of [[null, 401], [tokens['ops']!, 403], [tokens['pay']!, 403], [tokens['reader']!, 200]] as const) {
+        expect((await call('GET', '/v1/reconciliations/{id}', { token, params: { id: runs[0]! } })).status).toBe(status);
+      }
+    });
+
+    it('bad input is E400 naming the parameter; an unknown run is E404', async () => {
+      const at = (params: Record<string, string>, query?: string) => call('GET', params['id'] === undefined ? '/v1/reconciliations' : '/v1/reconciliations/{id}', { token: tokens['reader']!, params, ...(query === undefined ? {} : { query }) });
+      for (const id of ['abc', '0', '-1', '1.5', '12345678901234567']) {
+        const r = await at({ id });
+        expect([r.status, r.json()['code'], r.json()['field']], id).toEqual([400, 'E400', 'id']);
+      }
+      const missing = await at({ id: '999999' });
+      expect([missing.status, missing.json()['code'], missing.json()['message']]).toEqual([404, 'E404', 'no such reconciliation run']);
+      for (const [query, field] of [['limit=0', 'limit'], ['limit=501', 'limit'], ['limit=x', 'limit'], ['cursor=abc', 'cursor'], ['since=1', 'since']] as const) {
+        const r = await at({}, query);
+        expect([r.status, r.json()['code'], r.json()['field']], query).toEqual([400, 'E400', field]);
+      }
     });
   });
 });

@@ -9,12 +9,15 @@ import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
 import { useCleanup } from '../support/cleanup.js';
 import { seedRow } from '../support/commandsSeed.js';
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
+import { runOver, sentRecord } from '../support/reconcile.js';
+import { useTempDir } from '../support/tmp.js';
 
 const { available } = await postgresForTests();
 
 describe.skipIf(!available)('useTestDatabases().reset() (real PostgreSQL)', () => {
   const dbs = useTestDatabases();
   const cleanup = useCleanup();
+  const tmp = useTempDir();
 
   it('empties every table a store writes, keeps the schema and its version: a store opened afterwards starts empty', async () => {
     const store = cleanup.use(await openPostgresStore({ projection: ledgerProjection, url: dbs.url() }));
@@ -22,6 +25,7 @@ describe.skipIf(!available)('useTestDatabases().reset() (real PostgreSQL)', () =
     await orThrow(store.recordUnclearInquiry('R-1', unknown.sentAt!, unknown.sentAt! + 1000, 1000));
     expect(await orThrow(store.leaseRows('reset-test', [{ guid: 'R-1', lastSeq: unknown.lastSeq }], 60_000))).toEqual(new Set(['R-1']));
     await orThrow(store.recordRequests([{ guid: 'R-1', at: Date.now(), key: null, code: 'E901', fingerprintMatch: true }]));
+    await orThrow(store.recordReconciliation(await runOver(tmp(), [sentRecord('R-2', 1100)], [], { from: 1000, to: 2000, pendingMs: 0 })));
     const rowsPerTable = async () => {
       const { rows } = await store.pool.query<{ name: string }>("SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1");
       const counts: Record<string, number> = {};

@@ -101,3 +101,16 @@ export async function reconcileText(
   });
   return { summary, breaks, verdicts };
 }
+
+export const sentRecord = (guid: string, firstSentAt: number, status: LedgerRecord['status'] = 'DONE', code: string | null = '0000', terms: Parameters<typeof request>[1] = {}): LedgerRecord => ({
+  guid,
+  status,
+  code,
+  request: request(guid, terms),
+  firstSentAt,
+});
+
+/** A real run of the engine over an NDJSON journal of `entries` against `records`: what a store records (ReconcileResult). */
+export async function runOver(dir: string, records: readonly LedgerRecord[], entries: readonly EntrySpec[], window: ReconcileWindow): Promise<Outcome> {
+  return reconcileText(dir, `journal-${Math.random().toString(36).slice(2)}.ndjson`, ndjsonText(entries), records, window);
+}

@@ -373,6 +373,10 @@ export function crashable(store: EventStore, dead: () => boolean): EventStore {
     leaseRows: (...a) => (dead() ? gone() : store.leaseRows(...a)),
     releaseLeases: (...a) => (dead() ? gone() : store.releaseLeases(...a)),
     now: () => (dead() ? gone() : store.now()),
+    recordReconciliation: (...a) => (dead() ? gone() : store.recordReconciliation(...a)),
+    reconciliations: (...a) => (dead() ? gone() : store.reconciliations(...a)),
+    reconciliation: (...a) => (dead() ? gone() : store.reconciliation(...a)),
+    reconciliationBreaks: (...a) => (dead() ? gone() : store.reconciliationBreaks(...a)),
     ping: () => (dead() ? gone() : store.ping()),
     close: () => store.close(),
   };

@@ -151,8 +151,13 @@ describe('decide: refused transitions', () => {
       given(...h).when({ type: 'RecordConnectFailure', attempt: 1, reason: 'refused' }).thenRefused('wrong-status');
     }
   });
-  it('Resolve on anything but UNKNOWN', () => {
+  it('Resolve on anything but UNKNOWN, except a FAILED row found processed (reconcile --settle)', () => {
     for (const h of [received, sent, done, failed, purged]) given(...h).when({ type: 'Resolve', outcome: 'absent' }).thenRefused('wrong-status');
+    for (const h of [received, sent, done, purged]) given(...h).when({ type: 'Resolve', outcome: 'processed', code: '0000', response: 'x' }).thenRefused('wrong-status');
+    given(...failed).when({ type: 'Resolve', outcome: 'processed', code: 'E901', response: 'x' }).thenRefused('not-definite');
+    given(...failed).when({ type: 'Resolve', outcome: 'processed', code: '0000', response: 'x' }, NOW).then([
+      { type: 'Resolved', at: NOW, data: { source: 'inquiry', outcome: 'processed', code: '0000', response: 'x' } },
+    ]);
   });
   it('Purge of UNKNOWN, FAILED, RECEIVED, SENT, whatever their age', () => {
     for (const h of [unknown, failed, received, sent]) given(...h).when({ type: 'Purge', retentionMs: 0 }, 10 ** 12).thenRefused('wrong-status');

@@ -37,6 +37,8 @@ export const ROUTE_ACCESS: Readonly<Record<string, Access>> = {
   'GET /v1/transfers/:guid/events': need('read'),
   'GET /v1/ledger': need('read'),
   'GET /v1/stats': need('read'),
+  'GET /v1/reconciliations': need('read'),
+  'GET /v1/reconciliations/:id': need('read'),
 };
 
 /** `route`: the matched route pattern, undefined when no route matched (the 404 handler). */

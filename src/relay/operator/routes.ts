@@ -23,6 +23,7 @@ import * as S from './schemas.js';
 import { readTimeline } from '../../settle/history.js';
 import { oldestRowOf, readBlackHoleDeadLetters, readLedgerCounts, unansweredSends } from '../../settle/stats.js';
 import { timelineView } from './timeline.js';
+import { runHeadView, runView, viewJson } from '../../settle/reconciliations.js';
 import { operatorRow } from '../../events/policy.js';
 
 export interface OperatorDeps {
@@ -78,6 +79,7 @@ export function operatorRoutes(deps: OperatorDeps) {
     registerTimeline(app, deps);
     registerLedgerPages(app, deps);
     registerOverview(app, deps);
+    registerReconciliations(app, deps);
     registerAction(app, deps, 'resolve', S.actionBody, {
       summary: "`guidgate resolve` for one GUID: sweep it if orphaned, then, UNKNOWN and its last Sent at least minAge old, ask the account system",
       example: { params: { guid: S.EXAMPLE_GUID }, body: { dryRun: true, minAge: '5m' } },
@@ -211,6 +213,49 @@ function registerOverview(app: FastifyInstance, deps: OperatorDeps): void {
       breaker: deps.breaker?.view() ?? { state: 'off' },
       replies: deps.metrics.recentReplies(),
     });
+  });
+}
+
+/** GET /v1/reconciliations and /v1/reconciliations/{id}: the recorded reconciliation runs (CONTRACT.md §8), for auditors. */
+function registerReconciliations(app: FastifyInstance, deps: OperatorDeps): void {
+  const { store, send } = deps;
+  const exact = (reply: FastifyReply, value: unknown): FastifyReply => reply.code(200).header('content-type', 'application/json; charset=utf-8').send(viewJson(value));
+  app.get<{ Querystring: { limit?: string; cursor?: string } }>('/v1/reconciliations', {
+    schema: { querystring: S.reconciliationQuery },
+    attachValidation: true,
+    config: {
+      openapi: {
+        summary: 'The recorded reconciliation runs, newest first, a page at a time: window, journal source and SHA-256, counts per category and severity',
+        example: { query: { limit: '20' } },
+        responses: { 200: { description: 'one page; nextCursor is null on the last', schema: S.reconciliationPage }, 400: 'E400', 503: 'E503' },
+      } satisfies RouteDoc,
+    },
+  }, async (req, reply) => {
+    if (req.validationError) return send(reply, validationReply(req.validationError));
+    const limit = req.query.limit === undefined ? DEFAULTS.ledgerPageRows : Number(req.query.limit);
+    if (limit < 1 || limit > LEDGER_PAGE_MAX) return send(reply, e400('limit', `limit must be from 1 to ${LEDGER_PAGE_MAX}`));
+    // One run more than asked: whether there is a next page, without an empty last page.
+    const runs = await store.reconciliations({ limit: limit + 1, ...(req.query.cursor === undefined ? {} : { beforeId: req.query.cursor }) });
+    if (E.isLeft(runs)) return unavailable(deps, req, reply, runs.left);
+    const page = runs.right.slice(0, limit);
+    return exact(reply, { runs: page.map(runHeadView), nextCursor: runs.right.length > limit ? page[page.length - 1]!.id : null });
+  });
+  app.get<{ Params: { id: string } }>('/v1/reconciliations/:id', {
+    schema: { params: S.reconciliationParams },
+    attachValidation: true,
+    config: {
+      openapi: {
+        summary: 'One reconciliation run: its summary (money per category and side) and every break, with the run that first saw it; account numbers masked',
+        example: { params: { id: '1' } },
+        responses: { 200: { description: 'the run and its breaks in GUID order', schema: S.reconciliationDetail }, 400: 'E400', 404: 'E404 no such reconciliation run', 503: 'E503' },
+      } satisfies RouteDoc,
+    },
+  }, async (req, reply) => {
+    if (req.validationError) return send(reply, validationReply(req.validationError));
+    const run = await store.reconciliation(req.params.id);
+    if (E.isLeft(run)) return unavailable(deps, req, reply, run.left);
+    if (run.right === null) return send(reply, codeReply('E404', undefined, { message: 'no such reconciliation run' }));
+    return exact(reply, runView(run.right));
   });
 }
 

@@ -1,4 +1,5 @@
 import { EVENT_TYPES, STATUSES } from '../../events/codecs.js';
+import { CATEGORIES } from '../../events/reconciliation.js';
 import { ACCOUNT_PATTERN, CURRENCY_PATTERN, GUID_PATTERN } from '../../contract/transferRequest.js';
 
 /**
@@ -125,13 +126,14 @@ export const timeline = {
           },
           {
             type: 'object',
-            required: ['kind', 'at', 'key', 'code', 'fingerprintMatch'],
+            required: ['kind', 'at', 'key', 'code', 'fingerprintMatch', 'replayed'],
             properties: {
               kind: { const: 'request' },
               at: ms,
               key: nullable({ type: 'string' }),
               code: { type: 'string' },
               fingerprintMatch: { type: 'boolean' },
+              replayed: { type: 'boolean', description: 'the row was DONE when the request arrived: it got the stored answer, nothing was sent for it' },
             },
           },
         ],
@@ -204,6 +206,7 @@ export const stats = {
     },
     replies: {
       type: 'object',
+      description: 'replies to channels (the channel API\'s routes, guidgate_replies_total{route="channel"}); operator and console replies are not counted here',
       required: ['windowSeconds', 'perCode', 'perMinute'],
       properties: {
         windowSeconds: { type: 'integer' },
@@ -212,7 +215,7 @@ export const stats = {
           type: 'array',
           minItems: 60,
           maxItems: 60,
-          description: "this process's replies per code in each of the last 60 clock minutes, oldest first; the last is the minute in progress",
+          description: "this process's replies to channels per code in each of the last 60 clock minutes, oldest first; the last is the minute in progress",
           items: { type: 'object', additionalProperties: { type: 'integer', minimum: 0 } },
         },
       },
@@ -262,4 +265,99 @@ export const notEligible = {
   ...errorReply,
   required: ['guid', 'code', 'message', 'before', 'after'],
   properties: { ...errorReply.properties, status, before: operatorRow, after: operatorRow },
+} as const;
+
+// Reconciliation runs (CONTRACT.md §8): the shapes of `reconcile --json`, with the run's id and time.
+
+const breakCategory = { type: 'string', enum: CATEGORIES.filter((c) => c !== 'matched' && c !== 'pending') } as const;
+const runId = { type: 'string', pattern: '^[1-9][0-9]{0,15}$', examples: ['1'] } as const;
+const amount = { type: 'integer', description: 'minor units, written exactly whatever their size' } as const;
+const counts = { type: 'object', required: [...CATEGORIES], additionalProperties: false, properties: Object.fromEntries(CATEGORIES.map((c) => [c, { type: 'integer', minimum: 0 }])) } as const;
+const severities = { type: 'object', required: ['P1', 'P2'], additionalProperties: false, properties: { P1: { type: 'integer', minimum: 0 }, P2: { type: 'integer', minimum: 0 } } } as const;
+const money = { type: 'array', items: { type: 'object', required: ['currency', 'amount'], additionalProperties: false, properties: { currency: nullable({ type: 'string' }), amount } } } as const;
+
+export const reconciliationQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    limit: { type: 'string', pattern: '^[0-9]{1,3}$', description: 'runs per page, 1 to 500 (default 50)', examples: ['20'] },
+    cursor: { ...runId, description: 'nextCursor of the page before' },
+  },
+} as const;
+
+export const reconciliationParams = {
+  type: 'object',
+  required: ['id'],
+  additionalProperties: false,
+  properties: { id: { ...runId, description: 'a run id from GET /v1/reconciliations' } },
+} as const;
+
+const runHeadProperties = {
+  id: runId,
+  recordedAt: ms,
+  window: { type: 'object', required: ['from', 'to', 'pendingMs'], additionalProperties: false, properties: { from: ms, to: ms, pendingMs: { type: 'integer', minimum: 0 } } },
+  source: { type: 'string', description: "the journal's file path or URL (without credentials)" },
+  sha256: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'SHA-256 of every journal byte read' },
+  counts: { ...counts, description: 'GUIDs per category' },
+  severities,
+  breakCount: { type: 'integer', minimum: 0 },
+} as const;
+
+export const reconciliationRun = {
+  type: 'object',
+  required: ['id', 'recordedAt', 'window', 'source', 'sha256', 'counts', 'severities', 'breakCount'],
+  additionalProperties: false,
+  properties: runHeadProperties,
+} as const;
+
+export const reconciliationPage = {
+  type: 'object',
+  required: ['runs', 'nextCursor'],
+  additionalProperties: false,
+  properties: {
+    runs: { type: 'array', items: reconciliationRun, description: 'newest first' },
+    nextCursor: nullable({ type: 'string', description: 'pass as cursor for the next (older) page; null on the last page' }),
+  },
+} as const;
+
+const entry = {
+  type: 'object',
+  required: ['ref', 'from', 'to', 'amount', 'currency', 'appliedAt', 'line'],
+  additionalProperties: false,
+  properties: { ref: { type: 'string' }, from: { type: 'string', description: 'masked to its last 4 characters' }, to: { type: 'string' }, amount, currency: nullable({ type: 'string' }), appliedAt: ms, line: { type: 'integer', minimum: 1 } },
+} as const;
+
+export const reconciliationBreak = {
+  type: 'object',
+  required: ['guid', 'category', 'severity', 'differs', 'ledger', 'journal', 'firstSeen'],
+  additionalProperties: false,
+  properties: {
+    guid: { type: 'string' },
+    category: breakCategory,
+    severity: { type: 'string', enum: ['P1', 'P2'] },
+    differs: { type: 'array', items: { type: 'string', enum: ['from', 'to', 'amount', 'currency'] }, description: 'amount_mismatch: the terms that differ' },
+    ledger: nullable({
+      type: 'object',
+      required: ['status', 'code', 'firstSentAt', 'from', 'to', 'amount', 'currency'],
+      additionalProperties: false,
+      properties: { status, code: nullable({ type: 'string' }), firstSentAt: ms, from: nullable({ type: 'string' }), to: nullable({ type: 'string' }), amount: nullable(amount), currency: nullable({ type: 'string' }) },
+    }),
+    journal: { type: 'array', items: entry, description: "every posting of the GUID the run read" },
+    firstSeen: { ...runId, description: 'the run that first saw this break (still open since)' },
+  },
+} as const;
+
+export const reconciliationDetail = {
+  type: 'object',
+  required: [...reconciliationRun.required, 'bytes', 'money', 'journal', 'ledgerRows', 'matchedWithoutTerms', 'breaks'],
+  additionalProperties: false,
+  properties: {
+    ...runHeadProperties,
+    bytes: { type: 'integer', minimum: 0 },
+    money: { type: 'object', required: [...CATEGORIES], additionalProperties: false, properties: Object.fromEntries(CATEGORIES.map((c) => [c, { type: 'object', required: ['ledger', 'journal'], additionalProperties: false, properties: { ledger: money, journal: money } }])) },
+    journal: { type: 'object', required: ['read', 'outsideRange', 'notJudged'], additionalProperties: false, properties: { read: { type: 'integer' }, outsideRange: { type: 'integer' }, notJudged: { type: 'integer' } } },
+    ledgerRows: { type: 'integer', minimum: 0 },
+    matchedWithoutTerms: { type: 'integer', minimum: 0 },
+    breaks: { type: 'array', items: reconciliationBreak, description: 'in GUID order' },
+  },
 } as const;

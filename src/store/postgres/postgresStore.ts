@@ -16,6 +16,9 @@ import { readAll } from './readAll.js';
 import { readStream } from './readStream.js';
 import { readRequests, recordRequests } from './requests.js';
 import { migrate } from './schema.js';
+import { listReconciliations, readReconciliation, reconciliationBreaksOf, recordReconciliation } from './reconciliations.js';
+import { encodeRun, listBefore, recordedOf, runIdOf } from '../shared/reconciliationRows.js';
+import type { ReconcileResult } from '../../events/reconciliation.js';
 import { serverNow } from './serverClock.js';
 import { boundedWritePool, sessionSettings, storePool, withClient } from './pools.js';
 
@@ -166,6 +169,23 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     leaseRows: (holder: string, rows: readonly LeaseRequest[], forMs: number) =>
       watched('lease', () => leaseRows(pool, holder, rows, forMs, clock === undefined ? null : clock())),
     releaseLeases: (holder: string) => watched('lease', () => releaseLeases(pool, holder, clock === undefined ? null : clock())),
+    recordReconciliation: (run: ReconcileResult) =>
+      watched('reconciliation', async () => {
+        const { run: row, breaks } = encodeRun(run);
+        const { id, at, firstSeen } = await withClient(pool, (client) => recordReconciliation(client, row, breaks, clock === undefined ? null : clock()));
+        return recordedOf(run, id, at, firstSeen);
+      }),
+    reconciliations: ({ limit, beforeId }) =>
+      read('read', async () => {
+        const before = listBefore(beforeId);
+        return before === null ? [] : listReconciliations(pool, Math.max(0, Math.floor(limit)), before);
+      }),
+    reconciliation: (id: string) =>
+      read('read', async () => {
+        const n = runIdOf(id);
+        return n === null ? null : withClient(pool, (client) => readReconciliation(client, n));
+      }),
+    reconciliationBreaks: (guid: string) => read('read', () => reconciliationBreaksOf(pool, guid)),
     removeTombstones: (before: number) => maintain('remove tombstones', () => removeTombstones(pool, before)),
     reclaimSpace: () => maintain('vacuum', () => reclaimSpace(pool)),
     spaceOnDisk: () => read('size', () => tablesBytes(pool)),

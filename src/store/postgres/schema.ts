@@ -79,6 +79,32 @@ const MIGRATIONS: readonly string[] = [
   DROP INDEX IF EXISTS ledger_status_guid;
   CREATE INDEX ledger_unsettled ON ledger (status, guid) WHERE ${UNSETTLED_SQL};
   `,
+  // 5: reconciliation runs (CONTRACT.md §8, issue #27) beside the log, as SQLite's migration 8.
+  `
+  CREATE TABLE reconciliations (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    recorded_at bigint NOT NULL,
+    window_from bigint NOT NULL,
+    window_to   bigint NOT NULL,
+    source      text   NOT NULL,
+    sha256      text   NOT NULL,
+    breaks      bigint NOT NULL,
+    p1          bigint NOT NULL,
+    p2          bigint NOT NULL,
+    summary     text   NOT NULL
+  );
+  CREATE TABLE reconciliation_breaks (
+    run_id     bigint NOT NULL REFERENCES reconciliations (id),
+    guid       text COLLATE "C" NOT NULL,
+    category   text   NOT NULL,
+    severity   text   NOT NULL,
+    first_seen bigint NOT NULL,
+    ledger     text,
+    journal    text   NOT NULL,
+    PRIMARY KEY (run_id, guid)
+  );
+  CREATE INDEX reconciliation_breaks_guid ON reconciliation_breaks (guid, run_id);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -5,11 +5,13 @@ import { rowToEvent, statusSummary } from '../shared/rowCodecs.js';
 import { eventsTable } from './eventsTable.js';
 import { ledgerTable } from './ledgerTable.js';
 import { requestsTable } from './requestsTable.js';
+import { reconciliationsTable } from './reconciliationsTable.js';
+import { listBefore, runIdOf } from '../shared/reconciliationRows.js';
 
 /** Runs a step on the connection the store was opened with, behind the store's boundary (closed: LEDGER_CLOSED). */
 export type OnConnection = <T>(what: string, fn: () => T) => StoreResult<T>;
 
-export type ReadMethods = Pick<EventStore, 'readStream' | 'readAll' | 'readRequests' | 'getLedger' | 'queryLedger' | 'countLedger' | 'countByStatus' | 'verifyProjection'>;
+export type ReadMethods = Pick<EventStore, 'readStream' | 'readAll' | 'readRequests' | 'getLedger' | 'queryLedger' | 'countLedger' | 'countByStatus' | 'verifyProjection' | 'reconciliations' | 'reconciliation' | 'reconciliationBreaks'>;
 
 /**
  * The store's reads, on the connection of the thread that opened it (in WAL mode a read never waits for a writer,
@@ -19,6 +21,7 @@ export function readMethods(db: Database.Database, projection: LedgerProjection,
   const events = eventsTable(db);
   const ledger = ledgerTable(db, projection);
   const requests = requestsTable(db);
+  const reconciliations = reconciliationsTable(db);
   const read = <T>(fn: () => T) => onConnection('read', fn);
   return {
     readStream: (guid) => read(() => events.stream(guid).map(rowToEvent)),
@@ -28,6 +31,18 @@ export function readMethods(db: Database.Database, projection: LedgerProjection,
     queryLedger: (query) => read(() => ledger.query(query)),
     countLedger: (query) => read(() => ledger.count(query)),
     countByStatus: () => read(() => statusSummary(ledger.countByStatus())),
+    reconciliations: ({ limit, beforeId }) =>
+      read(() => {
+        const before = listBefore(beforeId);
+        return before === null ? [] : reconciliations.list(Math.max(0, Math.floor(limit)), before);
+      }),
+    reconciliation: (id) =>
+      read(() => {
+        const n = runIdOf(id);
+        // One read transaction: the run and its breaks as of one instant.
+        return n === null ? null : db.transaction(() => reconciliations.read(n))();
+      }),
+    reconciliationBreaks: (guid) => read(() => reconciliations.ofGuid(guid)),
     // One read transaction: the log and the projection are compared as of the same instant.
     verifyProjection: () => onConnection('verify', () => db.transaction(() => projection.compare(events.foldAll(), ledger.query({})))()),
   };

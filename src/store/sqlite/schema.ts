@@ -114,6 +114,34 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX ledger_status_updated ON ledger (status, updated_at);
   CREATE INDEX ledger_unsettled ON ledger (status, guid) WHERE ${UNSETTLED_SQL};
   `,
+  // 8: reconciliation runs (CONTRACT.md §8, issue #27) beside the log: a run changes no transfer's state. The summary
+  // as JSON text (src/store/shared/reconciliationRows.ts), beside the columns runs are listed by; each break with the
+  // run that first saw it, found by GUID for a transfer's history.
+  `
+  CREATE TABLE reconciliations (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    recorded_at INTEGER NOT NULL,
+    window_from INTEGER NOT NULL,
+    window_to   INTEGER NOT NULL,
+    source      TEXT    NOT NULL,
+    sha256      TEXT    NOT NULL,
+    breaks      INTEGER NOT NULL,
+    p1          INTEGER NOT NULL,
+    p2          INTEGER NOT NULL,
+    summary     TEXT    NOT NULL
+  );
+  CREATE TABLE reconciliation_breaks (
+    run_id     INTEGER NOT NULL REFERENCES reconciliations (id),
+    guid       TEXT    NOT NULL,
+    category   TEXT    NOT NULL,
+    severity   TEXT    NOT NULL,
+    first_seen INTEGER NOT NULL,
+    ledger     TEXT,
+    journal    TEXT    NOT NULL,
+    PRIMARY KEY (run_id, guid)
+  ) WITHOUT ROWID;
+  CREATE INDEX reconciliation_breaks_guid ON reconciliation_breaks (guid, run_id);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

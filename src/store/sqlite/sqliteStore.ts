@@ -6,6 +6,8 @@ import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProje
 import { storeResult, toStoreError, type StoreResult } from '../../events/storeResult.js';
 import { recordsSent, submitWithDeadline, writeDeadlineMs, type Caller } from '../shared/writeDeadline.js';
 import { writeHealth } from '../shared/writeHealth.js';
+import { encodeRun, recordedOf } from '../shared/reconciliationRows.js';
+import type { ReconcileResult } from '../../events/reconciliation.js';
 import { fileBytes, reclaimSpace } from './fileSpace.js';
 import { watchOpenedFile, type FileWatch } from './fileWatch.js';
 import { inlineWriter } from './inlineWriter.js';
@@ -162,6 +164,14 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     releaseLeases: (holder: string) =>
       written(async () => {
         await write({ op: 'releaseLeases', holder, now: clock() });
+      }),
+    recordReconciliation: (run: ReconcileResult) =>
+      written(async () => {
+        if (closed) throw new LedgerClosedError();
+        const { run: row, breaks } = encodeRun(run);
+        const at = clock();
+        const { id, firstSeen } = await write({ op: 'recordReconciliation', run: row, breaks, at });
+        return recordedOf(run, id, at, firstSeen);
       }),
     now: () => onConnection('clock', () => clock()),
     removeTombstones: (before: number) => written(() => write({ op: 'removeTombstones', before })),

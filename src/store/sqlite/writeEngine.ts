@@ -9,6 +9,8 @@ import type { LedgerState } from '../../events/state.js';
 import { inquiryScheduleTable } from './inquiryScheduleTable.js';
 import { leasesTable } from './leasesTable.js';
 import { requestsTable } from './requestsTable.js';
+import { reconciliationsTable } from './reconciliationsTable.js';
+import type { BreakRow, RunRow } from '../shared/reconciliationRows.js';
 import { checkRequestRecord } from '../shared/rowEncoding.js';
 import { ledgerTable } from './ledgerTable.js';
 import { eventsTable, isUniqueViolation } from './eventsTable.js';
@@ -28,7 +30,9 @@ export type WriteOp =
   | { readonly op: 'probe' }
   | { readonly op: 'recordUnclearInquiry'; readonly guid: string; readonly sentAt: number; readonly at: number; readonly minAgeMs: number }
   | { readonly op: 'leaseRows'; readonly holder: string; readonly rows: ReadonlyArray<{ readonly guid: string; readonly lastSeq: number }>; readonly now: number; readonly forMs: number }
-  | { readonly op: 'releaseLeases'; readonly holder: string; readonly now: number };
+  | { readonly op: 'releaseLeases'; readonly holder: string; readonly now: number }
+  /** A reconciliation run, encoded (src/store/shared/reconciliationRows.ts), with its breaks; `at`: when it is recorded. */
+  | { readonly op: 'recordReconciliation'; readonly run: RunRow; readonly breaks: readonly BreakRow[]; readonly at: number };
 
 export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
   ? ExecuteResult
@@ -44,7 +48,9 @@ export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
             ? string[]
             : O extends { op: 'releaseLeases' }
               ? null
-              : number;
+              : O extends { op: 'recordReconciliation' }
+                ? { id: number; firstSeen: number[] }
+                : number;
 
 /** An error as plain data (it may cross a thread), turned back into its class by `reviveError`. */
 export interface OpError {
@@ -80,6 +86,7 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
   const schedule = inquiryScheduleTable(db);
   const leases = leasesTable(db);
   const requests = requestsTable(db);
+  const reconciliations = reconciliationsTable(db);
   const begin = db.prepare('BEGIN IMMEDIATE');
   // For tryRun: BEGIN without waiting for another connection's write lock, then the usual wait again for reads.
   // Not prepared once: SQLite applies a busy_timeout pragma when it compiles the statement, not when it runs. Run
@@ -188,6 +195,8 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
       case 'releaseLeases':
         leases.release(w.holder, w.now);
         return null;
+      case 'recordReconciliation':
+        return reconciliations.record(w.run, w.breaks, w.at);
     }
   }
 

@@ -14,6 +14,8 @@ import { startSweeper } from '../settle/sweeper.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { startSettler } from '../settle/settler.js';
+import { readBlackHoleDeadLetters } from '../settle/stats.js';
+import { orThrow } from '../events/storeResult.js';
 
 export interface ServeOptions {
   readonly port: number;
@@ -74,7 +76,11 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const { store } = ledger;
   const { url: accountUrl, simulator } = await accountSystemUrl(opts, out);
   const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
-  const metrics = createMetrics(store, Date.now, { maxAttempts: opts.maxAttempts, processMetrics: true });
+  const metrics = createMetrics(store, Date.now, {
+    maxAttempts: opts.maxAttempts,
+    processMetrics: true,
+    blackHoleDeadLetters: async () => (await orThrow(readBlackHoleDeadLetters(store, { maxAttempts: opts.maxAttempts }))).guids,
+  });
   const minAgeMs = opts.minAgeMs ?? DEFAULTS.minAgeMs;
   const breaker = createBreaker({ failures: opts.breakerFailures ?? DEFAULTS.breakerFailures, cooldownMs: opts.breakerCooldownMs ?? DEFAULTS.breakerCooldownMs, clock: Date.now, metrics });
   const app = buildApp({

@@ -51,6 +51,10 @@ describe('a black hole: every send unanswered, every inquiry absent', () => {
     expect(stats['blackHoles']).toEqual({ count: 1, guids: [guid], more: false });
     expect((await get(`/v1/transfers/${String(JSON.parse(refused).guid)}/events`))['blackHole']).toBeNull();
 
+    // /metrics names it for the alert (GuidgateBlackHoleDeadLetter), one series per GUID; the refused one is not there.
+    const metrics = (await h.get('/metrics')).body;
+    expect(metrics.split('\n').filter((l) => l.startsWith('guidgate_dead_letter_black_hole{'))).toEqual([`guidgate_dead_letter_black_hole{guid="${guid}"} 1`]);
+
     // `guidgate stats` on the same ledger says the same, by the same rule.
     const human = await cli(['stats', '--max-attempts', '3', '--db', h.db]);
     expect(human.stdout).toContain('FAILED at the attempt cap (3), needing a person: 2\n');

@@ -4,6 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
@@ -116,6 +117,53 @@ describe('guidgate operator commands as processes', () => {
     expect(await row(db, 'RP-2')).toMatchObject({ status: 'DONE', attempts: 3 });
     expect(await row(db, 'RP-CAP')).toMatchObject({ status: 'FAILED', attempts: 3 });
     expect(await row(db, 'RP-U')).toMatchObject({ status: 'UNKNOWN' });
+  });
+
+  it("reprocess GUID… (#28): the dead-letter runbook's commands as written send the named dead letters under the raised cap, and nothing else", async () => {
+    const doc = readFileSync(join(REPO_ROOT, 'docs', 'operating.md'), 'utf8');
+    const runbook = doc.slice(doc.indexOf('**Sending it again.**'));
+    const [dry, real] = [...runbook.matchAll(/^guidgate (reprocess .*)$/gm)].slice(0, 2).map((m) => m[1]!.split(/\s+/));
+    expect(dry).toContain('--dry-run');
+    expect(real).not.toContain('--dry-run');
+    const named = real!.filter((a) => /^TX-/.test(a));
+    expect(named).toHaveLength(2);
+    const sim = await simulator();
+    const db = await ledgerWith([
+      [named[0]!, 'FAILED', { attempts: 5 }], [named[1]!, 'FAILED', { attempts: 5 }],
+      ['DL-OTHER', 'FAILED', { attempts: 5 }], ['F-UNDER', 'FAILED'], ['U-1', 'UNKNOWN'],
+    ]);
+    const asWritten = (args: string[]) => args.map((a) => (a === 'https://core.bank.internal' ? sim.url : a)).concat(['--db', db]);
+    const before = snapshot(db);
+
+    const listed = await cli(asWritten(dry!));
+    expect([listed.code, listed.stderr]).toEqual([0, '']);
+    expect(listed.stdout.split('\n').filter((l) => /^TX-/.test(l)).map((l) => l.split(/\s+/).slice(0, 3))).toEqual(named.map((g) => [g, 'FAILED', 'attempts=5']));
+    expect(listed.stdout).toMatch(/candidates=2 max-attempts=6/);
+    expect(snapshot(db)).toEqual(before);
+
+    const sent = await cli(asWritten(real!));
+    expect([sent.code, sent.stderr, sent.stdout.trim()]).toEqual([0, '', 'reprocess: candidates=2 done=2 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
+    expect(sim.stats().calls).toEqual({ [named[0]!]: 1, [named[1]!]: 1 });
+    for (const g of named) expect(await row(db, g)).toMatchObject({ status: 'DONE', attempts: 6 });
+    expect(await row(db, 'DL-OTHER')).toMatchObject({ status: 'FAILED', attempts: 5 });
+    expect(await row(db, 'F-UNDER')).toMatchObject({ status: 'FAILED', attempts: 1 });
+
+    // Named rows it does not take are said, with why, on stderr and in --json; nothing is sent for them.
+    const again = await cli(['reprocess', '--account-url', sim.url, '--max-attempts', '5', '--json', '--db', db, named[0]!, 'DL-OTHER', 'U-1', 'NO-SUCH']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({
+      candidates: 0,
+      notTaken: [
+        { guid: named[0], why: 'reprocess sends FAILED rows again; this one is DONE' },
+        { guid: 'DL-OTHER', why: 'the attempt cap (5) is used up: a person decides (dead letter)' },
+        { guid: 'U-1', why: 'reprocess sends FAILED rows again; this one is UNKNOWN' },
+        { guid: 'NO-SUCH', why: 'no such GUID in the ledger' },
+      ],
+    });
+    expect(again.stderr).toContain('guidgate reprocess: NO-SUCH not taken: no such GUID in the ledger');
+    expect(sim.stats().totalCalls).toBe(2);
+    const bad = await cli(['reprocess', '--account-url', sim.url, '--db', db, 'not a guid']);
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining("'not a guid' is not a GUID")]);
   });
 
   it('purge while the relay runs: a later resend gets E905 with the original code, and the account system is not called', async () => {

@@ -378,6 +378,21 @@ describe('operator API', () => {
       const sent = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: once }, body: {} });
       expect(sent.json()).toMatchObject({ outcome: 'done', after: { status: 'DONE', attempts: 3 } });
       expect(await simCalls(once)).toMatchObject({ calls: 1, applied: 1 });
+
+      // The dead-letter runbook (#28): maxAttempts above serve's cap sends the named dead letter again, once, by the
+      // same rule as the command (dry run first); a bad maxAttempts, or one given to resolve, is E400 naming it.
+      for (const body of [{ maxAttempts: 0 }, { maxAttempts: '4' }, { maxAttempts: 4.5 }]) {
+        const bad = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body });
+        expect([bad.status, bad.json()['code'], bad.json()['field']]).toEqual([400, 'E400', 'maxAttempts']);
+      }
+      const onResolve = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid: capped }, body: { maxAttempts: 4 } });
+      expect([onResolve.status, onResolve.json()['field']]).toEqual([400, 'maxAttempts']);
+      const dry = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body: { dryRun: true, maxAttempts: 4 } });
+      expect(dry.json()).toMatchObject({ dryRun: true, outcome: 'candidate', after: { status: 'FAILED', attempts: 3 } });
+      expect(await state(capped)).toEqual(before);
+      const raised = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body: { maxAttempts: 4 } });
+      expect(raised.json()).toMatchObject({ outcome: 'done', before: { status: 'FAILED', attempts: 3 }, after: { status: 'DONE', attempts: 4 } });
+      expect(await simCalls(capped)).toMatchObject({ calls: 1, applied: 1 });
     });
 
     it.each([

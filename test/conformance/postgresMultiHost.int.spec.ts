@@ -39,6 +39,8 @@ describe.skipIf(!available)('PostgreSQL, multi-host URL (a host down, a standby,
     async create(): Promise<StoreFixture> {
       const name = `multi_${process.pid}_${n++}`;
       await onServer(cluster.primaryPort, (c) => c.query(`CREATE DATABASE ${name}`));
+      // On the standby too before the store connects: else the standby is passed by for lacking the database, not for being one.
+      await cluster.waitForStandbyCaughtUp();
       const url = multiHostUrl(name);
       return { db: url, open: (o) => openStore(url, { ...o }), backdoor: postgresBackdoor(serverUrl(cluster.primaryPort, name)) };
     },
@@ -49,6 +51,7 @@ describe.skipIf(!available)('PostgreSQL, multi-host URL (a host down, a standby,
   it('every connection the store made is on the primary: none on the standby', async () => {
     const name = `multi_${process.pid}_check`;
     await onServer(cluster.primaryPort, (c) => c.query(`CREATE DATABASE ${name}`));
+    await cluster.waitForStandbyCaughtUp();
     const store = await openStore(multiHostUrl(name), { create: true });
     try {
       const onStandby = await onServer(cluster.standbyPort, async (c) => (await c.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'guidgate'")).rows[0]!.n as number);

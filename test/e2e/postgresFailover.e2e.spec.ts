@@ -134,6 +134,17 @@ describe.skipIf(!available)('PostgreSQL failover under a resending load (pg_auto
     const logs = relays.map((r) => r.output()).join('');
     expect(logs).toMatch(/no writable PostgreSQL host: tried 127\.0\.0\.1:\d+ \(/);
     expect(logs).toMatch(/the primary changed from 127\.0\.0\.1:\d+ to 127\.0\.0\.1:\d+/);
+    // What the relays logged for their E503s (a cause per reply), for the figures line.
+    const causes: Record<string, number> = {};
+    for (const line of logs.split('\n')) {
+      if (!line.includes('"reply":"E503"')) continue;
+      const cause = String((JSON.parse(line) as { cause?: unknown }).cause ?? '').replace(/\d+(\.\d+)?/g, 'N').slice(0, 90);
+      causes[cause] = (causes[cause] ?? 0) + 1;
+    }
+    const afterReady = e503.filter((r) => r.at > followedAt).length;
+    console.info(
+      `failover: E503 causes ${JSON.stringify(causes)}; ${afterReady} E503 after both relays were ready`,
+    );
     console.info(
       `failover: secondary writable ${((writableAt - stoppedAt) / 1000).toFixed(1)} s after the stop; both relays ready ${((followedAt - stoppedAt) / 1000).toFixed(1)} s after it ` +
         `(${((followedAt - writableAt) / 1000).toFixed(1)} s after the new primary); E503 from +${((firstE503 - stoppedAt) / 1000).toFixed(1)} s to +${((lastE503 - stoppedAt) / 1000).toFixed(1)} s ` +

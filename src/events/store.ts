@@ -257,6 +257,25 @@ export interface StoreLifecycle {
   ping(): StoreResult<void>;
   /** Ends the store; every later call is a Left with LEDGER_CLOSED. */
   close(): StoreResult<void>;
+  /**
+   * What would keep an acknowledged write through a failover to a standby (CONTRACT.md §9), read from the server now.
+   * Absent where there is no standby to fail over to (SQLite).
+   */
+  readonly durability?: () => StoreResult<DurabilityReport>;
+}
+
+/** The database server's replication settings as they bear on a failover (PostgreSQL; CONTRACT.md §9). */
+export interface DurabilityReport {
+  /** `synchronous_commit`: on, remote_apply and remote_write wait for the synchronous standbys; local and off do not. */
+  readonly synchronousCommit: string;
+  /** `synchronous_standby_names`; '' when none is named (every commit asynchronous). */
+  readonly synchronousStandbyNames: string;
+  /** Standbys in `pg_stat_replication` that are synchronous now (sync_state sync or quorum); null when not visible to this user. */
+  readonly synchronousStandbys: number | null;
+  /** Standbys streaming from the server, synchronous or not; null when not visible. */
+  readonly standbys: number | null;
+  /** Hosts in `--db`: more than one means a failover is expected. */
+  readonly hosts: number;
 }
 
 /** What opening a ledger gives: every part of the contract. */

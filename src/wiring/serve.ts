@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { checkLedger, ledgerWarning, openStore, processActor } from '../store/openStore.js';
-import type { Synchronous } from '../store/openStore.js';
+import type { HostEvent, Synchronous } from '../store/openStore.js';
 import type { EventStore } from '../events/store.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { createAccountClient } from '../account/accountClient.js';
@@ -14,6 +14,7 @@ import { startSweeper } from '../settle/sweeper.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { startSettler } from '../settle/settler.js';
+import { gatedStore, watchDurability, type DurabilityWatch } from './durability.js';
 
 export interface ServeOptions {
   readonly port: number;
@@ -50,6 +51,8 @@ export interface ServeOptions {
   readonly accountCa?: Buffer;
   /** Run `guidgate check` (quick_check over every page) before opening the ledger; refuse to start if it fails. */
   readonly check?: boolean;
+  /** PostgreSQL: new transfers E503 and /healthz 503 while the primary has no synchronous standby (CONTRACT.md §9). */
+  readonly requireSyncStandby?: boolean;
 }
 
 /** After `close()` starts, connections still open this long past the call timeout are cut (slow bodies, keep-alive). */
@@ -71,7 +74,13 @@ export interface RunningRelay {
 export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const out = opts.out ?? ((line: string) => process.stdout.write(`${line}\n`));
   const ledger = await openServedLedger(opts, out);
-  const { store } = ledger;
+  if (opts.requireSyncStandby === true && ledger.store.durability === undefined) {
+    await ledger.store.close();
+    throw new Error('--require-sync-standby needs a PostgreSQL ledger (--db postgres://…)');
+  }
+  // With --require-sync-standby, claims and the ping refused while the durability report finds no synchronous standby.
+  let durability: DurabilityWatch | null = null;
+  const store = opts.requireSyncStandby === true ? gatedStore(ledger.store, () => (durability === null ? 'the durability report is not read yet' : durability.refusal())) : ledger.store;
   const { url: accountUrl, simulator } = await accountSystemUrl(opts, out);
   const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
   const metrics = createMetrics(store, Date.now, { maxAttempts: opts.maxAttempts, processMetrics: true });
@@ -95,6 +104,12 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   });
   const stopReloadingKeys = reloadKeysOnSighup(opts.keys, app.log);
   ledger.logLossTo(app.log);
+  durability = await watchDurability(ledger.store, {
+    require: opts.requireSyncStandby === true,
+    report: (r) => metrics.pgSynchronousStandbys(r === null ? null : r.synchronousStandbys),
+    warn: (message, r) => app.log.warn({ durability: r }, message),
+    error: (message) => app.log.error(message),
+  });
 
   // At start: rows a previous process left in RECEIVED or SENT. Then at least once per timeout.
   const sweeper = await startSweeper(store, { graceMs: opts.graceMs, everyMs: Math.max(250, Math.min(opts.timeoutMs, opts.graceMs)) }, app.log);
@@ -112,6 +127,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     async stopWork() {
       sweeper.stop();
       stopReloadingKeys();
+      durability?.stop();
       await settler?.stop();
     },
     async release() {
@@ -135,11 +151,13 @@ async function openServedLedger(opts: ServeOptions, out: (line: string) => void)
     out(`ledger check: ${opts.db} is sound (quick_check ${checked.quickCheckMs} ms)`);
   }
   let ledgerLost = (reason: string): void => out(reason);
+  // PostgreSQL: which host takes the writes, and when none does (once per outage, naming every host tried).
+  let hostEvent = (e: HostEvent): void => out(hostLine(e));
   // Inline: commits on this thread (no copy of each unit to another thread and back), their fsync off the event loop.
   // A claim either commits within the send window, and is called, or fails E503 with nothing written (sendWindow.ts).
   const store = await openStore(opts.db, {
     synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, claimDeadlineMs: sendWindowMs(opts.graceMs), writer: opts.writer ?? DEFAULTS.writer,
-    watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'),
+    watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'), onHosts: (e) => hostEvent(e),
   });
   const loose = ledgerWarning(opts.db);
   if (loose !== null) out(`warning: ${loose}`);
@@ -147,8 +165,20 @@ async function openServedLedger(opts: ServeOptions, out: (line: string) => void)
     store,
     logLossTo(log) {
       ledgerLost = (reason) => log.error({ reason }, 'ledger file lost: every new transfer gets E503 until serve is restarted on the right file');
+      hostEvent = (e) => {
+        if (e.kind === 'none') log.error({ tried: e.tried }, hostLine(e));
+        else if (e.previous === null) log.info({ host: e.host }, hostLine(e));
+        else log.warn({ host: e.host, previous: e.previous }, hostLine(e));
+      };
     },
   };
+}
+
+/** A host event (src/store/postgres/hosts.ts) as one line. */
+function hostLine(e: HostEvent): string {
+  if (e.kind === 'none') return `${e.tried}: every new transfer gets E503 until a listed host takes writes`;
+  if (e.previous === null) return `PostgreSQL: writing to ${e.host}`;
+  return e.previous === e.host ? `PostgreSQL: ${e.host} takes writes again` : `PostgreSQL: the primary changed from ${e.previous} to ${e.host}; writing there`;
 }
 
 /**

@@ -31,6 +31,7 @@ const TABLE_ENTRY: Readonly<Record<string, keyof typeof DEFAULTS | null>> = {
   '--max-connections': 'maxConnections',
   '--max-connections-per-address': 'maxConnectionsPerAddress',
   '--check': null,
+  '--require-sync-standby': null,
   '--log-level': 'logLevel',
   '--settle-every': 'settleEveryMs',
   '--min-age': 'minAgeMs',

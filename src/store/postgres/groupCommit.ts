@@ -2,8 +2,8 @@ import type pg from 'pg';
 import type { StoredEvent } from '../../events/codecs.js';
 import type { LedgerState } from '../../events/state.js';
 import type { AppendResult, ExecuteResult } from '../../events/store.js';
-import { LedgerUnavailableError } from '../../events/errors.js';
-import { isConnectionLost, isRetryable, isUniqueViolation } from './errors.js';
+import { LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
+import { isConnectionLost, isReadOnly, isRetryable, isUniqueViolation } from './errors.js';
 import { planBatch, type Unit, type UnitPlan } from './planBatch.js';
 import type { LedgerProjection } from '../../events/store.js';
 import { ledgerColumns } from './ledgerColumns.js';
@@ -15,6 +15,18 @@ import { eventKey, lockRows, redactionsFor, takenSeqs, writeBatch, writeStatemen
 
 /** BEGIN itself failed (typically a pooled connection the server had closed): nothing was sent yet. */
 class NotBegunError extends Error {
+  constructor(override readonly cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause));
+  }
+}
+
+/**
+ * The transaction failed before COMMIT was sent, on a connection that was lost (the server went away, a failover)
+ * or on a server that turned read-only (25006, a demoted primary): the server never committed it, so the batch may
+ * run again, on a new connection, which goes to the writable primary (hosts.ts). A failure once COMMIT was sent
+ * is never this: its outcome is unknown, and its units fail (E503; the sweep and inquiries settle what was claimed).
+ */
+class NotCommittedError extends Error {
   constructor(override readonly cause: unknown) {
     super(cause instanceof Error ? cause.message : String(cause));
   }
@@ -78,30 +90,36 @@ async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[
   } catch (err) {
     throw new NotBegunError(err);
   }
-  for (let round = 0; round < MAX_ROUNDS && pending.length > 0; round++) {
-    lastRead = await lockRows(client, [...new Set(pending.map((i) => submitted[i]!.guid))], projection.rowToState);
-    const roundUnits = await atServerTime(client, pending.map((i) => submitted[i]!));
-    let plan = planBatch(roundUnits, lastRead, projection.stateToRow);
-    if (guarded && plan.events.length > 0) {
-      const blocked = await takenSeqs(client, plan);
-      if (blocked.size > 0) plan = planBatch(roundUnits, lastRead, projection.stateToRow, blocked);
+  try {
+    for (let round = 0; round < MAX_ROUNDS && pending.length > 0; round++) {
+      lastRead = await lockRows(client, [...new Set(pending.map((i) => submitted[i]!.guid))], projection.rowToState);
+      const roundUnits = await atServerTime(client, pending.map((i) => submitted[i]!));
+      let plan = planBatch(roundUnits, lastRead, projection.stateToRow);
+      if (guarded && plan.events.length > 0) {
+        const blocked = await takenSeqs(client, plan);
+        if (blocked.size > 0) plan = planBatch(roundUnits, lastRead, projection.stateToRow, blocked);
+      }
+      const written = plan.rows.length === 0 ? { won: new Set<string>(), positions: new Map<string, number>() } : await writeBatch(client, sql, plan, await redactionsFor(client, plan.purged));
+      const writtenGuids = new Set(plan.rows.map((r) => r.row.guid));
+      const next: number[] = [];
+      roundUnits.forEach((u, k) => {
+        if (writtenGuids.has(u.guid) && !written.won.has(u.guid)) next.push(pending[k]!);
+        else outcomes[pending[k]!] = finish(u, plan.units[k]!, written.positions);
+      });
+      pending = next;
     }
-    const written = plan.rows.length === 0 ? { won: new Set<string>(), positions: new Map<string, number>() } : await writeBatch(client, sql, plan, await redactionsFor(client, plan.purged));
-    const writtenGuids = new Set(plan.rows.map((r) => r.row.guid));
-    const next: number[] = [];
-    roundUnits.forEach((u, k) => {
-      if (writtenGuids.has(u.guid) && !written.won.has(u.guid)) next.push(pending[k]!);
-      else outcomes[pending[k]!] = finish(u, plan.units[k]!, written.positions);
-    });
-    pending = next;
+    for (const i of pending) {
+      const u = submitted[i]!;
+      outcomes[i] = finish(u, { kind: 'lost', state: lastRead.get(u.guid) ?? null }, new Map());
+    }
+    // The last moment to leave out a unit whose caller has answered without it (as SQLite's writer does): a claim
+    // committed after its caller gave up would be an orphan no one calls for, and E503 promised "nothing written".
+    if (submitted.some((_, i) => gaveUp(i))) throw new CallersGaveUp();
+  } catch (err) {
+    // (A unit's caller giving up, a row that did not decode: the caller's to handle, not the connection's.)
+    if (!(err instanceof CallersGaveUp) && !(err instanceof LedgerCorruptError) && (isConnectionLost(err) || isReadOnly(err))) throw new NotCommittedError(err);
+    throw err;
   }
-  for (const i of pending) {
-    const u = submitted[i]!;
-    outcomes[i] = finish(u, { kind: 'lost', state: lastRead.get(u.guid) ?? null }, new Map());
-  }
-  // The last moment to leave out a unit whose caller has answered without it (as SQLite's writer does): a claim
-  // committed after its caller gave up would be an orphan no one calls for, and E503 promised "nothing written".
-  if (submitted.some((_, i) => gaveUp(i))) throw new CallersGaveUp();
   await client.query('COMMIT');
   return outcomes as UnitOutcome[];
 }
@@ -123,6 +141,10 @@ export async function runBatch(client: pg.ClientBase, units: readonly SubmittedU
       return outcomes;
     } catch (err) {
       if (err instanceof NotBegunError) throw err;
+      if (err instanceof NotCommittedError) {
+        if (!isConnectionLost(err.cause)) await client.query('ROLLBACK').catch(() => undefined);
+        throw err;
+      }
       // A connection that failed (or stopped answering: query_timeout) takes no ROLLBACK; it is closed, and with it the transaction.
       if (!isConnectionLost(err) || err instanceof CallersGaveUp) await client.query('ROLLBACK').catch(() => undefined);
       if (err instanceof CallersGaveUp) {
@@ -167,16 +189,18 @@ export function groupCommit(pool: pg.Pool, options: { maxBatch: number; maxInFli
   const idle: Array<() => void> = [];
 
   async function write(units: readonly SubmittedUnit[], callers: readonly Caller[]): Promise<UnitOutcome[]> {
-    // A connection that died while idle in the pool (PostgreSQL restarted) fails at BEGIN, before
-    // anything was sent: then, once, the batch takes a new connection. Any later failure may have reached
-    // COMMIT, so it is never retried here.
+    // A connection that died while idle in the pool (PostgreSQL restarted) fails at BEGIN, before anything was
+    // sent; one lost (or whose server turned read-only) before COMMIT was sent took nothing with it: then, once, the
+    // batch takes a new connection, to the primary as it is now. A failure once COMMIT was sent may have
+    // committed, so it is never retried here.
     for (let attempt = 1; ; attempt++) {
       try {
         // A connection that failed may be broken: it is closed, never handed out again.
         return await withClient(pool, (client) => runBatch(client, units, options.projection, sql, (i) => callers[i]!.gaveUp));
       } catch (err) {
-        if (err instanceof NotBegunError && attempt < 2) continue;
-        const error = fail(err instanceof NotBegunError ? err.cause : err);
+        const notWritten = err instanceof NotBegunError || err instanceof NotCommittedError;
+        if (notWritten && attempt < 2) continue;
+        const error = fail(notWritten ? err.cause : err);
         return units.map(() => ({ ok: false, error }));
       }
     }

@@ -20,14 +20,22 @@ import { listReconciliations, readReconciliation, reconciliationBreaksOf, record
 import { encodeRun, listBefore, recordedOf, runIdOf } from '../shared/reconciliationRows.js';
 import type { ReconcileResult } from '../../events/reconciliation.js';
 import { serverNow } from './serverClock.js';
+import { readDurability } from './durability.js';
 import { boundedWritePool, sessionSettings, storePool, withClient } from './pools.js';
+import { HostRotation, type HostEvent } from './hosts.js';
+import { parsePostgresUrl, PostgresUrlError } from './postgresUrl.js';
 
 /** True when `--db` names a PostgreSQL database rather than a SQLite file. */
 export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db);
 
 export interface PostgresStoreOptions {
-  /** `postgres://user@host:port/dbname` (or `postgresql://`). */
+  /**
+   * `postgres://user@host:port/dbname` (or `postgresql://`), or several hosts (`h1:p1,h2:p2`, optionally with
+   * `target_session_attrs=read-write` or `primary`): every connection goes to the one that takes writes (hosts.ts).
+   */
   readonly url: string;
+  /** Told when no listed host takes writes (once per outage) and when writes go to a host (at start, after a change). */
+  readonly onHosts?: (event: HostEvent) => void;
   /** The inline projection written in every batch's transaction (the opener's: src/store/openStore.ts). */
   readonly projection: LedgerProjection;
   /**
@@ -71,8 +79,8 @@ export interface PostgresEventStore extends EventStore {
 }
 
 /** The pool of reads and maintenance, once the schema is up to date (`migrate`); if that fails, the pool is ended. */
-async function openMigrated(config: pg.PoolConfig, create: boolean): Promise<pg.Pool> {
-  const pool = storePool(config);
+async function openMigrated(config: pg.PoolConfig, rotation: HostRotation, create: boolean): Promise<pg.Pool> {
+  const pool = storePool(config, rotation);
   await atBoundary('open', () => withClient(pool, (client) => migrate(client, create))).catch(async (err: unknown) => {
     await pool.end().catch(() => undefined);
     throw err;
@@ -83,12 +91,21 @@ async function openMigrated(config: pg.PoolConfig, create: boolean): Promise<pg.
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
   const { url, projection, clock, maxBatch = 512, maxInFlight = 2, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate', create = true } = options;
   if (!isPostgresUrl(url)) throw new LedgerUnavailableError('not a PostgreSQL URL (postgres://… or postgresql://…)');
+  let hosts;
+  try {
+    hosts = parsePostgresUrl(url).hosts;
+  } catch (err) {
+    if (err instanceof PostgresUrlError) throw new LedgerUnavailableError(`bad PostgreSQL URL: ${err.message}`);
+    throw err;
+  }
+  // One rotation for both pools: a failover seen by a write moves the reads on too.
+  const rotation = new HostRotation(hosts, options.onHosts);
   const actorFor = actorsOf(options.actor);
-  const connection = { connectionString: url, connectionTimeoutMillis: connectTimeoutMs, application_name: applicationName };
-  const pool = await openMigrated({ ...connection, max: poolSize, options: sessionSettings({ lock_timeout: lockTimeoutMs }) }, create);
+  const connection = { connectionTimeoutMillis: connectTimeoutMs, application_name: applicationName };
+  const pool = await openMigrated({ ...connection, max: poolSize, options: sessionSettings({ lock_timeout: lockTimeoutMs }) }, rotation, create);
   const deadlineMs = writeDeadlineMs(lockTimeoutMs);
   const claimDeadlineMs = writeDeadlineMs(lockTimeoutMs, options.claimDeadlineMs);
-  const writePool = boundedWritePool({ ...connection, max: maxInFlight }, lockTimeoutMs, deadlineMs);
+  const writePool = boundedWritePool({ ...connection, max: maxInFlight }, rotation, lockTimeoutMs, deadlineMs);
   const writes = groupCommit(writePool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write'), projection });
   /** A unit for the group commit, given up (and left unwritten if not yet committed) at its deadline: a claim's, or the write deadline. */
   const submit = (unit: SubmittedUnit): Promise<AppendResult | ExecuteResult> =>
@@ -191,6 +208,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     spaceOnDisk: () => read('size', () => tablesBytes(pool)),
     rebuildProjection: () => maintain('rebuild', () => withClient(pool, (client) => rebuildProjection(client, projection))),
     verifyProjection: () => read('verify', () => withClient(pool, (client) => verifyProjection(client, projection))),
+    durability: () => read('durability', () => readDurability(pool, hosts.length)),
     ping: () =>
       storeResult('ping', () => {
         open();

@@ -23,7 +23,8 @@ interface Plan {
 
 /**
  * Where a finished run is recorded in the ledger (CONTRACT.md §8: window, source, SHA-256, counts, breaks with the
- * run that first saw them). The store's run record plugs in here; until it exists, runs are not recorded.
+ * run that first saw them). The store's run record plugs in here (`async (run) => orThrow(store.recordReconciliation(run))`);
+ * until it exists, runs are not recorded and the breaks are printed as they are found.
  */
 export function recordRunIn(_store: EventStore): RecordRun | undefined {
   return undefined;
@@ -103,18 +104,21 @@ export async function runReconcile(o: ReconcileCliOptions, usage: (message: stri
     const account = o.settle === true ? (await import('../account/accountClient.js')).createAccountClient({ baseUrl: o.accountUrl!, timeoutMs: o.timeout, connections: o.concurrency }) : undefined;
     const progress = reconcileProgress();
     await report.start({ window: p.window, source: journal.source });
+    const record = recordRunIn(store);
     try {
       const run = await reconcileRun({
         store,
         window: p.window,
         journal,
         columns: p.columns,
-        onBreak: (b) => report.write(b),
+        // Recorded, the breaks are printed once the ledger has said since which run each is open (firstSeen).
+        onBreak: record === undefined ? (b) => report.write(b) : undefined,
         onProgress: (q) => progress.update(q),
         settle: account === undefined ? undefined : { account, graceMs: o.grace, concurrency: o.concurrency },
-        record: recordRunIn(store),
+        record,
       });
       progress.stop();
+      if (record !== undefined) for (const b of run.breaks) await report.write(b);
       const settled = run.settlements;
       if (p.format === 'json') {
         await report.end(run.summary, o.settle === true ? { settled } : undefined);

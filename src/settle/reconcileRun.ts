@@ -66,10 +66,15 @@ export interface ReconciliationResult {
   readonly breaks: readonly Break[];
   /** `--settle`'s outcome per GUID (empty without it). */
   readonly settlements: readonly Settlement[];
+  /** The recorded run's id (null: not recorded). */
+  readonly id: string | null;
 }
 
-/** Records a finished run in the ledger (the store's run record; none yet: the command line passes undefined). */
-export type RecordRun = (run: ReconciliationResult) => Promise<void>;
+/**
+ * Records a finished run in the ledger (the store's run record). It may give back the run as recorded: its id and
+ * its breaks with the run that first saw each (`firstSeen`), which the result then carries.
+ */
+export type RecordRun = (run: ReconciliationResult) => Promise<{ readonly id: string; readonly breaks: readonly Break[] } | void>;
 
 export interface SettleWith {
   readonly account: AccountClient;
@@ -148,10 +153,10 @@ export async function reconcileRun(opts: ReconcileRunOptions): Promise<Reconcili
   }
   const run: ReconciliationResult = {
     window: summary.window, source: summary.source, sha256: summary.sha256, counts: summary.counts, severities: summary.severities,
-    summary, breaks, settlements,
+    summary, breaks, settlements, id: null,
   };
-  await opts.record?.(run);
-  return run;
+  const recorded = await opts.record?.(run);
+  return recorded === undefined ? run : { ...run, id: recorded.id, breaks: recorded.breaks };
 }
 
 /**

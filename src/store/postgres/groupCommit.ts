@@ -9,7 +9,7 @@ import type { LedgerProjection } from '../../events/store.js';
 import { ledgerColumns } from './ledgerColumns.js';
 import { executeResultOf } from '../shared/executeResult.js';
 import { CALLER_GAVE_UP, type Caller } from '../shared/writeDeadline.js';
-import { beginAtServerTime, serverNow } from './serverClock.js';
+import { BEGIN_WRITE, beginAtServerTime, serverNow } from './serverClock.js';
 import { withClient } from './pools.js';
 import { eventKey, lockRows, redactionsFor, takenSeqs, writeBatch, writeStatement, type BatchSql } from './writeBatch.js';
 
@@ -82,8 +82,9 @@ function finish(unit: Pick<SubmittedUnit, 'op'>, plan: UnitPlan, positions: Read
 
 /**
  * One transaction for the whole batch (the database's isolation level, READ COMMITTED by default;
- * synchronous_commit on): lock the batch's rows, decide
- * in JS, write everything in one statement, commit. Returns only after COMMIT, so no caller calls the
+ * synchronous_commit on): lock the batch's rows (none in the first round for GUIDs decided on the rows their
+ * callers saw: `trustedRows`), decide in JS, write everything in one statement, commit. A batch of claims and
+ * outcomes is three round trips: BEGIN with the server's clock, the write, COMMIT. Returns only after COMMIT, so no caller calls the
  * account system before its claim is durable. A GUID whose row another transaction created first (its
  * INSERT waited for that transaction and then found the row) is locked and decided again in the next round.
  * Under SERIALIZABLE that INSERT fails with 40001 instead, and `runBatch` runs the batch again.
@@ -99,7 +100,7 @@ async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[
   let begunAt: number | undefined;
   try {
     if (begin) begunAt = await beginAtServerTime(client);
-    else await client.query('BEGIN');
+    else await client.query(BEGIN_WRITE);
   } catch (err) {
     throw new NotBegunError(err);
   }

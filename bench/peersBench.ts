@@ -280,7 +280,7 @@ try {
         const tag = suffix === '' ? key : (`${key}@baseline` as const);
         if (key === 'sqlite') {
           const p = await start(bin, ['serve', '--port', '0', '--db', join(dir, `${tag}.db`), '--account-url', stub.url, '--log-level', 'warn']);
-          relays.push({ key: tag, name: `guidgate, SQLite${suffix}`, durable: 'yes: the WAL synced per batch before any answer (default --synchronous FULL)', ...p, server: null });
+          relays.push({ key: tag, name: `guidgate, SQLite${suffix}`, durable: 'yes: a claim synced before its call, an outcome by the next sync (default --synchronous FULL)', ...p, server: null });
         } else {
           const db = await throwawayDatabase(values.db, suffix === '' ? 'peers' : 'peersbase');
           pgDbs.push(db);

@@ -9,7 +9,7 @@ import type { LedgerProjection } from '../../events/store.js';
 import { ledgerColumns } from './ledgerColumns.js';
 import { executeResultOf } from '../shared/executeResult.js';
 import { CALLER_GAVE_UP, type Caller } from '../shared/writeDeadline.js';
-import { serverNow } from './serverClock.js';
+import { BEGIN_WRITE, beginAtServerTime, serverNow } from './serverClock.js';
 import { withClient } from './pools.js';
 import { eventKey, lockRows, redactionsFor, takenSeqs, writeBatch, writeStatement, type BatchSql } from './writeBatch.js';
 
@@ -45,14 +45,34 @@ const callerGaveUp = (): { ok: false; error: Error } => ({ ok: false, error: new
 export type SubmittedUnit = Exclude<Unit, { op: 'execute' }> | (Omit<Extract<Unit, { op: 'execute' }>, 'now'> & { readonly now?: number });
 
 /**
- * The units with every missing `now` set to the server's clock read after the round's rows are locked: an
- * event is stamped no earlier than the event of any transaction it waited for, so a stream's times never go
- * backwards (as long as the server's clock does not), whichever host wrote them.
+ * The units with every missing `now` set to the server's clock: `begunAt` when the transaction read it as it began
+ * (a round that locks nothing), else read now, after the round's rows are locked: an event is stamped no earlier than
+ * the event of any transaction it waited for, so a stream's times never go backwards (as long as the server's clock
+ * does not), whichever host wrote them.
  */
-async function atServerTime(client: pg.ClientBase, units: readonly SubmittedUnit[]): Promise<Unit[]> {
+async function atServerTime(client: pg.ClientBase, units: readonly SubmittedUnit[], begunAt?: number): Promise<Unit[]> {
   if (units.every((u) => u.op !== 'execute' || u.now !== undefined)) return units as Unit[];
-  const now = await serverNow(client);
+  const now = begunAt ?? (await serverNow(client));
   return units.map((u) => (u.op === 'execute' && u.now === undefined ? { ...u, now } : u) as Unit);
+}
+
+/**
+ * The GUIDs a batch's first round decides on the rows their callers saw (`execute`'s `seen`), neither read nor locked:
+ * those whose every unit brings the same one (a GUID with an `appendEvents`, a unit without `seen` or two different
+ * rows is read and locked as usual). The write's compare-and-set tells whether the row still is what was seen: the
+ * UPDATE moves it only from the seen `last_seq`, the INSERT of a new row does nothing over a row that exists. A GUID
+ * that loses there, or whose units were not all written (a refusal or an error decided on a row that may be out of
+ * date), is locked and decided again in the next round, so the result is the one without `seen`.
+ */
+function trustedRows(units: readonly SubmittedUnit[]): Map<string, LedgerState | null> {
+  const trusted = new Map<string, LedgerState | null>();
+  const distrusted = new Set<string>();
+  for (const u of units) {
+    if (u.op !== 'execute' || u.seen === undefined || (trusted.has(u.guid) && trusted.get(u.guid) !== u.seen)) distrusted.add(u.guid);
+    else trusted.set(u.guid, u.seen);
+  }
+  for (const guid of distrusted) trusted.delete(guid);
+  return trusted;
 }
 
 export type UnitOutcome = { readonly ok: true; readonly value: AppendResult | ExecuteResult } | { readonly ok: false; readonly error: unknown };
@@ -74,8 +94,9 @@ function finish(unit: Pick<SubmittedUnit, 'op'>, plan: UnitPlan, positions: Read
 
 /**
  * One transaction for the whole batch (the database's isolation level, READ COMMITTED by default;
- * synchronous_commit on): lock the batch's rows, decide
- * in JS, write everything in one statement, commit. Returns only after COMMIT, so no caller calls the
+ * synchronous_commit on): lock the batch's rows (none in the first round for GUIDs decided on the rows their
+ * callers saw: `trustedRows`), decide in JS, write everything in one statement, commit. A batch of claims and
+ * outcomes is three round trips: BEGIN with the server's clock, the write, COMMIT. Returns only after COMMIT, so no caller calls the
  * account system before its claim is durable. A GUID whose row another transaction created first (its
  * INSERT waited for that transaction and then found the row) is locked and decided again in the next round.
  * Under SERIALIZABLE that INSERT fails with 40001 instead, and `runBatch` runs the batch again.
@@ -85,28 +106,40 @@ async function runOnce(client: pg.ClientBase, submitted: readonly SubmittedUnit[
   const outcomes: Array<UnitOutcome | undefined> = new Array(submitted.length);
   let pending = submitted.map((_, i) => i);
   let lastRead = new Map<string, LedgerState>();
+  let trusted = trustedRows(submitted);
+  // Nothing to lock before the first decision: BEGIN reads the server's clock in the same round trip.
+  const begin = trusted.size === new Set(submitted.map((u) => u.guid)).size && submitted.some((u) => u.op === 'execute' && u.now === undefined);
+  let begunAt: number | undefined;
   try {
-    await client.query('BEGIN');
+    if (begin) begunAt = await beginAtServerTime(client);
+    else await client.query(BEGIN_WRITE);
   } catch (err) {
     throw new NotBegunError(err);
   }
   try {
-    for (let round = 0; round < MAX_ROUNDS && pending.length > 0; round++) {
-      lastRead = await lockRows(client, [...new Set(pending.map((i) => submitted[i]!.guid))], projection.rowToState);
-      const roundUnits = await atServerTime(client, pending.map((i) => submitted[i]!));
-      let plan = planBatch(roundUnits, lastRead, projection.stateToRow);
+    // One round more when the first decided on seen rows: a stale one costs that round, not a conflict's.
+    const rounds = trusted.size > 0 ? MAX_ROUNDS + 1 : MAX_ROUNDS;
+    for (let round = 0; round < rounds && pending.length > 0; round++) {
+      const toLock = [...new Set(pending.map((i) => submitted[i]!.guid))].filter((guid) => !trusted.has(guid));
+      lastRead = toLock.length === 0 ? new Map() : await lockRows(client, toLock, projection.rowToState);
+      const roundUnits = await atServerTime(client, pending.map((i) => submitted[i]!), round === 0 ? begunAt : undefined);
+      const stored = new Map(lastRead);
+      for (const [guid, state] of trusted) if (state !== null) stored.set(guid, state);
+      let plan = planBatch(roundUnits, stored, projection.stateToRow);
       if (guarded && plan.events.length > 0) {
         const blocked = await takenSeqs(client, plan);
-        if (blocked.size > 0) plan = planBatch(roundUnits, lastRead, projection.stateToRow, blocked);
+        if (blocked.size > 0) plan = planBatch(roundUnits, stored, projection.stateToRow, blocked);
       }
       const written = plan.rows.length === 0 ? { won: new Set<string>(), positions: new Map<string, number>() } : await writeBatch(client, sql, plan, await redactionsFor(client, plan.purged));
       const writtenGuids = new Set(plan.rows.map((r) => r.row.guid));
       const next: number[] = [];
       roundUnits.forEach((u, k) => {
-        if (writtenGuids.has(u.guid) && !written.won.has(u.guid)) next.push(pending[k]!);
+        const again = writtenGuids.has(u.guid) ? !written.won.has(u.guid) : trusted.has(u.guid);
+        if (again) next.push(pending[k]!);
         else outcomes[pending[k]!] = finish(u, plan.units[k]!, written.positions);
       });
       pending = next;
+      trusted = new Map();
     }
     for (const i of pending) {
       const u = submitted[i]!;

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { actorsOf, type EventAudit, type NewEvent, type ProcessActor, type StoredEvent } from '../../events/codecs.js';
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
-import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, RequestRecord } from '../../events/store.js';
+import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, RequestRecord, SeenRow } from '../../events/store.js';
 import { orThrow, storeResult, type StoreResult } from '../../events/storeResult.js';
 import { writeHealth } from '../shared/writeHealth.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
@@ -169,8 +169,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult> {
       return submitted({ op: 'append', guid, expectedSeq, events, actor: actorFor(audit) });
     },
-    execute(guid: string, command: Command, audit?: EventAudit): StoreResult<ExecuteResult> {
-      return submitted({ op: 'execute', guid, command, actor: actorFor(audit), ...(clock === undefined ? {} : { now: clock() }) });
+    execute(guid: string, command: Command, audit?: EventAudit, seen?: SeenRow): StoreResult<ExecuteResult> {
+      return submitted({ op: 'execute', guid, command, actor: actorFor(audit), ...(clock === undefined ? {} : { now: clock() }), ...(seen === undefined ? {} : { seen: seen.state }) });
     },
     now: (): StoreResult<number> => read('clock', clock === undefined ? () => serverNow(pool) : async () => clock()),
     recordRequests: (records: readonly RequestRecord[]) => watched('request records', () => recordRequests(pool, records)),

@@ -703,6 +703,34 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       });
     });
 
+    describe('continuity (CONTRACT.md §9)', () => {
+      it('the standing names the server and how far the log reaches; missingEvents names exactly the events the log lacks', async () => {
+        const f = await fresh();
+        const store = await open(f);
+        const before = await orThrow(store.ledgerStanding());
+        await orThrow(store.execute('a', submit()));
+        await orThrow(store.execute('b', submit()));
+        const after = await orThrow(store.ledgerStanding());
+        expect(after.server).toBe(before.server);
+        expect(after.instance).toBe(before.instance);
+        expect(after.position).toBeGreaterThanOrEqual(before.position + 4);
+        const missing = await orThrow(store.missingEvents([{ guid: 'a', seq: 0 }, { guid: 'a', seq: 1 }, { guid: 'a', seq: 2 }, { guid: 'zz', seq: 0 }, { guid: 'b', seq: 1 }]));
+        expect(missing).toEqual([{ guid: 'a', seq: 2 }, { guid: 'zz', seq: 0 }]);
+        expect(await orThrow(store.missingEvents([]))).toEqual([]);
+      });
+
+      it('a mark written is read back by the next opening (a store that keeps none reads null)', async () => {
+        const f = await fresh();
+        const store = await open(f);
+        const mark = { position: 7, at: 1_700_000_000_000, window: { wentBackAt: 1_700_000_000_000, endsAt: 1_700_003_600_000 } };
+        await orThrow(store.writeMark(mark));
+        const again = await open(f);
+        const read = await orThrow(again.readMark());
+        if (read !== null) expect(read).toEqual(mark);
+        else expect(f.db).toMatch(/^postgres/);
+      });
+    });
+
     describe('lifecycle', () => {
       it('ping answers while open; close (twice at once) writes what was submitted first; after it every call is LEDGER_CLOSED', async () => {
         const f = await fresh();
@@ -750,6 +778,10 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           now: () => store.now(),
           recordRequests: () => store.recordRequests([{ guid: 'a', at: 1, key: null, code: '0000', fingerprintMatch: true }]),
           readRequests: () => store.readRequests('a'),
+          ledgerStanding: () => store.ledgerStanding(),
+          missingEvents: () => store.missingEvents([{ guid: 'a', seq: 0 }]),
+          readMark: () => store.readMark(),
+          writeMark: () => store.writeMark({ position: 1, at: 1 }),
           ping: () => store.ping(),
         };
         const settled = await Promise.allSettled(Object.values(calls).map((call) => call()));

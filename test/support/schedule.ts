@@ -373,6 +373,10 @@ export function crashable(store: EventStore, dead: () => boolean): EventStore {
     leaseRows: (...a) => (dead() ? gone() : store.leaseRows(...a)),
     releaseLeases: (...a) => (dead() ? gone() : store.releaseLeases(...a)),
     now: () => (dead() ? gone() : store.now()),
+    ledgerStanding: () => (dead() ? gone() : store.ledgerStanding()),
+    missingEvents: (...a) => (dead() ? gone() : store.missingEvents(...a)),
+    readMark: () => (dead() ? gone() : store.readMark()),
+    writeMark: (...a) => (dead() ? gone() : store.writeMark(...a)),
     ping: () => (dead() ? gone() : store.ping()),
     close: () => store.close(),
   };

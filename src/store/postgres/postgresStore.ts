@@ -17,6 +17,7 @@ import { readStream } from './readStream.js';
 import { readRequests, recordRequests } from './requests.js';
 import { migrate } from './schema.js';
 import { serverNow } from './serverClock.js';
+import { missingServerEvents, serverStanding } from './continuity.js';
 import { boundedWritePool, sessionSettings, storePool, withClient } from './pools.js';
 
 /** True when `--db` names a PostgreSQL database rather than a SQLite file. */
@@ -171,6 +172,11 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     spaceOnDisk: () => read('size', () => tablesBytes(pool)),
     rebuildProjection: () => maintain('rebuild', () => withClient(pool, (client) => rebuildProjection(client, projection))),
     verifyProjection: () => read('verify', () => withClient(pool, (client) => verifyProjection(client, projection))),
+    // Continuity (CONTRACT.md §9): read on the pool's connections; no mark beside a server's ledger (it would go back with it).
+    ledgerStanding: () => read('standing', () => serverStanding(pool)),
+    missingEvents: (keys) => read('read', () => missingServerEvents(pool, keys)),
+    readMark: () => storeResult('continuity mark', async () => (open(), null)),
+    writeMark: () => storeResult('continuity mark', async () => open()),
     ping: () =>
       storeResult('ping', () => {
         open();

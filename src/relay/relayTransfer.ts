@@ -7,7 +7,8 @@ import type { AccountClient } from '../account/accountClient.js';
 import type { Breaker } from './breaker.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { codeReply, definiteReply, ledgerUnavailableReply, replyForRefusal, replyForState, type Reply } from './replies.js';
-import { resendAfterInquiry } from '../settle/resendAfterInquiry.js';
+import { claimAfterInquiry, resendAfterInquiry } from '../settle/resendAfterInquiry.js';
+import type { ContinuityGate } from '../settle/continuityGuard.js';
 import { sendAudit, sendClaimed, type SendLogger, type SendResult } from '../settle/sendClaimed.js';
 import { monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from '../settle/sendWindow.js';
 import { DEFAULTS } from '../shared/defaults.js';
@@ -33,6 +34,8 @@ export interface RelayDeps {
   readonly log?: (line: Record<string, unknown>) => void;
   /** Where a withheld send and a stale answer are logged; without it only the metrics count them. */
   readonly sendLog?: SendLogger | undefined;
+  /** The continuity guard (CONTRACT.md §9): asked before a GUID the ledger does not know is claimed. None: never asked. */
+  readonly continuity?: ContinuityGate | undefined;
 }
 
 export interface RelayResult {
@@ -89,6 +92,14 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     if (E.isLeft(refused) && !mayHaveArrived) return { reply: replyForRefusal(request.guid, refused.left, maxAttempts), request, ...known };
   }
 
+  // A GUID the ledger does not know, while the ledger may have gone back (CONTRACT.md §9): inquired about first.
+  let window: { readonly wentBackAt: number } | null = null;
+  if (existing === null && deps.continuity !== undefined) {
+    const gate = await deps.continuity.beforeFirstClaim();
+    if (E.isLeft(gate)) return { reply: ledgerUnavailableReply(request.guid, gate.left, deps.log), request };
+    window = gate.right;
+  }
+
   // Checked before the claim: a request the breaker refuses leaves nothing in the ledger. A row whose earlier
   // attempt may have arrived is E901 then (its outcome is unknown until an inquiry), never "not sent".
   const permit = deps.breaker === undefined ? null : deps.breaker.permit();
@@ -100,9 +111,12 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
 
   // Past the replay path: the key and the flags in force go into the actor of every event this request writes.
   const audit = auditOf(deps, channel);
+  const settleDeps = { store, account: deps.account, clock: deps.clock, metrics: deps.metrics, monotonicNow: deps.monotonicNow };
   const { startedAt, result } = existing === null
-    ? await timedWrite(deps.monotonicNow ?? monotonicNow, () => store.execute(request.guid, submit, audit, { state: null }))
-    : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics, monotonicNow: deps.monotonicNow }, existing, submit, audit);
+    ? window === null
+      ? await timedWrite(deps.monotonicNow ?? monotonicNow, () => store.execute(request.guid, submit, audit, { state: null }))
+      : await claimAfterInquiry(settleDeps, request.guid, submit, window.wentBackAt, audit)
+    : await resendAfterInquiry(settleDeps, existing, submit, audit);
   if (E.isLeft(result)) {
     permit?.done(null);
     return { reply: ledgerUnavailableReply(request.guid, result.left, deps.log), request, ...known };
@@ -114,7 +128,8 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     return { reply: replyForRefusal(request.guid, result.right.refusal, maxAttempts), request, ...knownAs(result.right.refusal.state, request) };
   }
   const claimed = result.right.state;
-  // The inquiry before the resend found it processed: DONE, and the stored answer is the reply.
+  // The inquiry before the resend (or before the first send, in the continuity window) found it processed: DONE,
+  // and the stored answer is the reply.
   if (claimed.status !== 'SENT') {
     permit?.done(null);
     return { reply: replyForState(claimed), request, ...knownAs(claimed, request) };

@@ -104,6 +104,12 @@ export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () =>
     labelNames: ['reason'],
     registers: [registry],
   });
+  const continuityBreaks = new Counter({
+    name: 'guidgate_ledger_continuity_breaks_total',
+    help: 'Times this relay saw the ledger go back (another server or timeline, its recently acknowledged events missing, a SQLite file behind its last recorded position): CONTRACT.md §9',
+    registers: [registry],
+  });
+  continuityBreaks.inc(0);
   const maxAttempts = opts.maxAttempts;
   if (maxAttempts !== undefined) {
     new Gauge({
@@ -143,6 +149,10 @@ export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () =>
     /** A definite answer kept as a StaleAnswer: for an `older` attempt than the row's, or for its `current` one once settled. */
     staleAnswer(attempt: 'older' | 'current'): void {
       staleAnswers.inc({ attempt });
+    },
+    /** The continuity guard saw the ledger go back (src/settle/continuityGuard.ts). */
+    continuityBreak(): void {
+      continuityBreaks.inc();
     },
     requestRecordsLost(n: number): void {
       recordsLost.inc(n);

@@ -241,6 +241,11 @@ export interface LedgerStanding {
   readonly server: string;
   readonly instance: string;
   readonly position: number;
+  /**
+   * Whether another server can answer under the same connection settings while the process runs (a server behind
+   * an address or a list of hosts: true; a file, which the file watch guards: false).
+   */
+  readonly canChange: boolean;
   readonly seen: Readonly<Record<string, string | number | null>>;
 }
 

@@ -6,7 +6,7 @@ import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../account/accountClient.js';
 import type { Breaker } from './breaker.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { codeReply, definiteReply, ledgerUnavailableReply, replyForRefusal, replyForState, type Reply } from './replies.js';
+import { CONTINUITY_CLAIMED_MESSAGE, codeReply, definiteReply, ledgerUnavailableReply, replyForRefusal, replyForState, type Reply } from './replies.js';
 import { claimAfterInquiry, resendAfterInquiry } from '../settle/resendAfterInquiry.js';
 import type { ContinuityGate } from '../settle/continuityGuard.js';
 import { sendAudit, sendClaimed, type SendLogger, type SendResult } from '../settle/sendClaimed.js';
@@ -94,10 +94,11 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
 
   // A GUID the ledger does not know, while the ledger may have gone back (CONTRACT.md §9): inquired about first.
   let window: { readonly wentBackAt: number } | null = null;
+  let breaksSeen = 0;
   if (existing === null && deps.continuity !== undefined) {
     const gate = await deps.continuity.beforeFirstClaim();
     if (E.isLeft(gate)) return { reply: ledgerUnavailableReply(request.guid, gate.left, deps.log), request };
-    window = gate.right;
+    ({ window, breaks: breaksSeen } = gate.right);
   }
 
   // Checked before the claim: a request the breaker refuses leaves nothing in the ledger. A row whose earlier
@@ -133,6 +134,13 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   if (claimed.status !== 'SENT') {
     permit?.done(null);
     return { reply: replyForState(claimed), request, ...knownAs(claimed, request) };
+  }
+  // Claimed outside the window on a server that may have changed since the last check: sent only once a check made
+  // after the claim finds the server known (CONTRACT.md §9); else the row stays SENT, never called, for the sweep and
+  // the inquiry to settle.
+  if (existing === null && window === null && deps.continuity !== undefined && !(await deps.continuity.afterFirstClaim(breaksSeen))) {
+    permit?.done(null);
+    return { reply: codeReply('E901', request.guid, { message: CONTINUITY_CLAIMED_MESSAGE }), request, ...knownAs(claimed, request) };
   }
   const sent = await sendClaimed({ ...deps, sendWindowMs: sendWindowMs(deps.graceMs ?? DEFAULTS.graceMs) }, { state: claimed, startedAt }, permit ?? undefined, audit);
   // The call was made and its outcome is not in the ledger (E901 to the channel): the operator must hear of it,

@@ -58,6 +58,10 @@ export function replyForState(state: LedgerState): Reply {
 export const CONTINUITY_HELD_MESSAGE =
   'outcome unknown: the ledger went back (failover or restore) and this GUID may have been sent before it; the account system could not yet confirm it never arrived, so it was not sent: resend later';
 
+/** The E901 message of a GUID claimed as the ledger went back: not sent; the sweep and an inquiry settle it. */
+export const CONTINUITY_CLAIMED_MESSAGE =
+  'outcome unknown: the ledger went back (failover or restore) as this GUID was claimed, so it was not sent; it is settled by inquiry: resend later';
+
 /** The reply to a Submit that `decide` refused: the GUID's request differs, or the row answers as it stands. */
 export function replyForRefusal(guid: string, refusal: Refusal, maxAttempts: number): Reply {
   const { reason, state } = refusal;

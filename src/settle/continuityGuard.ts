@@ -49,8 +49,19 @@ export interface ContinuityBreak {
 
 /** What the send path asks before claiming a GUID the ledger does not know. */
 export interface ContinuityGate {
-  /** null: claim and send as usual; else the window is open: inquire first (the ledger went back at `wentBackAt`). */
-  beforeFirstClaim(): StoreResult<{ readonly wentBackAt: number } | null>;
+  /**
+   * `window` null: claim as usual; else the window is open: inquire first (the ledger went back at `wentBackAt`).
+   * `breaks`: how many goings back this guard had seen, for `afterFirstClaim`.
+   */
+  beforeFirstClaim(): StoreResult<{ readonly window: { readonly wentBackAt: number } | null; readonly breaks: number }>;
+  /**
+   * After a GUID the ledger did not know was claimed outside the window, before it is sent: where the server can
+   * change under the connection, a check that started after the claim was acknowledged (shared by the claims
+   * waiting at the time) says whether the claim went to the server known. `true`: send; `false`: the ledger went back
+   * since `beforeFirstClaim` (`breaks` is what it said), or could not be checked, so the claim may stand on a server
+   * that forgot earlier claims: not sent.
+   */
+  afterFirstClaim(breaksBefore: number): Promise<boolean>;
 }
 
 export interface ContinuityGuard extends ContinuityGate {
@@ -85,6 +96,8 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
   let known: LedgerStanding | null = null;
   /** A ledger call failed since the last check: the next claim of an unknown GUID waits for a check. */
   let suspect = false;
+  /** When (monotonic) a check last read the standing: a first claim waits for a check when it is older than twice the period. */
+  let checkedAt = performance.now();
   let checks = 0;
   let breaks = 0;
   let lastBreak: ContinuityBreak | null = null;
@@ -144,6 +157,16 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
     });
     return running;
   }
+  let next: Promise<E.Either<StoreError, void>> | null = null;
+  /** A check that starts after this call: the one running (started earlier) is waited for, then one more, shared. */
+  function checkStartingNow(): StoreResult<void> {
+    if (running === null) return check();
+    next ??= running.then(() => {
+      next = null;
+      return check();
+    });
+    return next;
+  }
 
   async function runCheck(): StoreResult<void> {
     const recent = ring.slice();
@@ -155,6 +178,7 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
     }
     const standing = read.right;
     const before = known!;
+    checkedAt = performance.now();
     checks++;
     if (standing.server !== before.server) {
       const at = await now();
@@ -163,6 +187,8 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
         return at;
       }
       known = standing;
+      // What the ring holds was acknowledged by the server before: lost or not, it is not this server's to check.
+      ring.length = 0;
       await wentBack(at.right, 'another server or timeline answers under the connection', { before: before.seen, now: standing.seen });
     } else if (standing.instance !== before.instance || wasSuspect || checks % ringEvery === 0) {
       const missing = await inner.missingEvents(recent);
@@ -177,8 +203,7 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
           suspect = true;
           return at;
         }
-        const dropped = new Set(missing.right.map((k) => `${k.guid}\u0000${k.seq}`));
-        for (let i = ring.length - 1; i >= 0; i--) if (dropped.has(`${ring[i]!.guid}\u0000${ring[i]!.seq}`)) ring.splice(i, 1);
+        ring.length = 0;
         await wentBack(at.right, `${missing.right.length} of this relay's ${recent.length} most recently acknowledged events are missing`, {
           missing: missing.right.slice(0, 5), before: before.seen, now: standing.seen,
         });
@@ -236,13 +261,22 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
   return E.right({
     store,
     check,
+    async afterFirstClaim(breaksBefore: number) {
+      if (opts.windowMs <= 0) return true;
+      if (!known!.canChange) return breaks === breaksBefore;
+      const checked = await checkStartingNow();
+      return E.isRight(checked) && breaks === breaksBefore;
+    },
     async beforeFirstClaim() {
       // After a failed ledger call (a failover under way?) nothing new is claimed until the server is checked.
-      if (suspect) {
+      // So does one after the checks stopped succeeding (a failover faster than a failed call would show).
+      if (suspect || performance.now() - checkedAt > 2 * checkEveryMs) {
         const checked = await check();
         if (E.isLeft(checked)) return checked;
       }
-      return inWindow();
+      const seen = breaks;
+      const open = await inWindow();
+      return E.isLeft(open) ? open : E.right({ window: open.right, breaks: seen });
     },
     view(): ContinuityView {
       if (opts.windowMs <= 0) return { state: 'off', breaks, lastBreak };

@@ -39,6 +39,7 @@ export async function serverStanding(db: pg.Pool | pg.ClientBase): Promise<Ledge
     server: `pg:${system ?? '?'}/timeline ${timeline ?? '?'}`,
     instance: `${r.host}:${r.port}@${started}`,
     position,
+    canChange: true,
     seen: { systemIdentifier: system, timeline, inRecovery: r.recovery ? 1 : 0, postmasterStartedAt: started, host: r.host, port: r.port, position },
   };
 }

@@ -21,7 +21,7 @@ export const markPath = (ledgerPath: string): string => `${ledgerPath}.continuit
 export function fileStanding(db: Database.Database, path: string): LedgerStanding {
   const row = db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'events'").get() as { seq: number } | undefined;
   const position = row?.seq ?? 0;
-  return { server: `sqlite:${path}`, instance: `sqlite:${path}`, position, seen: { file: path, position } };
+  return { server: `sqlite:${path}`, instance: `sqlite:${path}`, position, canChange: false, seen: { file: path, position } };
 }
 
 /** Of `keys`, the events the log does not have. */

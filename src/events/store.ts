@@ -274,6 +274,11 @@ export interface LedgerContinuity {
   readMark(): StoreResult<ContinuityMark | null>;
   /** Records the mark durably beside the ledger (replacing the last one); a store that keeps none does nothing. */
   writeMark(mark: ContinuityMark): StoreResult<void>;
+  /**
+   * How many connections the store has opened or lost so far (read at once, no call): a new server can only answer
+   * on a new connection, so the guard checks the server again when this moved. 0 for a file.
+   */
+  connectionEvents(): number;
 }
 
 /** What opening a ledger gives: every part of the contract. */

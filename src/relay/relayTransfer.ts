@@ -8,7 +8,7 @@ import type { Breaker } from './breaker.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { CONTINUITY_CLAIMED_MESSAGE, codeReply, definiteReply, ledgerUnavailableReply, replyForRefusal, replyForState, type Reply } from './replies.js';
 import { claimAfterInquiry, resendAfterInquiry } from '../settle/resendAfterInquiry.js';
-import type { ContinuityGate } from '../settle/continuityGuard.js';
+import type { ClaimGate, ContinuityGate } from '../settle/continuityGuard.js';
 import { sendAudit, sendClaimed, type SendLogger, type SendResult } from '../settle/sendClaimed.js';
 import { monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from '../settle/sendWindow.js';
 import { DEFAULTS } from '../shared/defaults.js';
@@ -94,11 +94,12 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
 
   // A GUID the ledger does not know, while the ledger may have gone back (CONTRACT.md §9): inquired about first.
   let window: { readonly wentBackAt: number } | null = null;
-  let breaksSeen = 0;
+  let gateSeen: ClaimGate = { breaks: 0, connections: 0 };
   if (existing === null && deps.continuity !== undefined) {
     const gate = await deps.continuity.beforeFirstClaim();
     if (E.isLeft(gate)) return { reply: ledgerUnavailableReply(request.guid, gate.left, deps.log), request };
-    ({ window, breaks: breaksSeen } = gate.right);
+    ({ window } = gate.right);
+    gateSeen = gate.right;
   }
 
   // Checked before the claim: a request the breaker refuses leaves nothing in the ledger. A row whose earlier
@@ -138,7 +139,7 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   // Claimed outside the window on a server that may have changed since the last check: sent only once a check made
   // after the claim finds the server known (CONTRACT.md §9); else the row stays SENT, never called, for the sweep and
   // the inquiry to settle.
-  if (existing === null && window === null && deps.continuity !== undefined && !(await deps.continuity.afterFirstClaim(breaksSeen))) {
+  if (existing === null && window === null && deps.continuity !== undefined && !(await deps.continuity.afterFirstClaim(gateSeen))) {
     permit?.done(null);
     return { reply: codeReply('E901', request.guid, { message: CONTINUITY_CLAIMED_MESSAGE }), request, ...knownAs(claimed, request) };
   }

@@ -53,7 +53,7 @@ export interface ContinuityGate {
    * `window` null: claim as usual; else the window is open: inquire first (the ledger went back at `wentBackAt`).
    * `breaks`: how many goings back this guard had seen, for `afterFirstClaim`.
    */
-  beforeFirstClaim(): StoreResult<{ readonly window: { readonly wentBackAt: number } | null; readonly breaks: number }>;
+  beforeFirstClaim(): StoreResult<{ readonly window: { readonly wentBackAt: number } | null } & ClaimGate>;
   /**
    * After a GUID the ledger did not know was claimed outside the window, before it is sent: where the server can
    * change under the connection, a check that started after the claim was acknowledged (shared by the claims
@@ -61,7 +61,13 @@ export interface ContinuityGate {
    * since `beforeFirstClaim` (`breaks` is what it said), or could not be checked, so the claim may stand on a server
    * that forgot earlier claims: not sent.
    */
-  afterFirstClaim(breaksBefore: number): Promise<boolean>;
+  afterFirstClaim(before: ClaimGate): Promise<boolean>;
+}
+
+/** What the guard had seen when it let a claim through: goings back, and the store's connection events at that check. */
+export interface ClaimGate {
+  readonly breaks: number;
+  readonly connections: number;
 }
 
 export interface ContinuityGuard extends ContinuityGate {
@@ -98,6 +104,8 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
   let suspect = false;
   /** When (monotonic) a check last read the standing: a first claim waits for a check when it is older than twice the period. */
   let checkedAt = performance.now();
+  /** The store's connection events as the last check that read the standing started: moved since, a new server may answer. */
+  let connectionsChecked = inner.connectionEvents();
   let checks = 0;
   let breaks = 0;
   let lastBreak: ContinuityBreak | null = null;
@@ -170,6 +178,7 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
 
   async function runCheck(): StoreResult<void> {
     const recent = ring.slice();
+    const connections = inner.connectionEvents();
     const wasSuspect = suspect;
     const read = await inner.ledgerStanding();
     if (E.isLeft(read)) {
@@ -179,6 +188,7 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
     const standing = read.right;
     const before = known!;
     checkedAt = performance.now();
+    connectionsChecked = connections;
     checks++;
     if (standing.server !== before.server) {
       const at = await now();
@@ -261,22 +271,25 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
   return E.right({
     store,
     check,
-    async afterFirstClaim(breaksBefore: number) {
+    async afterFirstClaim(before: { readonly breaks: number; readonly connections: number }) {
       if (opts.windowMs <= 0) return true;
-      if (!known!.canChange) return breaks === breaksBefore;
+      const breaksBefore = before.breaks;
+      // No connection opened or lost since the check the gate relied on: the claim went to the server checked.
+      if (!known!.canChange || (inner.connectionEvents() === before.connections && !suspect)) return breaks === breaksBefore;
       const checked = await checkStartingNow();
       return E.isRight(checked) && breaks === breaksBefore;
     },
     async beforeFirstClaim() {
       // After a failed ledger call (a failover under way?) nothing new is claimed until the server is checked.
       // So does one after the checks stopped succeeding (a failover faster than a failed call would show).
-      if (suspect || performance.now() - checkedAt > 2 * checkEveryMs) {
+      // And one on a connection opened or lost since the last check (a new server answers only on a new connection).
+      if (suspect || inner.connectionEvents() !== connectionsChecked || performance.now() - checkedAt > 2 * checkEveryMs) {
         const checked = await check();
         if (E.isLeft(checked)) return checked;
       }
       const seen = breaks;
       const open = await inWindow();
-      return E.isLeft(open) ? open : E.right({ window: open.right, breaks: seen });
+      return E.isLeft(open) ? open : E.right({ window: open.right, breaks: seen, connections: connectionsChecked });
     },
     view(): ContinuityView {
       if (opts.windowMs <= 0) return { state: 'off', breaks, lastBreak };

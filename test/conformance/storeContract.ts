@@ -758,7 +758,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const f = await fresh();
         const store = await f.open();
         expect(await store.close()).toEqual(E.right(undefined));
-        const calls: Record<Exclude<keyof EventStore, 'close'>, () => Promise<unknown>> = {
+        const calls: Record<Exclude<keyof EventStore, 'close' | 'connectionEvents'>, () => Promise<unknown>> = {
           appendEvents: () => store.appendEvents('a', -1, [claimed(1)]),
           execute: () => store.execute('a', submit()),
           readStream: () => store.readStream('a'),

@@ -29,7 +29,7 @@ describe('continuity: a SQLite ledger restored from an older copy (real serve pr
     const dir = tmp();
     const db = join(dir, 'l.db');
     const copy = join(dir, 'copy.db');
-    const args = ['--db', db, '--account-url', sim.url, '--min-age', '1500ms', '--settle-every', '0', '--continuity-window', window];
+    const args = ['--db', db, '--account-url', sim.url, '--min-age', '8s', '--settle-every', '0', '--continuity-window', window];
     const spawn = () => {
       const s = startServe(args);
       cleanup.add(() => sigkillAndWait(s.child));
@@ -83,7 +83,7 @@ describe('continuity: a SQLite ledger restored from an older copy (real serve pr
     const done = await waitFor(async () => {
       const r = await post(url, newBody);
       return r.json()['code'] === '0000' ? r : null;
-    }, { intervalMs: 200, timeoutMs: 10_000, what: 'the new GUID sent once --min-age after the going back has passed' });
+    }, { intervalMs: 200, timeoutMs: 20_000, what: 'the new GUID sent once --min-age after the going back has passed' });
     expect(done.status).toBe(200);
     expect(sim.stats().doubleApplied).toEqual([]);
     await stop();

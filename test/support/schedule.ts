@@ -376,6 +376,7 @@ export function crashable(store: EventStore, dead: () => boolean): EventStore {
     ledgerStanding: () => (dead() ? gone() : store.ledgerStanding()),
     missingEvents: (...a) => (dead() ? gone() : store.missingEvents(...a)),
     readMark: () => (dead() ? gone() : store.readMark()),
+    connectionEvents: () => store.connectionEvents(),
     writeMark: (...a) => (dead() ? gone() : store.writeMark(...a)),
     ping: () => (dead() ? gone() : store.ping()),
     close: () => store.close(),

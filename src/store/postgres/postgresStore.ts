@@ -92,6 +92,18 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const submit = (unit: SubmittedUnit): Promise<AppendResult | ExecuteResult> =>
     submitWithDeadline((caller) => writes.submit(unit, caller), unit.op === 'execute' && recordsSent(unit.command) ? claimDeadlineMs : deadlineMs);
   let closed: Promise<void> | null = null;
+  // Every connection opened or lost, on either pool: what the continuity guard checks the server again after.
+  let connectionEvents = 0;
+  const connectionEvent = (): void => {
+    connectionEvents++;
+  };
+  for (const p of [pool, writePool]) {
+    p.on('connect', (client) => {
+      connectionEvent();
+      client.on('error', connectionEvent);
+    });
+    p.on('error', connectionEvent);
+  }
 
   const open = () => {
     if (closed !== null) throw new LedgerClosedError();
@@ -175,6 +187,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     // Continuity (CONTRACT.md §9): read on the pool's connections; no mark beside a server's ledger (it would go back with it).
     ledgerStanding: () => read('standing', () => serverStanding(pool)),
     missingEvents: (keys) => read('read', () => missingServerEvents(pool, keys)),
+    connectionEvents: () => connectionEvents,
     readMark: () => storeResult('continuity mark', async () => (open(), null)),
     writeMark: () => storeResult('continuity mark', async () => open()),
     ping: () =>

@@ -176,6 +176,7 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     spaceOnDisk: () => onConnection('size', () => fileBytes(path)),
     ledgerStanding: () => onConnection('standing', () => fileStanding(db, path)),
     missingEvents: (keys) => onConnection('read', () => missingFileEvents(db, keys)),
+    connectionEvents: () => 0,
     readMark: () => beside(() => (path === ':memory:' ? Promise.resolve(null) : readFileMark(path))),
     writeMark: (mark) => beside(() => (path === ':memory:' ? Promise.resolve() : writeFileMark(path, mark))),
     reclaimSpace: () => storeResult('vacuum', () => reclaimSpace(db, path, onConnection)),

@@ -97,6 +97,8 @@ export interface Stats {
   readonly oldest: { readonly UNKNOWN?: Row | null; readonly FAILED?: Row | null };
   readonly deadLetters?: { readonly maxAttempts: number; readonly count: number };
   readonly breaker: unknown;
+  /** The continuity guard (CONTRACT.md §9); absent from a relay older than it. */
+  readonly continuity?: unknown;
   readonly replies: {
     readonly windowSeconds: number;
     readonly perCode: Readonly<Record<string, number>>;

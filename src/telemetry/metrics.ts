@@ -143,6 +143,12 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
   });
   // Only on PostgreSQL (created at the first report), so that a SQLite relay never shows "no synchronous standby".
   let syncStandbys: Gauge | null = null;
+  const continuityBreaks = new Counter({
+    name: 'guidgate_ledger_continuity_breaks_total',
+    help: 'Times this relay saw the ledger go back (another server or timeline, its recently acknowledged events missing, a SQLite file behind its last recorded position): CONTRACT.md §9',
+    registers: [registry],
+  });
+  continuityBreaks.inc(0);
   const maxAttempts = opts.maxAttempts;
   if (maxAttempts !== undefined) {
     new Gauge({
@@ -191,6 +197,10 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
         registers: [registry],
       });
       syncStandbys.set(n ?? -1);
+    },
+    /** The continuity guard saw the ledger go back (src/settle/continuityGuard.ts). */
+    continuityBreak(): void {
+      continuityBreaks.inc();
     },
     requestRecordsLost(n: number): void {
       recordsLost.inc(n);

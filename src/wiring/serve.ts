@@ -15,6 +15,7 @@ import { startSimulator, type Simulator } from '../simulator/index.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { startSettler } from '../settle/settler.js';
 import { gatedStore, watchDurability, type DurabilityWatch } from './durability.js';
+import { startContinuityGuard, type ContinuityLog } from '../settle/continuityGuard.js';
 
 export interface ServeOptions {
   readonly port: number;
@@ -31,6 +32,8 @@ export interface ServeOptions {
   /** Calls in a row that ended FAILED or UNKNOWN before the breaker opens (0: off). */
   readonly breakerFailures?: number;
   readonly breakerCooldownMs?: number;
+  /** After the ledger went back, every GUID it does not know is inquired about before its first send for this long (0: off; CONTRACT.md §9). */
+  readonly continuityWindowMs?: number;
   readonly synchronous: Synchronous;
   readonly busyTimeoutMs: number;
   /** A request body not received in full within this gets 408 (E400); nothing is stored (CONTRACT.md §2 v2). */
@@ -80,10 +83,22 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   }
   // With --require-sync-standby, claims and the ping refused while the durability report finds no synchronous standby.
   let durability: DurabilityWatch | null = null;
-  const store = opts.requireSyncStandby === true ? gatedStore(ledger.store, () => (durability === null ? 'the durability report is not read yet' : durability.refusal())) : ledger.store;
+  const base = opts.requireSyncStandby === true ? gatedStore(ledger.store, () => (durability === null ? 'the durability report is not read yet' : durability.refusal())) : ledger.store;
   const { url: accountUrl, simulator } = await accountSystemUrl(opts, out);
   const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
-  const metrics = createMetrics(store, Date.now, { maxAttempts: opts.maxAttempts, processMetrics: true });
+  const metrics = createMetrics(base, Date.now, { maxAttempts: opts.maxAttempts, processMetrics: true });
+  // The continuity guard (CONTRACT.md §9) watches the ledger for going back; everything writes through its store.
+  // Said on `out` until the app's log exists (a going back seen at start), then in the app's log.
+  const early = (line: Record<string, unknown>, message: string): void => out(`${message} ${JSON.stringify(line)}`);
+  let currentLog: ContinuityLog = { info: early, error: early };
+  const guarded = await startContinuityGuard(base, { info: (l, m) => currentLog.info(l, m), error: (l, m) => currentLog.error(l, m) }, metrics, { windowMs: opts.continuityWindowMs ?? DEFAULTS.continuityWindowMs });
+  if (E.isLeft(guarded)) {
+    await ledger.store.close();
+    await simulator?.close();
+    throw guarded.left;
+  }
+  const continuity = guarded.right;
+  const { store } = continuity;
   const minAgeMs = opts.minAgeMs ?? DEFAULTS.minAgeMs;
   const breaker = createBreaker({ failures: opts.breakerFailures ?? DEFAULTS.breakerFailures, cooldownMs: opts.breakerCooldownMs ?? DEFAULTS.breakerCooldownMs, clock: Date.now, metrics });
   const app = buildApp({
@@ -95,6 +110,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     minAgeMs,
     graceMs: opts.graceMs,
     breaker,
+    continuity,
     logger: { level: opts.logLevel },
     ...(opts.keys === undefined ? {} : { keys: opts.keys.keys }),
     ...(opts.tls === undefined ? {} : { https: httpsOptions(opts.tls) }),
@@ -110,6 +126,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     warn: (message, r) => app.log.warn({ durability: r }, message),
     error: (message) => app.log.error(message),
   });
+  currentLog = app.log;
 
   // At start: rows a previous process left in RECEIVED or SENT. Then at least once per timeout.
   const sweeper = await startSweeper(store, { graceMs: opts.graceMs, everyMs: Math.max(250, Math.min(opts.timeoutMs, opts.graceMs)) }, app.log);
@@ -132,6 +149,8 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     },
     async release() {
       await account.close();
+      // The last position recorded beside the ledger (SQLite) once nothing writes any more.
+      await continuity.stop();
       await store.close();
       await simulator?.close();
     },

@@ -37,6 +37,7 @@ const TABLE_ENTRY: Readonly<Record<string, keyof typeof DEFAULTS | null>> = {
   '--min-age': 'minAgeMs',
   '--breaker-failures': 'breakerFailures',
   '--breaker-cooldown': 'breakerCooldownMs',
+  '--continuity-window': 'continuityWindowMs',
   '--writer': 'writer',
   '--keys': null,
   '--insecure-open': null,

@@ -21,6 +21,7 @@ import { encodeRun, listBefore, recordedOf, runIdOf } from '../shared/reconcilia
 import type { ReconcileResult } from '../../events/reconciliation.js';
 import { serverNow } from './serverClock.js';
 import { readDurability } from './durability.js';
+import { missingServerEvents, serverStanding } from './continuity.js';
 import { boundedWritePool, sessionSettings, storePool, withClient } from './pools.js';
 import { HostRotation, type HostEvent } from './hosts.js';
 import { parsePostgresUrl, PostgresUrlError } from './postgresUrl.js';
@@ -111,6 +112,18 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const submit = (unit: SubmittedUnit): Promise<AppendResult | ExecuteResult> =>
     submitWithDeadline((caller) => writes.submit(unit, caller), unit.op === 'execute' && recordsSent(unit.command) ? claimDeadlineMs : deadlineMs);
   let closed: Promise<void> | null = null;
+  // Every connection opened or lost, on either pool: what the continuity guard checks the server again after.
+  let connectionEvents = 0;
+  const connectionEvent = (): void => {
+    connectionEvents++;
+  };
+  for (const p of [pool, writePool]) {
+    p.on('connect', (client) => {
+      connectionEvent();
+      client.on('error', connectionEvent);
+    });
+    p.on('error', connectionEvent);
+  }
 
   const open = () => {
     if (closed !== null) throw new LedgerClosedError();
@@ -209,6 +222,12 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     rebuildProjection: () => maintain('rebuild', () => withClient(pool, (client) => rebuildProjection(client, projection))),
     verifyProjection: () => read('verify', () => withClient(pool, (client) => verifyProjection(client, projection))),
     durability: () => read('durability', () => readDurability(pool, hosts.length)),
+    // Continuity (CONTRACT.md §9): read on the pool's connections; no mark beside a server's ledger (it would go back with it).
+    ledgerStanding: () => read('standing', () => serverStanding(pool)),
+    missingEvents: (keys) => read('read', () => missingServerEvents(pool, keys)),
+    connectionEvents: () => connectionEvents,
+    readMark: () => storeResult('continuity mark', async () => (open(), null)),
+    writeMark: () => storeResult('continuity mark', async () => open()),
     ping: () =>
       storeResult('ping', () => {
         open();

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { EventStore } from '../events/store.js';
+import { orThrow } from '../events/storeResult.js';
 import type { ReportFormat, ReconcileWindow, ReconcileProgress, JournalInput, ColumnNames } from '../reconcile/index.js';
 import type { RecordRun } from '../settle/reconcileRun.js';
 import { accountUrlFlag, concurrencyFlag, dbFlag, flag, graceFlag, jsonFlag, timeoutFlag } from './options.js';
@@ -23,11 +24,10 @@ interface Plan {
 
 /**
  * Where a finished run is recorded in the ledger (CONTRACT.md §8: window, source, SHA-256, counts, breaks with the
- * run that first saw them). The store's run record plugs in here (`async (run) => orThrow(store.recordReconciliation(run))`);
- * until it exists, runs are not recorded and the breaks are printed as they are found.
+ * run that first saw them): the store's run record, which gives each break its first-seen run.
  */
-export function recordRunIn(_store: EventStore): RecordRun | undefined {
-  return undefined;
+export function recordRunIn(store: EventStore): RecordRun {
+  return async (run) => orThrow(store.recordReconciliation(run));
 }
 
 async function plan(o: ReconcileCliOptions): Promise<Plan> {
@@ -104,21 +104,19 @@ export async function runReconcile(o: ReconcileCliOptions, usage: (message: stri
     const account = o.settle === true ? (await import('../account/accountClient.js')).createAccountClient({ baseUrl: o.accountUrl!, timeoutMs: o.timeout, connections: o.concurrency }) : undefined;
     const progress = reconcileProgress();
     await report.start({ window: p.window, source: journal.source });
-    const record = recordRunIn(store);
     try {
       const run = await reconcileRun({
         store,
         window: p.window,
         journal,
         columns: p.columns,
-        // Recorded, the breaks are printed once the ledger has said since which run each is open (firstSeen).
-        onBreak: record === undefined ? (b) => report.write(b) : undefined,
         onProgress: (q) => progress.update(q),
         settle: account === undefined ? undefined : { account, graceMs: o.grace, concurrency: o.concurrency },
-        record,
+        // The breaks are printed once recorded, when the ledger has said since which run each is open (firstSeen).
+        record: recordRunIn(store),
       });
       progress.stop();
-      if (record !== undefined) for (const b of run.breaks) await report.write(b);
+      for (const b of run.breaks) await report.write(b);
       const settled = run.settlements;
       if (p.format === 'json') {
         await report.end(run.summary, o.settle === true ? { settled } : undefined);

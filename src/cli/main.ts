@@ -5,7 +5,7 @@
 import { Command, CommanderError } from 'commander';
 import { registerCheckCommand } from './check.js';
 import { registerDemo } from './demo.js';
-import { applyBooleanEnv } from './options.js';
+import { applyBooleanEnv, checkDbUrl } from './options.js';
 import { endQuietlyOnClosedPipe, escapeControls } from './output.js';
 import { registerHistory } from './history.js';
 import { registerKeysCommand } from './keys.js';
@@ -27,7 +27,10 @@ const program = new Command('guidgate')
   .exitOverride()
   // commander's own messages quote what was given (a flag's value, a variable's): escaped like every line.
   .configureOutput({ outputError: (str, write) => write(str.split('\n').map(escapeControls).join('\n')) })
-  .hook('preAction', (_program, command) => applyBooleanEnv(command));
+  .hook('preAction', (_program, command) => {
+    applyBooleanEnv(command);
+    checkDbUrl(command);
+  });
 
 registerServe(program);
 registerSimulator(program);

@@ -1,8 +1,9 @@
 import type { Command } from 'commander';
 import type { EventStore } from '../events/store.js';
+import { orThrow } from '../events/storeResult.js';
 import type { ReportFormat, ReconcileWindow, ReconcileProgress, JournalInput, ColumnNames } from '../reconcile/index.js';
 import type { RecordRun } from '../settle/reconcileRun.js';
-import { accountUrlFlag, dbFlag, flag, graceFlag, jsonFlag, timeoutFlag } from './options.js';
+import { accountUrlFlag, concurrencyFlag, dbFlag, flag, graceFlag, jsonFlag, timeoutFlag } from './options.js';
 import { err, setExit, type Exit } from './output.js';
 import { startProgress, type Progress } from './progress.js';
 import { withLedger } from './withLedger.js';
@@ -11,7 +12,7 @@ export interface ReconcileCliOptions {
   from?: string; to?: string; pending?: string;
   accountUrl?: string; journal?: string; columns?: string;
   settle?: boolean; json?: boolean; csv?: boolean; showAccounts?: boolean;
-  db: string; timeout: number; grace: number;
+  db: string; timeout: number; grace: number; concurrency: number;
 }
 
 /** What the options say, checked before the ledger is opened: a bad one is bad usage (exit 2) naming the flag. */
@@ -23,10 +24,10 @@ interface Plan {
 
 /**
  * Where a finished run is recorded in the ledger (CONTRACT.md §8: window, source, SHA-256, counts, breaks with the
- * run that first saw them). The store's run record plugs in here; until it exists, runs are not recorded.
+ * run that first saw them): the store's run record, which gives each break its first-seen run.
  */
-export function recordRunIn(_store: EventStore): RecordRun | undefined {
-  return undefined;
+export function recordRunIn(store: EventStore): RecordRun {
+  return async (run) => orThrow(store.recordReconciliation(run));
 }
 
 async function plan(o: ReconcileCliOptions): Promise<Plan> {
@@ -100,7 +101,7 @@ export async function runReconcile(o: ReconcileCliOptions, usage: (message: stri
       if (rec.isReconcileError(e)) return notFinished(e, false);
       throw e;
     }
-    const account = o.settle === true ? (await import('../account/accountClient.js')).createAccountClient({ baseUrl: o.accountUrl!, timeoutMs: o.timeout }) : undefined;
+    const account = o.settle === true ? (await import('../account/accountClient.js')).createAccountClient({ baseUrl: o.accountUrl!, timeoutMs: o.timeout, connections: o.concurrency }) : undefined;
     const progress = reconcileProgress();
     await report.start({ window: p.window, source: journal.source });
     try {
@@ -109,12 +110,13 @@ export async function runReconcile(o: ReconcileCliOptions, usage: (message: stri
         window: p.window,
         journal,
         columns: p.columns,
-        onBreak: (b) => report.write(b),
         onProgress: (q) => progress.update(q),
-        settle: account === undefined ? undefined : { account, graceMs: o.grace },
+        settle: account === undefined ? undefined : { account, graceMs: o.grace, concurrency: o.concurrency },
+        // The breaks are printed once recorded, when the ledger has said since which run each is open (firstSeen).
         record: recordRunIn(store),
       });
       progress.stop();
+      for (const b of run.breaks) await report.write(b);
       const settled = run.settlements;
       if (p.format === 'json') {
         await report.end(run.summary, o.settle === true ? { settled } : undefined);
@@ -159,6 +161,7 @@ export function registerReconcile(program: Command): void {
     .addOption(flag('--csv', 'print the breaks as CSV (header, one row per break)'))
     .addOption(flag('--show-accounts', 'print account numbers whole (masked to their last 4 characters by default)'))
     .addOption(timeoutFlag('deadline of one inquiry (--settle)'))
+    .addOption(concurrencyFlag('inquiries in flight at once (--settle)'))
     .addOption(graceFlag("grace of the orphan sweep before a SENT row is inquired about (as serve's --grace)"))
     .addOption(dbFlag());
   command.action(async (o: ReconcileCliOptions) => {

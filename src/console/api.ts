@@ -97,6 +97,8 @@ export interface Stats {
   readonly oldest: { readonly UNKNOWN?: Row | null; readonly FAILED?: Row | null };
   readonly deadLetters?: { readonly maxAttempts: number; readonly count: number };
   readonly breaker: unknown;
+  /** The continuity guard (CONTRACT.md §9); absent from a relay older than it. */
+  readonly continuity?: unknown;
   readonly replies: {
     readonly windowSeconds: number;
     readonly perCode: Readonly<Record<string, number>>;
@@ -130,6 +132,36 @@ export interface ActionResult {
   readonly before: Row | null;
   readonly after: Row | null;
 }
+
+/** A recorded reconciliation run in the list (`GET /v1/reconciliations`). */
+export interface ReconciliationRun {
+  readonly id: string;
+  readonly recordedAt: Instant;
+  readonly window: { readonly from: Instant; readonly to: Instant; readonly pendingMs: number };
+  readonly source: string;
+  readonly sha256: string;
+  readonly counts: Readonly<Record<string, number>>;
+  readonly severities: { readonly P1: number; readonly P2: number };
+  readonly breakCount: number;
+}
+
+export interface ReconciliationBreak {
+  readonly guid: string;
+  readonly category: string;
+  readonly severity: 'P1' | 'P2';
+  readonly differs: readonly string[];
+  readonly ledger: { readonly status: string; readonly code: string | null; readonly firstSentAt: Instant; readonly amount: number | null; readonly currency: string | null } | null;
+  readonly journal: ReadonlyArray<{ readonly ref: string; readonly amount: number; readonly currency: string | null; readonly appliedAt: Instant }>;
+  readonly firstSeen: string;
+}
+
+/** One run with its breaks (`GET /v1/reconciliations/{id}`). */
+export interface Reconciliation extends ReconciliationRun {
+  readonly breaks: readonly ReconciliationBreak[];
+}
+
+export const getReconciliations = (limit: number) => call<{ readonly runs: readonly ReconciliationRun[]; readonly nextCursor: string | null }>('GET', `/v1/reconciliations?limit=${limit}`);
+export const getReconciliation = (id: string) => call<Reconciliation>('GET', `/v1/reconciliations/${encodeURIComponent(id)}`);
 
 const guidPath = (guid: string) => `/v1/transfers/${encodeURIComponent(guid)}`;
 

@@ -4,8 +4,8 @@
  * script besides.
  */
 import {
-  STATUSES, forgetSession, getLedger, getStats, getTimeline, runAction, saveSession, savedSession,
-  type Action, type ActionResult, type ApiError, type Instant, type Row, type Stats, type Status, type TimelineEntry,
+  STATUSES, forgetSession, getLedger, getReconciliation, getReconciliations, getStats, getTimeline, runAction, saveSession, savedSession,
+  type Action, type ActionResult, type ApiError, type Instant, type Reconciliation, type ReconciliationBreak, type Row, type Stats, type Status, type TimelineEntry,
 } from './api.js';
 
 /** Rows per page: 50, or `?rows=N` in the page's address (1 to 500, the API's limit). */
@@ -61,6 +61,13 @@ const ui = {
   confirm: byId('confirm', HTMLButtonElement),
   cancel: byId('cancel', HTMLButtonElement),
   actionStatus: byId('action-status', HTMLElement),
+  reconRefresh: byId('recon-refresh', HTMLButtonElement),
+  reconStatus: byId('recon-status', HTMLElement),
+  recon: byId('recon', HTMLElement),
+  reconFacts: byId('recon-facts', HTMLElement),
+  reconCounts: byId('recon-counts', HTMLTableElement),
+  reconP1: byId('recon-p1', HTMLTableElement),
+  reconP2: byId('recon-p2', HTMLTableElement),
 };
 
 type Child = Node | string | null;
@@ -186,6 +193,19 @@ function breakerText(v: unknown): string {
   return `${scalar(b.state)}${b.failuresInRow === undefined ? '' : ` (${scalar(b.failuresInRow)} failed calls in a row of ${scalar(b.failuresToOpen)} to open)`}`;
 }
 
+/** The continuity guard as `GET /v1/stats` shows it (CONTRACT.md §9): `{ state: off | watching | window, … }`. */
+function continuityText(v: unknown): string {
+  if (typeof v !== 'object' || v === null || !('state' in v)) return 'not reported';
+  const c = v as { state: unknown; endsAt?: unknown; breaks?: unknown };
+  const seen = typeof c.breaks === 'number' && c.breaks > 0 ? ` (the ledger went back ${c.breaks} time${c.breaks === 1 ? '' : 's'} since start)` : '';
+  if (c.state === 'off') return `off (--continuity-window 0)${seen}`;
+  if (c.state === 'window') {
+    const until = typeof c.endsAt === 'number' ? ` until ${new Date(c.endsAt).toISOString().replace('T', ' ').slice(0, 19)} UTC` : '';
+    return `window open${until}: every new GUID is inquired about before its first send${seen}`;
+  }
+  return `watching${seen}`;
+}
+
 function renderStats(s: Stats): void {
   body(ui.counts).replaceChildren(
     ...STATUSES.map((status) => {
@@ -198,6 +218,7 @@ function renderStats(s: Stats): void {
     ['Oldest FAILED', oldest(s.oldest.FAILED)],
     ['At the attempt cap', s.deadLetters === undefined ? '—' : `${s.deadLetters.count} FAILED row${s.deadLetters.count === 1 ? '' : 's'} (reprocess sends them no more)`],
     ['Breaker', breakerText(s.breaker)],
+    ['Ledger continuity', continuityText(s.continuity)],
   ]);
   const minutes = Math.round(s.replies.windowSeconds / 60);
   ui.replies.caption!.textContent = `Replies per code, last ${minutes >= 1 ? `${minutes} min` : `${s.replies.windowSeconds} s`}`;
@@ -377,6 +398,94 @@ async function loadRows(): Promise<void> {
   say(ui.rowsStatus, `${rows.length} row${rows.length === 1 ? '' : 's'} (${which}${ui.olderThan.value.trim() === '' ? '' : `, older than ${ui.olderThan.value.trim()}`})${cursor === null ? '' : ', a later page'}${nextCursor === null ? '.' : '; more on the next page.'}`);
   ui.nextPage.disabled = nextCursor === null;
   ui.firstPage.disabled = cursor === null;
+}
+
+// ---- reconciliation: the latest recorded run (`guidgate reconcile`), its breaks by severity ----
+
+/** The categories in the order a summary lists them (CONTRACT.md §8), with their severity. */
+const CATEGORY_SEVERITY: ReadonlyArray<readonly [string, string]> = [
+  ['duplicate_in_journal', 'P1'],
+  ['amount_mismatch', 'P1'],
+  ['rejected_in_ledger', 'P1'],
+  ['unsettled_in_ledger', 'P1 when FAILED, else P2'],
+  ['missing_in_journal', 'P2'],
+  ['missing_in_ledger', 'P2'],
+  ['pending', 'not a break'],
+  ['matched', '—'],
+];
+/** Breaks shown per severity; a run with more says so, and the API gives them all. */
+const BREAKS_SHOWN = 200;
+
+const money = (amount: number | null | undefined, currency: string | null | undefined) => (amount === null || amount === undefined ? '—' : `${amount}${currency == null ? '' : ` ${currency}`}`);
+
+function breakRow(b: ReconciliationBreak, runId: string): HTMLElement {
+  const l = b.ledger;
+  const ledger = l === null ? 'no row (never relayed)' : `${l.status}${l.code === null ? '' : ` ${l.code}`}, ${money(l.amount, l.currency)}`;
+  const postings = b.journal.map((e) => `${e.ref}: ${money(e.amount, e.currency)}`).join('; ');
+  const journal = b.journal.length === 0 ? 'no posting' : `${b.journal.length} posting${b.journal.length === 1 ? '' : 's'} (${postings})`;
+  const differs = b.differs.length === 0 ? '' : `, differs in ${b.differs.join(', ')}`;
+  return h(
+    'tr',
+    { class: b.severity },
+    h('th', { scope: 'row', class: 'mono', 'data-label': 'GUID' }, guidLink(b.guid)),
+    h('td', { 'data-label': 'Category' }, `${b.category}${differs}`),
+    h('td', { 'data-label': 'Ledger' }, ledger),
+    h('td', { 'data-label': 'Journal' }, journal),
+    h('td', { 'data-label': 'First seen' }, b.firstSeen === runId ? `run ${b.firstSeen} (this run)` : `run ${b.firstSeen} (still open)`),
+  );
+}
+
+function renderBreaks(table: HTMLTableElement, severity: 'P1' | 'P2', run: Reconciliation): void {
+  const all = run.breaks.filter((b) => b.severity === severity);
+  const shown = all.slice(0, BREAKS_SHOWN);
+  table.caption!.textContent = `${severity} breaks: ${all.length}${all.length > shown.length ? `, the first ${shown.length} shown (GET /v1/reconciliations/${run.id} has them all)` : ''}`;
+  body(table).replaceChildren(...(shown.length === 0 ? [h('tr', {}, h('td', { colspan: '5' }, `no ${severity} break`))] : shown.map((b) => breakRow(b, run.id))));
+}
+
+function renderReconciliation(run: Reconciliation): void {
+  const utc = (t: Instant) => new Date(t).toISOString();
+  fill(ui.reconFacts, [
+    ['Run', `${run.id}`],
+    ['Recorded', time(run.recordedAt)],
+    ['Window', `${utc(run.window.from)} to ${utc(run.window.to)} (to excluded; pending ${Math.round(run.window.pendingMs / 60_000)} min)`],
+    ['Journal', h('span', { class: 'mono' }, run.source)],
+    ['SHA-256', h('span', { class: 'mono' }, run.sha256)],
+    ['Breaks', h('span', {}, `${run.breakCount}: `, badge('P1'), ` ${run.severities.P1}, `, badge('P2'), ` ${run.severities.P2}`)],
+  ]);
+  body(ui.reconCounts).replaceChildren(
+    ...CATEGORY_SEVERITY.map(([category, severity]) => h('tr', {}, h('th', { scope: 'row' }, category), h('td', {}, severity), h('td', { class: 'num' }, String(run.counts[category] ?? 0)))),
+  );
+  renderBreaks(ui.reconP1, 'P1', run);
+  renderBreaks(ui.reconP2, 'P2', run);
+}
+
+let reconLoads = 0;
+
+async function loadReconciliation(): Promise<void> {
+  const mine = ++reconLoads;
+  say(ui.reconStatus, 'Loading…');
+  const list = await getReconciliations(1);
+  if (mine !== reconLoads) return;
+  if (!list.ok) {
+    failed(ui.reconStatus, list.error);
+    return;
+  }
+  const latestRun = list.value.runs[0];
+  if (latestRun === undefined) {
+    ui.recon.hidden = true;
+    say(ui.reconStatus, 'No reconciliation run recorded yet (guidgate reconcile records each run).');
+    return;
+  }
+  const r = await getReconciliation(latestRun.id);
+  if (mine !== reconLoads) return;
+  if (!r.ok) {
+    failed(ui.reconStatus, r.error);
+    return;
+  }
+  renderReconciliation(r.value);
+  ui.recon.hidden = false;
+  const { P1, P2 } = r.value.severities;
+  say(ui.reconStatus, `The latest run, ${r.value.id}: ${P1 + P2 === 0 ? 'no break' : `${P1} P1 and ${P2} P2 break${P1 + P2 === 1 ? '' : 's'}; each GUID opens its timeline below`}.`, P1 > 0 ? 'error' : 'ok');
 }
 
 // ---- one transfer ----
@@ -577,13 +686,14 @@ function signedOutView(): void {
   stopRefresh();
   lastStats = null;
   samples.length = 0;
-  for (const t of [ui.counts, ui.replies, ui.rows, ui.timeline]) body(t).replaceChildren();
-  for (const f of [ui.facts, ui.trendReplies, ui.trendUnsettled]) f.replaceChildren();
+  for (const t of [ui.counts, ui.replies, ui.rows, ui.timeline, ui.reconCounts, ui.reconP1, ui.reconP2]) body(t).replaceChildren();
+  for (const f of [ui.facts, ui.trendReplies, ui.trendUnsettled, ui.reconFacts]) f.replaceChildren();
+  ui.recon.hidden = true;
   ui.transfer.hidden = true;
   shownGuid = null;
   shownRow = null;
   hidePreview();
-  for (const st of [ui.overviewStatus, ui.rowsStatus, ui.transferStatus, ui.actionStatus]) say(st, '');
+  for (const st of [ui.overviewStatus, ui.rowsStatus, ui.transferStatus, ui.actionStatus, ui.reconStatus]) say(st, '');
   ui.main.hidden = true;
   ui.logout.hidden = true;
 }
@@ -608,6 +718,7 @@ async function start(): Promise<void> {
   ui.main.hidden = false;
   cursor = null;
   await loadRows();
+  await loadReconciliation();
   // The transfer the address names is opened (its GUID put in the field) before the session says it is ready:
   // said earlier, a GUID typed in the meantime was overwritten by the address's when the rows came in.
   route();
@@ -645,6 +756,7 @@ function wire(): void {
     ui.token.focus();
   });
   ui.refresh.addEventListener('click', () => void loadOverview());
+  ui.reconRefresh.addEventListener('click', () => void loadReconciliation());
   ui.autoRefresh.addEventListener('change', () => {
     scheduleRefresh();
     if (ui.autoRefresh.checked) void loadOverview(true);

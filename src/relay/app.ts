@@ -14,6 +14,7 @@ import { registerOpenApi, type RouteDoc } from './openapi.js';
 import { operatorRoutes } from './operator/routes.js';
 import * as S from './operator/schemas.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
+import type { ContinuityGate, ContinuityView } from '../settle/continuityGuard.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { maskAccount } from '../shared/maskAccount.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, replyRoute, type Reply } from './replies.js';
@@ -30,6 +31,8 @@ const MAX_PARAM_LENGTH = 3 * 128;
  * resolve, `minAgeMs` its floor) and the HTTP server's.
  */
 export interface AppDeps extends Pick<RelayDeps, 'account' | 'metrics' | 'timeoutMs' | 'maxAttempts' | 'minAgeMs' | 'graceMs' | 'monotonicNow' | 'breaker'> {
+  /** The continuity guard (CONTRACT.md §9): the send path asks it, `/v1/stats` shows it. None: not watched. */
+  readonly continuity?: (ContinuityGate & { view(): ContinuityView }) | undefined;
   readonly store: EventStore;
   readonly logger?: FastifyServerOptions['logger'];
   /** Keys on (CONTRACT.md §6): the keys in force now. Absent: open mode. */
@@ -139,6 +142,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     account: deps.account,
     metrics: deps.metrics,
     breaker: deps.breaker,
+    continuity: deps.continuity,
     timeoutMs: deps.timeoutMs,
     maxAttempts: deps.maxAttempts,
     minAgeMs: deps.minAgeMs ?? DEFAULTS.minAgeMs,

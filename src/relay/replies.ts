@@ -92,10 +92,20 @@ export function replyForState(state: LedgerState): Reply {
   }
 }
 
+/** The E901 message of a new GUID held by the continuity window. */
+export const CONTINUITY_HELD_MESSAGE =
+  'outcome unknown: the ledger went back (failover or restore) and this GUID may have been sent before it; the account system could not yet confirm it never arrived, so it was not sent: resend later';
+
+/** The E901 message of a GUID claimed as the ledger went back: not sent; the sweep and an inquiry settle it. */
+export const CONTINUITY_CLAIMED_MESSAGE =
+  'outcome unknown: the ledger went back (failover or restore) as this GUID was claimed, so it was not sent; it is settled by inquiry: resend later';
+
 /** The reply to a Submit that `decide` refused: the GUID's request differs, or the row answers as it stands. */
 export function replyForRefusal(guid: string, refusal: Refusal, maxAttempts: number): Reply {
   const { reason, state } = refusal;
   if (reason === 'fingerprint-mismatch') return codeReply('E904', guid);
+  // A GUID the ledger does not know, held by the continuity window (CONTRACT.md §9): nothing claimed, nothing sent.
+  if (state === null && (isHeld(reason) || reason === 'not-definite')) return codeReply('E901', guid, { message: CONTINUITY_HELD_MESSAGE });
   if (state === null) return codeReply('E503', guid);
   if (reason === 'attempt-cap') return withRetryAfter(codeReply('E902', state.guid, { message: `not sent; the attempt cap (${maxAttempts}) is used up` }), notSentRetryAfterS(state.attempts));
   // A FAILED row whose last attempt may have arrived (CONTRACT.md §7): not sent again while in doubt.

@@ -9,7 +9,8 @@ import {
   type ReconcileSummary, type ReconcileWindow,
 } from '../reconcile/index.js';
 import { inquireAndRecord, type InquiryRecorded } from './resolve.js';
-import { pagedRows } from './rows.js';
+import { forEachBounded, pagedRows } from './rows.js';
+import { DEFAULTS } from '../shared/defaults.js';
 import { sweepOrphans } from './sweepOrphans.js';
 
 /**
@@ -65,10 +66,15 @@ export interface ReconciliationResult {
   readonly breaks: readonly Break[];
   /** `--settle`'s outcome per GUID (empty without it). */
   readonly settlements: readonly Settlement[];
+  /** The recorded run's id (null: not recorded). */
+  readonly id: string | null;
 }
 
-/** Records a finished run in the ledger (the store's run record; none yet: the command line passes undefined). */
-export type RecordRun = (run: ReconciliationResult) => Promise<void>;
+/**
+ * Records a finished run in the ledger (the store's run record). It may give back the run as recorded: its id and
+ * its breaks with the run that first saw each (`firstSeen`), which the result then carries.
+ */
+export type RecordRun = (run: ReconciliationResult) => Promise<{ readonly id: string; readonly breaks: readonly Break[] } | void>;
 
 export interface SettleWith {
   readonly account: AccountClient;
@@ -76,6 +82,8 @@ export interface SettleWith {
   readonly graceMs: number;
   /** The key that asked (an API), recorded in the events' actor. */
   readonly key?: string | undefined;
+  /** Inquiries in flight at once (default: `--concurrency`'s). */
+  readonly concurrency?: number | undefined;
   /** Each settlement as it is done. */
   readonly onSettled?: ((s: Settlement) => void) | undefined;
 }
@@ -115,20 +123,40 @@ export async function reconcileRun(opts: ReconcileRunOptions): Promise<Reconcili
     ...(opts.tempDir === undefined ? {} : { tempDir: opts.tempDir }),
   });
   const settlements: Settlement[] = [];
-  if (opts.settle !== undefined) {
-    for (const b of breaks) {
-      if (!SETTLED_CATEGORIES.has(b.category)) continue;
-      const s = await settleOne(opts.store, opts.settle, b);
-      settlements.push(s);
-      opts.settle.onSettled?.(s);
+  const settle = opts.settle;
+  if (settle !== undefined) {
+    const due = breaks.filter((b) => SETTLED_CATEGORIES.has(b.category));
+    const byGuid = new Map<string, Settlement>();
+    // A few inquiries at once (as resolve's --concurrency); the first ledger failure stops the rest and is thrown.
+    let failure: { error: unknown } | null = null;
+    await forEachBounded(
+      (async function* () {
+        yield* due;
+      })(),
+      settle.concurrency ?? DEFAULTS.concurrency,
+      async (b) => {
+        try {
+          const s = await settleOne(opts.store, settle, b);
+          byGuid.set(b.guid, s);
+          settle.onSettled?.(s);
+        } catch (error) {
+          failure ??= { error };
+        }
+      },
+      () => failure !== null,
+    );
+    if (failure !== null) throw (failure as { error: unknown }).error;
+    for (const b of due) {
+      const s = byGuid.get(b.guid);
+      if (s !== undefined) settlements.push(s);
     }
   }
   const run: ReconciliationResult = {
     window: summary.window, source: summary.source, sha256: summary.sha256, counts: summary.counts, severities: summary.severities,
-    summary, breaks, settlements,
+    summary, breaks, settlements, id: null,
   };
-  await opts.record?.(run);
-  return run;
+  const recorded = await opts.record?.(run);
+  return recorded === undefined ? run : { ...run, id: recorded.id, breaks: recorded.breaks };
 }
 
 /**

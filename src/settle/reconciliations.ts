@@ -1,7 +1,9 @@
 import { summaryJson } from '../reconcile/format/jsonReport.js';
 import { toJson } from '../reconcile/format/jsonText.js';
 import { viewOf } from '../reconcile/format/breakView.js';
-import type { RecordedReconciliation, RecordedRun } from '../events/reconciliation.js';
+import type { ReconcileResult, RecordedReconciliation, RecordedRun } from '../events/reconciliation.js';
+import type { ReconciliationLog } from '../events/store.js';
+import { orThrow } from '../events/storeResult.js';
 
 /**
  * Recorded reconciliation runs as the operator API and the console show them: the JSON of `reconcile --json`
@@ -21,3 +23,14 @@ export function runView(run: RecordedReconciliation): Record<string, unknown> {
 
 /** JSON text of a view: its amounts (BigInts) written as their digits, exact whatever their size. */
 export const viewJson = (value: unknown): string => toJson(value);
+
+/**
+ * Where a finished run is recorded (the `record` hook of the reconcile command's run): the ledger's
+ * `recordReconciliation`, a ledger failure thrown as its StoreError (the run then could not finish: exit 1). The run
+ * as recorded (its id, each break's first-seen run) is the store's to read back: `reconciliation(id)`.
+ */
+export function recordIn(store: Pick<ReconciliationLog, 'recordReconciliation'>): (run: ReconcileResult) => Promise<void> {
+  return async (run) => {
+    await orThrow(store.recordReconciliation(run));
+  };
+}

@@ -150,6 +150,14 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
     labelNames: ['reason'],
     registers: [registry],
   });
+  // Only on PostgreSQL (created at the first report), so that a SQLite relay never shows "no synchronous standby".
+  let syncStandbys: Gauge | null = null;
+  const continuityBreaks = new Counter({
+    name: 'guidgate_ledger_continuity_breaks_total',
+    help: 'Times this relay saw the ledger go back (another server or timeline, its recently acknowledged events missing, a SQLite file behind its last recorded position): CONTRACT.md §9',
+    registers: [registry],
+  });
+  continuityBreaks.inc(0);
   const maxAttempts = opts.maxAttempts;
   if (maxAttempts !== undefined) {
     new Gauge({
@@ -203,6 +211,19 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
     /** A definite answer kept as a StaleAnswer: for an `older` attempt than the row's, or for its `current` one once settled. */
     staleAnswer(attempt: 'older' | 'current'): void {
       staleAnswers.inc({ attempt });
+    },
+    /** The durability report's count of synchronous standbys (CONTRACT.md §9); null: not visible, or not read (-1). */
+    pgSynchronousStandbys(n: number | null): void {
+      syncStandbys ??= new Gauge({
+        name: 'guidgate_pg_synchronous_standbys',
+        help: 'Synchronous standbys of the PostgreSQL primary (pg_stat_replication, read every minute); 0: a failover could lose acknowledged claims; -1: could not be read',
+        registers: [registry],
+      });
+      syncStandbys.set(n ?? -1);
+    },
+    /** The continuity guard saw the ledger go back (src/settle/continuityGuard.ts). */
+    continuityBreak(): void {
+      continuityBreaks.inc();
     },
     requestRecordsLost(n: number): void {
       recordsLost.inc(n);

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { checkLedger, ledgerWarning, openStore, processActor } from '../store/openStore.js';
-import type { Synchronous } from '../store/openStore.js';
+import type { HostEvent, Synchronous } from '../store/openStore.js';
 import type { EventStore } from '../events/store.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { createAccountClient } from '../account/accountClient.js';
@@ -16,6 +16,8 @@ import { DEFAULTS } from '../shared/defaults.js';
 import { startSettler } from '../settle/settler.js';
 import { readBlackHoleDeadLetters } from '../settle/stats.js';
 import { orThrow } from '../events/storeResult.js';
+import { gatedStore, watchDurability, type DurabilityWatch } from './durability.js';
+import { startContinuityGuard, type ContinuityLog } from '../settle/continuityGuard.js';
 
 export interface ServeOptions {
   readonly port: number;
@@ -32,6 +34,8 @@ export interface ServeOptions {
   /** Calls in a row that ended FAILED or UNKNOWN before the breaker opens (0: off). */
   readonly breakerFailures?: number;
   readonly breakerCooldownMs?: number;
+  /** After the ledger went back, every GUID it does not know is inquired about before its first send for this long (0: off; CONTRACT.md §9). */
+  readonly continuityWindowMs?: number;
   readonly synchronous: Synchronous;
   readonly busyTimeoutMs: number;
   /** A request body not received in full within this gets 408 (E400); nothing is stored (CONTRACT.md §2 v2). */
@@ -52,6 +56,8 @@ export interface ServeOptions {
   readonly accountCa?: Buffer;
   /** Run `guidgate check` (quick_check over every page) before opening the ledger; refuse to start if it fails. */
   readonly check?: boolean;
+  /** PostgreSQL: new transfers E503 and /healthz 503 while the primary has no synchronous standby (CONTRACT.md §9). */
+  readonly requireSyncStandby?: boolean;
 }
 
 /** After `close()` starts, connections still open this long past the call timeout are cut (slow bodies, keep-alive). */
@@ -73,14 +79,32 @@ export interface RunningRelay {
 export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const out = opts.out ?? ((line: string) => process.stdout.write(`${line}\n`));
   const ledger = await openServedLedger(opts, out);
-  const { store } = ledger;
+  if (opts.requireSyncStandby === true && ledger.store.durability === undefined) {
+    await ledger.store.close();
+    throw new Error('--require-sync-standby needs a PostgreSQL ledger (--db postgres://…)');
+  }
+  // With --require-sync-standby, claims and the ping refused while the durability report finds no synchronous standby.
+  let durability: DurabilityWatch | null = null;
+  const base = opts.requireSyncStandby === true ? gatedStore(ledger.store, () => (durability === null ? 'the durability report is not read yet' : durability.refusal())) : ledger.store;
   const { url: accountUrl, simulator } = await accountSystemUrl(opts, out);
   const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
-  const metrics = createMetrics(store, Date.now, {
+  const metrics = createMetrics(base, Date.now, {
     maxAttempts: opts.maxAttempts,
     processMetrics: true,
-    blackHoleDeadLetters: async () => (await orThrow(readBlackHoleDeadLetters(store, { maxAttempts: opts.maxAttempts }))).guids,
+    blackHoleDeadLetters: async () => (await orThrow(readBlackHoleDeadLetters(base, { maxAttempts: opts.maxAttempts }))).guids,
   });
+  // The continuity guard (CONTRACT.md §9) watches the ledger for going back; everything writes through its store.
+  // Said on `out` until the app's log exists (a going back seen at start), then in the app's log.
+  const early = (line: Record<string, unknown>, message: string): void => out(`${message} ${JSON.stringify(line)}`);
+  let currentLog: ContinuityLog = { info: early, error: early };
+  const guarded = await startContinuityGuard(base, { info: (l, m) => currentLog.info(l, m), error: (l, m) => currentLog.error(l, m) }, metrics, { windowMs: opts.continuityWindowMs ?? DEFAULTS.continuityWindowMs });
+  if (E.isLeft(guarded)) {
+    await ledger.store.close();
+    await simulator?.close();
+    throw guarded.left;
+  }
+  const continuity = guarded.right;
+  const { store } = continuity;
   const minAgeMs = opts.minAgeMs ?? DEFAULTS.minAgeMs;
   const breaker = createBreaker({ failures: opts.breakerFailures ?? DEFAULTS.breakerFailures, cooldownMs: opts.breakerCooldownMs ?? DEFAULTS.breakerCooldownMs, clock: Date.now, metrics });
   const app = buildApp({
@@ -92,6 +116,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     minAgeMs,
     graceMs: opts.graceMs,
     breaker,
+    continuity,
     logger: { level: opts.logLevel },
     ...(opts.keys === undefined ? {} : { keys: opts.keys.keys }),
     ...(opts.tls === undefined ? {} : { https: httpsOptions(opts.tls) }),
@@ -101,6 +126,13 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   });
   const stopReloadingKeys = reloadKeysOnSighup(opts.keys, app.log);
   ledger.logLossTo(app.log);
+  durability = await watchDurability(ledger.store, {
+    require: opts.requireSyncStandby === true,
+    report: (r) => metrics.pgSynchronousStandbys(r === null ? null : r.synchronousStandbys),
+    warn: (message, r) => app.log.warn({ durability: r }, message),
+    error: (message) => app.log.error(message),
+  });
+  currentLog = app.log;
 
   // At start: rows a previous process left in RECEIVED or SENT. Then at least once per timeout.
   const sweeper = await startSweeper(store, { graceMs: opts.graceMs, everyMs: Math.max(250, Math.min(opts.timeoutMs, opts.graceMs)) }, app.log);
@@ -118,10 +150,13 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     async stopWork() {
       sweeper.stop();
       stopReloadingKeys();
+      durability?.stop();
       await settler?.stop();
     },
     async release() {
       await account.close();
+      // The last position recorded beside the ledger (SQLite) once nothing writes any more.
+      await continuity.stop();
       await store.close();
       await simulator?.close();
     },
@@ -141,11 +176,13 @@ async function openServedLedger(opts: ServeOptions, out: (line: string) => void)
     out(`ledger check: ${opts.db} is sound (quick_check ${checked.quickCheckMs} ms)`);
   }
   let ledgerLost = (reason: string): void => out(reason);
+  // PostgreSQL: which host takes the writes, and when none does (once per outage, naming every host tried).
+  let hostEvent = (e: HostEvent): void => out(hostLine(e));
   // Inline: commits on this thread (no copy of each unit to another thread and back), their fsync off the event loop.
   // A claim either commits within the send window, and is called, or fails E503 with nothing written (sendWindow.ts).
   const store = await openStore(opts.db, {
     synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, claimDeadlineMs: sendWindowMs(opts.graceMs), writer: opts.writer ?? DEFAULTS.writer,
-    watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'),
+    watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'), onHosts: (e) => hostEvent(e),
   });
   const loose = ledgerWarning(opts.db);
   if (loose !== null) out(`warning: ${loose}`);
@@ -153,8 +190,20 @@ async function openServedLedger(opts: ServeOptions, out: (line: string) => void)
     store,
     logLossTo(log) {
       ledgerLost = (reason) => log.error({ reason }, 'ledger file lost: every new transfer gets E503 until serve is restarted on the right file');
+      hostEvent = (e) => {
+        if (e.kind === 'none') log.error({ tried: e.tried }, hostLine(e));
+        else if (e.previous === null) log.info({ host: e.host }, hostLine(e));
+        else log.warn({ host: e.host, previous: e.previous }, hostLine(e));
+      };
     },
   };
+}
+
+/** A host event (src/store/postgres/hosts.ts) as one line. */
+function hostLine(e: HostEvent): string {
+  if (e.kind === 'none') return `${e.tried}: every new transfer gets E503 until a listed host takes writes`;
+  if (e.previous === null) return `PostgreSQL: writing to ${e.host}`;
+  return e.previous === e.host ? `PostgreSQL: ${e.host} takes writes again` : `PostgreSQL: the primary changed from ${e.previous} to ${e.host}; writing there`;
 }
 
 /**

@@ -8,6 +8,11 @@ import { runToEnd } from '../support/children.js';
 import { httpRequest, makeKeys } from '../support/relayHarness.js';
 import { BIN, exited, startServe } from '../support/serveProcess.js';
 import { useTempDir } from '../support/tmp.js';
+import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
+import { ledgerRecordOf } from '../../src/reconcile/ledgerFacts.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { runOver, type EntrySpec } from '../support/reconcile.js';
 
 /**
  * The console in a real browser (Debian's Chromium, headless, driven by playwright-core) against a real
@@ -24,6 +29,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
   let browser: Browser;
   let page: Page;
   let tokens: Record<string, string> = {};
+  let db: string;
   const pageErrors: string[] = [];
   /** The path of every request the page made. */
   const calls: string[] = [];
@@ -58,7 +64,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
     const keys = join(dir, 'keys');
     tokens = makeKeys(keys, { pay: ['transfer'], ops: ['read', 'admin'], auditor: ['read'] }).tokens;
     sim = await startSimulator({ port: 0, faults: { lateMs: 6000, byGuidPrefix: { [`late-${run}`]: 'late-answer', [`hole-${run}`]: 'hold' } } });
-    const db = join(dir, 'ledger.db');
+    db = join(dir, 'ledger.db');
     relay = startServe(['--keys', keys, '--db', db, '--account-url', sim.url, '--timeout', '2s', '--settle-every', '0', '--min-age', '0s']);
     url = await relay.ready;
 
@@ -276,6 +282,51 @@ describe.skipIf(!available)('the console in Chromium', () => {
     await expect.poll(() => rows.locator('tbody th').allTextContents()).toEqual(seen.slice(0, 2));
   });
 
+  it('Reconciliation: the latest recorded run, its breaks by severity, each GUID opening its timeline; first seen kept while open', async () => {
+    // Two runs of the engine over the relay's own ledger rows, recorded in its ledger as `guidgate reconcile` records them.
+    const store = openSqliteStore({ projection: ledgerProjection, path: db });
+    const ghost = `ghost-${run}`;
+    try {
+      const records = (await orThrow(store.queryLedger({}))).map(ledgerRecordOf);
+      const at = Math.max(...records.map((r) => r.firstSentAt)) + 10;
+      const window = { from: Math.min(...records.map((r) => r.firstSentAt)), to: at + 60_000, pendingMs: 0 };
+      const posting = (guid: string, over: Partial<EntrySpec> = {}): EntrySpec => ({ guid, from: FROM, to: '6222021002', amount: 1500, currency: 'CNY', appliedAt: at, ...over });
+      const matched = [settled, done[2]!].map((g) => posting(g));
+      const day = new Date(window.from).toISOString().slice(0, 10);
+      await orThrow(store.recordReconciliation(await runOver(tmp(), records, [...matched, posting(done[0]!), posting(done[0]!, { ref: 'second' }), posting(done[1]!)], window, `core-journal-${day}.ndjson`)));
+      // The next morning, the same day again: done[0] still posted twice, done[1]'s posting altered, the FAILED row posted, a posting for a GUID never relayed.
+      const journal = [...matched, posting(done[0]!), posting(done[0]!, { ref: 'second' }), posting(done[1]!, { amount: 1501 }), posting(absent), posting(ghost, { amount: 990 })];
+      await orThrow(store.recordReconciliation(await runOver(tmp(), records, journal, window, `core-journal-${day}.ndjson`)));
+    } finally {
+      await store.close();
+    }
+    await page.goto(`${url}/console/`);
+    await expect.poll(() => session().textContent()).toMatch(/^Signed in/);
+    const status = page.locator('#recon-status');
+    await expect.poll(() => status.textContent(), WAIT).toBe('The latest run, 2: 3 P1 and 2 P2 breaks; each GUID opens its timeline below.');
+    expect(await status.getAttribute('class')).toContain('error');
+    const facts = await page.locator('#recon-facts').textContent();
+    expect(facts).toMatch(/^Run2Recorded/);
+    expect(facts).toMatch(/SHA-256[0-9a-f]{64}/);
+    const counts = page.getByRole('table', { name: 'GUIDs per category' });
+    const count = (category: string) => counts.getByRole('row', { name: new RegExp(`^${category} `) }).locator('td').last().textContent();
+    expect([await count('duplicate_in_journal'), await count('amount_mismatch'), await count('unsettled_in_ledger'), await count('missing_in_journal'), await count('missing_in_ledger')]).toEqual(['1', '1', '1', '1', '1']);
+    const p1 = page.getByRole('table', { name: /^P1 breaks: 3/ });
+    const p2 = page.getByRole('table', { name: /^P2 breaks: 2/ });
+    const rowOf = (table: typeof p1, guid: string) => table.getByRole('row', { name: new RegExp(`^${guid} `) });
+    expect(await rowOf(p1, done[0]!).textContent()).toMatch(/duplicate_in_journal.*DONE 0000, 1500 CNY.*2 postings.*run 1 \(still open\)/);
+    expect(await rowOf(p1, done[1]!).textContent()).toMatch(/amount_mismatch, differs in amount.*1501 CNY.*run 2 \(this run\)/);
+    expect(await rowOf(p1, absent).textContent()).toMatch(/unsettled_in_ledger.*FAILED/);
+    expect(await rowOf(p2, ghost).textContent()).toMatch(/missing_in_ledger.*no row \(never relayed\).*990 CNY/);
+    expect(await rowOf(p2, done[2]!).count()).toBe(0);
+    // Account numbers never reach the page in full: the console shows amounts, not accounts.
+    expect(await page.locator('#recon').textContent()).not.toContain(FROM);
+    await page.locator('section', { has: page.getByRole('heading', { name: 'Reconciliation' }) }).screenshot({ path: join(SCREENSHOTS, 'console-reconciliation.png') });
+    // A GUID opens its transfer's timeline.
+    await rowOf(p1, done[0]!).getByRole('link', { name: done[0]! }).click();
+    await expect.poll(() => page.locator('#transfer-status').textContent(), WAIT).toMatch(new RegExp(`^${done[0]!}: DONE`));
+  });
+
   it('at 390 px wide nothing is cut off: the rows and the timeline stack, each cell under its column\'s name', async () => {
     const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });
     try {
@@ -286,7 +337,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
       // (The page's own code, as a string: the test's TypeScript knows no DOM.)
       const overflow = await phone.evaluate(`(() => {
         const width = document.documentElement.clientWidth;
-        const cells = [...document.querySelectorAll('#timeline tbody td, #timeline tbody th, #rows tbody td, #rows tbody th')]
+        const cells = [...document.querySelectorAll('#timeline tbody td, #timeline tbody th, #rows tbody td, #rows tbody th, table.breaks tbody td, table.breaks tbody th')]
           .map((el) => el.getBoundingClientRect())
           .filter((r) => r.left < -0.5 || r.right > width + 0.5).length;
         return { page: document.documentElement.scrollWidth - width, cells };

@@ -800,6 +800,34 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         // The store is fine after it.
         const recorded = await orThrow(store.recordReconciliation(run));
         expect((await orThrow(store.reconciliationBreaks('a'))).map((h) => h.run.id)).toEqual([recorded.id]);
+        });
+      });
+
+    describe('continuity (CONTRACT.md §9)', () => {
+      it('the standing names the server and how far the log reaches; missingEvents names exactly the events the log lacks', async () => {
+        const f = await fresh();
+        const store = await open(f);
+        const before = await orThrow(store.ledgerStanding());
+        await orThrow(store.execute('a', submit()));
+        await orThrow(store.execute('b', submit()));
+        const after = await orThrow(store.ledgerStanding());
+        expect(after.server).toBe(before.server);
+        expect(after.instance).toBe(before.instance);
+        expect(after.position).toBeGreaterThanOrEqual(before.position + 4);
+        const missing = await orThrow(store.missingEvents([{ guid: 'a', seq: 0 }, { guid: 'a', seq: 1 }, { guid: 'a', seq: 2 }, { guid: 'zz', seq: 0 }, { guid: 'b', seq: 1 }]));
+        expect(missing).toEqual([{ guid: 'a', seq: 2 }, { guid: 'zz', seq: 0 }]);
+        expect(await orThrow(store.missingEvents([]))).toEqual([]);
+      });
+
+      it('a mark written is read back by the next opening (a store that keeps none reads null)', async () => {
+        const f = await fresh();
+        const store = await open(f);
+        const mark = { position: 7, at: 1_700_000_000_000, window: { wentBackAt: 1_700_000_000_000, endsAt: 1_700_003_600_000 } };
+        await orThrow(store.writeMark(mark));
+        const again = await open(f);
+        const read = await orThrow(again.readMark());
+        if (read !== null) expect(read).toEqual(mark);
+        else expect(f.db).toMatch(/^postgres/);
       });
     });
 
@@ -830,7 +858,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const f = await fresh();
         const store = await f.open();
         expect(await store.close()).toEqual(E.right(undefined));
-        const calls: Record<Exclude<keyof EventStore, 'close'>, () => Promise<unknown>> = {
+        const calls: Record<Exclude<keyof EventStore, 'close' | 'connectionEvents'>, () => Promise<unknown>> = {
           appendEvents: () => store.appendEvents('a', -1, [claimed(1)]),
           execute: () => store.execute('a', submit()),
           readStream: () => store.readStream('a'),
@@ -854,7 +882,13 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           reconciliations: () => store.reconciliations({ limit: 1 }),
           reconciliation: () => store.reconciliation('1'),
           reconciliationBreaks: () => store.reconciliationBreaks('a'),
+          ledgerStanding: () => store.ledgerStanding(),
+          missingEvents: () => store.missingEvents([{ guid: 'a', seq: 0 }]),
+          readMark: () => store.readMark(),
+          writeMark: () => store.writeMark({ position: 1, at: 1 }),
           ping: () => store.ping(),
+          // Only a store with standbys has it (PostgreSQL); where it is, closed is closed too.
+          durability: () => store.durability?.() ?? store.ping(),
         };
         const settled = await Promise.allSettled(Object.values(calls).map((call) => call()));
         expect(settled.map((s) => s.status)).toEqual(Object.keys(calls).map(() => 'fulfilled'));

@@ -50,7 +50,7 @@ async function post(url: string, body: string): Promise<string> {
 interface JsonRun {
   counts: Record<string, number>;
   severities: { P1: number; P2: number };
-  breaks: Array<{ guid: string; category: string; severity: string }>;
+  breaks: Array<{ guid: string; category: string; severity: string; firstSeen: string | null }>;
   settled?: Array<{ guid: string; outcome: string; before: string; after: string; minAgeTrap: boolean }>;
   error?: { code: string; message: string };
 }
@@ -91,6 +91,10 @@ describe('guidgate reconcile: journal files, exit codes and bad input', () => {
       ['g-2', 'amount_mismatch', 'P1'], ['g-3', 'missing_in_journal', 'P2'], ['g-9', 'missing_in_ledger', 'P2'],
     ]);
     expect(run.counts['matched']).toBe(1);
+    // Every run is recorded: the first (the terminal run above) saw these breaks first, and this one says so.
+    const firstRun = run.breaks[0]!.firstSeen;
+    expect(firstRun).not.toBeNull();
+    expect(run.breaks.map((b) => b.firstSeen)).toEqual([firstRun, firstRun, firstRun]);
 
     const c = await cli(['reconcile', '--db', db, '--journal', file, ...around(), '--csv']);
     expect(c.code).toBe(1);

@@ -111,6 +111,6 @@ export const sentRecord = (guid: string, firstSentAt: number, status: LedgerReco
 });
 
 /** A real run of the engine over an NDJSON journal of `entries` against `records`: what a store records (ReconcileResult). */
-export async function runOver(dir: string, records: readonly LedgerRecord[], entries: readonly EntrySpec[], window: ReconcileWindow): Promise<Outcome> {
-  return reconcileText(dir, `journal-${Math.random().toString(36).slice(2)}.ndjson`, ndjsonText(entries), records, window);
+export async function runOver(dir: string, records: readonly LedgerRecord[], entries: readonly EntrySpec[], window: ReconcileWindow, name = `journal-${Math.random().toString(36).slice(2)}.ndjson`): Promise<Outcome> {
+  return reconcileText(dir, name, ndjsonText(entries), records, window);
 }

@@ -25,12 +25,15 @@ import { oldestRowOf, readBlackHoleDeadLetters, readLedgerCounts, unansweredSend
 import { timelineView } from './timeline.js';
 import { runHeadView, runView, viewJson } from '../../settle/reconciliations.js';
 import { operatorRow } from '../../events/policy.js';
+import type { ContinuityView } from '../../settle/continuityGuard.js';
 
 export interface OperatorDeps {
   readonly store: EventStore;
   readonly account: AccountClient;
   readonly metrics: Metrics;
   readonly breaker?: Breaker | undefined;
+  /** The continuity guard, shown in the overview (absent: `{ state: 'off' }`). */
+  readonly continuity?: { view(): ContinuityView } | undefined;
   /** The call timeout recorded in a reprocess's Sent (serve's --timeout). */
   readonly timeoutMs: number;
   readonly maxAttempts: number;
@@ -189,7 +192,7 @@ function registerOverview(app: FastifyInstance, deps: OperatorDeps): void {
   app.get('/v1/stats', {
     config: {
       openapi: {
-        summary: 'The overview: rows per status, the oldest UNKNOWN and FAILED, dead letters, the breaker, replies per code over the last minutes',
+        summary: 'The overview: rows per status, the oldest UNKNOWN and FAILED, dead letters, the breaker, the continuity window (CONTRACT.md §9), replies per code over the last minutes',
         example: {},
         responses: { 200: { description: 'now', schema: S.stats }, 503: 'E503' },
       } satisfies RouteDoc,
@@ -211,6 +214,7 @@ function registerOverview(app: FastifyInstance, deps: OperatorDeps): void {
       deadLetters: counts.deadLetters,
       blackHoles: blackHoles.right,
       breaker: deps.breaker?.view() ?? { state: 'off' },
+      continuity: deps.continuity?.view() ?? { state: 'off', breaks: 0, lastBreak: null },
       replies: deps.metrics.recentReplies(),
     });
   });

@@ -204,6 +204,18 @@ export const stats = {
         trialAt: { ...ms, description: 'open: when one call is let through' },
       },
     },
+    continuity: {
+      type: 'object',
+      required: ['state', 'breaks', 'lastBreak'],
+      description: 'The continuity guard (CONTRACT.md §9): `window` while every GUID the ledger does not know is inquired about before its first send',
+      properties: {
+        state: { enum: ['off', 'watching', 'window'] },
+        breaks: { type: 'integer', minimum: 0, description: 'times this relay saw the ledger go back since it started' },
+        wentBackAt: { ...ms, description: 'window: when the ledger went back (the last time)' },
+        endsAt: { ...ms, description: 'window: when the window ends' },
+        lastBreak: nullable({ type: 'object', required: ['at', 'why'], properties: { at: ms, why: { type: 'string' } } }),
+      },
+    },
     replies: {
       type: 'object',
       description: 'replies to channels (the channel API\'s routes, guidgate_replies_total{route="channel"}); operator and console replies are not counted here',

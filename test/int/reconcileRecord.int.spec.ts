@@ -1,0 +1,37 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { orThrow } from '../../src/events/storeResult.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
+import { recordIn } from '../../src/settle/reconciliations.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { runOver, sentRecord } from '../support/reconcile.js';
+import { useTempDir } from '../support/tmp.js';
+
+/** The recorder the reconcile command hands a finished run to (#27): the ledger's recordReconciliation. */
+describe('recordIn: a finished run recorded in the ledger', () => {
+  const tmp = useTempDir();
+  const window = { from: 1000, to: 2000, pendingMs: 0 };
+
+  it('records the engine\'s result as it is; read back with its summary and breaks, first-seen runs filled', async () => {
+    const dir = tmp();
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(dir, 'ledger.db') });
+    try {
+      const result = await runOver(dir, [sentRecord('a', 1100), sentRecord('b', 1200)], [{ guid: 'b', appliedAt: 1210 }, { guid: 'c', appliedAt: 1300 }], window);
+      await recordIn(store)(result);
+      const [head] = await orThrow(store.reconciliations({ limit: 1 }));
+      const recorded = (await orThrow(store.reconciliation(head!.id)))!;
+      expect(recorded.summary).toEqual(result.summary);
+      expect(recorded.breaks.map((b) => [b.guid, b.category, b.firstSeen])).toEqual([['a', 'missing_in_journal', recorded.id], ['c', 'missing_in_ledger', recorded.id]]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a ledger that cannot record it: the run fails with the store\'s error, nothing half recorded', async () => {
+    const dir = tmp();
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(dir, 'ledger.db') });
+    const result = await runOver(dir, [sentRecord('a', 1100)], [], window);
+    await store.close();
+    await expect(recordIn(store)(result)).rejects.toMatchObject({ code: 'LEDGER_CLOSED' });
+  });
+});

@@ -88,6 +88,10 @@ export function runHistory(o: { db: string; guid: string; json?: boolean; reques
     const row = await orThrow(store.getLedger(o.guid));
     const requests = o.requests === true ? `, ${all.length - events} channel requests` : '';
     out(`${o.guid}: ${events} events${requests}; now ${row?.status ?? '(no ledger row)'}${row?.code == null ? '' : ` ${row.code}`}${flagged}`);
+    // The black-hole pattern said in words, by the rule the operator API's timeline uses (#28).
+    const { unansweredSends } = await import('../settle/stats.js');
+    const pattern = unansweredSends(all.flatMap((e) => (e.kind === 'event' ? [e] : [])));
+    if (pattern !== null) out(`${o.guid}: ${pattern.summary} (an account system that accepts connections and never answers: docs/operating.md)`);
     return 0;
   });
 }

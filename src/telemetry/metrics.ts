@@ -42,7 +42,16 @@ function processMetrics(): Registry {
 /** The break categories of CONTRACT.md §8 (every category but `matched` and `pending`). */
 const BREAK_CATEGORIES = CATEGORIES.filter((c) => c !== 'matched' && c !== 'pending');
 
-export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pick<ReconciliationLog, 'reconciliations'>>, clock: () => number, opts: { readonly maxAttempts?: number; /** prom-client's process and Node.js metrics (a relay's /metrics; not a command's throwaway registry). */ readonly processMetrics?: boolean } = {}) {
+export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pick<ReconciliationLog, 'reconciliations'>>, clock: () => number, opts: {
+  readonly maxAttempts?: number;
+  /** prom-client's process and Node.js metrics (a relay's /metrics; not a command's throwaway registry). */
+  readonly processMetrics?: boolean;
+  /**
+   * The dead letters sent every time into silence (a black hole, #28), at most 20 GUIDs, read at scrape time (serve
+   * hands in settle/stats.ts's rule; rejects when the ledger cannot be read): `guidgate_dead_letter_black_hole{guid}`.
+   */
+  readonly blackHoleDeadLetters?: () => Promise<readonly string[]>;
+} = {}) {
   const registry = new Registry();
   if (opts.processMetrics === true) for (const metric of processMetrics().getMetricsAsArray()) registry.registerMetric(metric as unknown as Metric); // the metric objects themselves (prom-client 15)
   const replies = new Counter({
@@ -157,6 +166,20 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
       registers: [registry],
       async collect() {
         this.set(await orThrow(store.countLedger(deadLetterRows(maxAttempts))));
+      },
+    });
+  }
+  const blackHoleDeadLetters = opts.blackHoleDeadLetters;
+  if (blackHoleDeadLetters !== undefined) {
+    new Gauge({
+      name: 'guidgate_dead_letter_black_hole',
+      help: 'Dead letters sent every time into silence (each send unanswered, every inquiry absent), one series per GUID with value 1; at most 20',
+      labelNames: ['guid'],
+      registers: [registry],
+      async collect() {
+        const guids = await blackHoleDeadLetters();
+        this.reset();
+        for (const guid of guids) this.set({ guid }, 1);
       },
     });
   }

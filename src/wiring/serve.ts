@@ -14,6 +14,8 @@ import { startSweeper } from '../settle/sweeper.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { startSettler } from '../settle/settler.js';
+import { readBlackHoleDeadLetters } from '../settle/stats.js';
+import { orThrow } from '../events/storeResult.js';
 import { gatedStore, watchDurability, type DurabilityWatch } from './durability.js';
 import { startContinuityGuard, type ContinuityLog } from '../settle/continuityGuard.js';
 
@@ -86,7 +88,11 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const base = opts.requireSyncStandby === true ? gatedStore(ledger.store, () => (durability === null ? 'the durability report is not read yet' : durability.refusal())) : ledger.store;
   const { url: accountUrl, simulator } = await accountSystemUrl(opts, out);
   const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
-  const metrics = createMetrics(base, Date.now, { maxAttempts: opts.maxAttempts, processMetrics: true });
+  const metrics = createMetrics(base, Date.now, {
+    maxAttempts: opts.maxAttempts,
+    processMetrics: true,
+    blackHoleDeadLetters: async () => (await orThrow(readBlackHoleDeadLetters(base, { maxAttempts: opts.maxAttempts }))).guids,
+  });
   // The continuity guard (CONTRACT.md §9) watches the ledger for going back; everything writes through its store.
   // Said on `out` until the app's log exists (a going back seen at start), then in the app's log.
   const early = (line: Record<string, unknown>, message: string): void => out(`${message} ${JSON.stringify(line)}`);

@@ -51,7 +51,14 @@ describe('a black hole: every send unanswered, every inquiry absent', () => {
     expect(stats['blackHoles']).toEqual({ count: 1, guids: [guid], more: false });
     expect((await get(`/v1/transfers/${String(JSON.parse(refused).guid)}/events`))['blackHole']).toBeNull();
 
-    // `guidgate stats` on the same ledger says the same, by the same rule.
+    // /metrics names it for the alert (GuidgateBlackHoleDeadLetter), one series per GUID; the refused one is not there.
+    const metrics = (await h.get('/metrics')).body;
+    expect(metrics.split('\n').filter((l) => l.startsWith('guidgate_dead_letter_black_hole{'))).toEqual([`guidgate_dead_letter_black_hole{guid="${guid}"} 1`]);
+
+    // `guidgate history` and `guidgate stats` on the same ledger say the same, by the same rule.
+    const history = await cli(['history', guid, '--db', h.db]);
+    expect(history.stdout).toContain(`${guid}: sent 3 times, every inquiry absent (an account system that accepts connections and never answers: docs/operating.md)\n`);
+    expect((await cli(['history', String(JSON.parse(refused).guid), '--db', h.db])).stdout).not.toContain('every inquiry absent');
     const human = await cli(['stats', '--max-attempts', '3', '--db', h.db]);
     expect(human.stdout).toContain('FAILED at the attempt cap (3), needing a person: 2\n');
     expect(human.stdout).toContain(`of which sent every time into silence (each send unanswered, every inquiry absent): 1: ${guid}\n`);

@@ -142,7 +142,8 @@ describe('guidgate operator commands as processes', () => {
     expect(snapshot(db)).toEqual(before);
 
     const sent = await cli(asWritten(real!));
-    expect([sent.code, sent.stderr, sent.stdout.trim()]).toEqual([0, '', 'reprocess: candidates=2 done=2 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
+    expect([sent.code, sent.stderr, sent.stdout.split('\n')[0]]).toEqual([0, '', 'reprocess: candidates=2 done=2 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
+    expect(sent.stdout).toContain(`done: ${named.join(', ')}`);
     expect(sim.stats().calls).toEqual({ [named[0]!]: 1, [named[1]!]: 1 });
     for (const g of named) expect(await row(db, g)).toMatchObject({ status: 'DONE', attempts: 6 });
     expect(await row(db, 'DL-OTHER')).toMatchObject({ status: 'FAILED', attempts: 5 });

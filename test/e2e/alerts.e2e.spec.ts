@@ -69,7 +69,7 @@ describe('alerts and dashboard (deploy/)', () => {
       return;
     }
     const check = await run(tool, ['check', 'rules', RULES]);
-    expect(check.stdout).toMatch(/SUCCESS: 8 rules found/);
+    expect(check.stdout).toMatch(/SUCCESS: 9 rules found/);
     const test = await run(tool, ['test', 'rules', 'guidgate.rules.test.yml'], { cwd: RULES_DIR });
     expect(test.stdout).toMatch(/SUCCESS/);
 

@@ -146,6 +146,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
     const facts = await page.locator('#facts').textContent();
     expect(facts).toMatch(/Oldest UNKNOWN.*late-/);
     expect(facts).toMatch(/Breaker\s*closed/);
+    expect(facts).toMatch(/Ledger continuity\s*watching/);
     const replies = page.getByRole('table', { name: /^Replies per code, last/ });
     expect(await replies.getByRole('row', { name: /^E901 / }).locator('td').textContent()).toBe('5');
     // The token is kept for this tab only.

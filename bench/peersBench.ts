@@ -44,6 +44,7 @@ const { values } = parseArgs({
     redis: { type: 'string', default: 'redis://127.0.0.1:6379/15' },
     'no-replay': { type: 'boolean', default: false },
     'counter-guids': { type: 'boolean', default: false },
+    baseline: { type: 'string' },
     json: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
@@ -61,6 +62,8 @@ if (values.help) {
                       is emptied at the end; the server must run on this machine (its CPU is read)
   --no-replay         no replay loads
   --counter-guids     GUIDs tag-pid-counter instead of random UUIDs
+  --baseline DIR      also guidgate from another build (DIR: a checkout with its dist built) beside each guidgate
+                      relay of --relays, in the same rounds: before and after from one run
   --json              print the summary as JSON
 Prints, per relay, medians of the rounds: req/s, p50/p99, relay CPU µs per request, store server CPU µs per
 request, and the ratios to the naive relay of the same round; then the same for the replay path.
@@ -111,7 +114,7 @@ function start(script: string, args: string[]): Promise<{ url: string; pid: numb
 }
 
 interface Relay {
-  readonly key: RelayKey | 'naive';
+  readonly key: RelayKey | 'naive' | 'sqlite@baseline' | 'postgres@baseline';
   readonly name: string;
   /** What survives a crash of the store, in a few words. */
   readonly durable: string;
@@ -257,7 +260,7 @@ const coresPer1000 = (f: Figures) => (f.relayUs === null ? null : (f.relayUs + (
 // The run
 
 let redis: Awaited<ReturnType<typeof redisServer>> | null = null;
-let pgDb: Awaited<ReturnType<typeof throwawayDatabase>> | null = null;
+const pgDbs: Array<Awaited<ReturnType<typeof throwawayDatabase>>> = [];
 const servers: ServerCpu[] = [];
 try {
   const loadAtStart = loadavg();
@@ -272,15 +275,21 @@ try {
     'node-idempotency': { name: `@node-idempotency/core ${versionOf('@node-idempotency/core')} on Redis`, script: 'nodeIdempotencyRelay.js' },
   };
   for (const key of relayKeys as RelayKey[]) {
-    if (key === 'sqlite') {
-      const p = await start(BIN, ['serve', '--port', '0', '--db', join(dir, 'peers.db'), '--account-url', stub.url, '--log-level', 'warn']);
-      relays.push({ key, name: 'guidgate, SQLite', durable: 'yes: the WAL synced per batch before any answer (default --synchronous FULL)', ...p, server: null });
-    } else if (key === 'postgres') {
-      pgDb = await throwawayDatabase(values.db, 'peers');
-      const server = await postgresServer(values.db, new URL(pgDb.url).pathname.slice(1));
-      servers.push(server);
-      const p = await start(BIN, ['serve', '--port', '0', '--db', pgDb.url, '--account-url', stub.url, '--log-level', 'warn']);
-      relays.push({ key, name: `guidgate, PostgreSQL ${server.version.split(' ')[0]}`, durable: `yes: ${server.durability}`, ...p, server });
+    if (key === 'sqlite' || key === 'postgres') {
+      for (const [bin, suffix] of [[BIN, ''], ...(values.baseline === undefined ? [] : [[join(values.baseline, 'bin', 'guidgate'), ' (baseline)']])] as Array<[string, string]>) {
+        const tag = suffix === '' ? key : (`${key}@baseline` as const);
+        if (key === 'sqlite') {
+          const p = await start(bin, ['serve', '--port', '0', '--db', join(dir, `${tag}.db`), '--account-url', stub.url, '--log-level', 'warn']);
+          relays.push({ key: tag, name: `guidgate, SQLite${suffix}`, durable: 'yes: a claim synced before its call, an outcome by the next sync (default --synchronous FULL)', ...p, server: null });
+        } else {
+          const db = await throwawayDatabase(values.db, suffix === '' ? 'peers' : 'peersbase');
+          pgDbs.push(db);
+          const server = await postgresServer(values.db, new URL(db.url).pathname.slice(1));
+          servers.push(server);
+          const p = await start(bin, ['serve', '--port', '0', '--db', db.url, '--account-url', stub.url, '--log-level', 'warn']);
+          relays.push({ key: tag, name: `guidgate, PostgreSQL ${server.version.split(' ')[0]}${suffix}`, durable: `yes: ${server.durability}`, ...p, server });
+        }
+      }
     } else {
       if (redis === null) {
         const server = await redisServer(values.redis);
@@ -412,6 +421,6 @@ try {
   );
   if (redis !== null) await redis.flushDb();
   for (const s of servers) await s.close();
-  if (pgDb !== null) await pgDb.drop();
+  for (const db of pgDbs) await db.drop();
   rmSync(dir, { recursive: true, force: true });
 }

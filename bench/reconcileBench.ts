@@ -2,8 +2,10 @@
  * The reconciliation engine at the scale of issue #27: a day of N (default 1,000,000) transfers on both sides,
  * with a sprinkling of every category, reconciled by `reconcile()`; prints the time and the peak RSS.
  * The journal is a real file (NDJSON or CSV, in time order, so GUIDs arrive shuffled); the ledger side is a
- * synthetic LedgerSource that makes each row as it is read, in GUID order (the real ledger read is wired later).
- * Usage: node dist/bench/reconcileBench.js [--n 1000000] [--format ndjson|csv] [--json]
+ * synthetic LedgerSource that makes each row as it is read, in GUID order, or with `--ledger sqlite` a real SQLite
+ * ledger filled first through the store's own commands and read as `guidgate reconcile` reads it (storeLedgerSource:
+ * pages of the window in GUID order, lookups by GUID).
+ * Usage: node dist/bench/reconcileBench.js [--n 1000000] [--format ndjson|csv] [--ledger synthetic|sqlite] [--json]
  */
 import { createWriteStream, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { once } from 'node:events';
@@ -12,9 +14,16 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { openJournalFile, reconcile, reportWriter, type LedgerRecord, type LedgerSource, type ReconcileWindow } from '../src/reconcile/index.js';
+import type { EventStore } from '../src/events/store.js';
+import { orThrow } from '../src/events/storeResult.js';
+import { storeLedgerSource } from '../src/settle/reconcileRun.js';
+import { openStore } from '../src/store/openStore.js';
 
 const { values } = parseArgs({
-  options: { n: { type: 'string', default: '1000000' }, format: { type: 'string', default: 'ndjson' }, json: { type: 'boolean', default: false } },
+  options: {
+    n: { type: 'string', default: '1000000' }, format: { type: 'string', default: 'ndjson' }, ledger: { type: 'string', default: 'synthetic' },
+    json: { type: 'boolean', default: false },
+  },
 });
 const N = Number(values.n);
 const format = values.format === 'csv' ? 'csv' : 'ndjson';
@@ -68,7 +77,7 @@ function record(i: number): LedgerRecord {
   return { guid: guidOf(i), status, code, request: kind === 'purged' ? null : request, firstSentAt: kind === 'sent_before' ? window.from - 7_200_000 : sentAt(i) };
 }
 
-const ledger: LedgerSource = {
+const synthetic: LedgerSource = {
   async *window() {
     for (let i = 0; i < N; i++) {
       const kind = kindOf(i);
@@ -79,6 +88,43 @@ const ledger: LedgerSource = {
     return guids.map((g) => Number(g.slice(2))).filter((i) => kindOf(i) === 'sent_before').map(record);
   },
 };
+
+/**
+ * A real SQLite ledger holding what `record(i)` describes, written through the store's commands (Submit, then the
+ * outcome), a chunk at a time at the chunk's first send time (the ledger's clock), so that created_at falls in the
+ * window (before it for `sent_before`). Returns the store, open.
+ */
+async function fillSqlite(path: string): Promise<EventStore> {
+  let now = window.from;
+  const store = await openStore(path, { create: true, clock: () => now, synchronous: 'NORMAL' });
+  const CHUNK = 2000;
+  for (let start = 0; start < N; start += CHUNK) {
+    const rows = Array.from({ length: Math.min(CHUNK, N - start) }, (_, k) => start + k).filter((i) => kindOf(i) !== 'no_row').map(record);
+    for (const early of [true, false]) {
+      const part = rows.filter((r) => (r.firstSentAt < window.from) === early);
+      if (part.length === 0) continue;
+      now = part[0]!.firstSentAt;
+      await Promise.all(part.map((r) => orThrow(store.execute(r.guid, { type: 'Submit', request: fullRequest(r.guid), fingerprint: 'f', timeoutMs: 3000, maxAttempts: 5 }))));
+      await Promise.all(
+        part.map(async (r) => {
+          if (r.status === 'UNKNOWN') return orThrow(store.execute(r.guid, { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
+          if (r.status === 'FAILED') return orThrow(store.execute(r.guid, { type: 'RecordConnectFailure', attempt: 1, reason: 'refused' }));
+          await orThrow(store.execute(r.guid, { type: 'RecordAnswer', attempt: 1, code: r.code!, response: `{"code":"${r.code}"}`, latencyMs: 1 }));
+          if (r.status === 'PURGED') await orThrow(store.execute(r.guid, { type: 'Purge', retentionMs: 0 }));
+          return undefined;
+        }),
+      );
+    }
+  }
+  return store;
+}
+
+/** The request of GUID `G-…` as record() writes it for a row that keeps one (a PURGED row's before it was purged). */
+function fullRequest(guid: string): string {
+  const i = Number(guid.slice(2));
+  const c = currencyOf(i);
+  return `{"guid":"${guidOf(i)}","from":"${from(i)}","to":"${to(i)}","amount":${amountOf(i)}${c === null ? '' : `,"currency":"${c}"`},"memo":"salary"}`;
+}
 
 async function writeJournal(path: string): Promise<void> {
   const out = createWriteStream(path, { highWaterMark: 1 << 20 });
@@ -111,6 +157,10 @@ try {
   const made = performance.now();
   await writeJournal(path);
   const writeSeconds = (performance.now() - made) / 1000;
+  const filling = performance.now();
+  const store = values.ledger === 'sqlite' ? await fillSqlite(join(dir, 'ledger.db')) : null;
+  const fillSeconds = (performance.now() - filling) / 1000;
+  const ledger = store === null ? synthetic : storeLedgerSource(store);
   const rssBefore = process.memoryUsage.rss();
   let peakSampled = rssBefore;
   const sampler = setInterval(() => (peakSampled = Math.max(peakSampled, process.memoryUsage.rss())), 50);
@@ -120,6 +170,7 @@ try {
   const cpuBefore = process.cpuUsage();
   const journal = await openJournalFile(path);
   const summary = await reconcile({ window, journal, ledger, onBreak: (b) => report.write(b) });
+  await store?.close();
   await report.end(summary);
   const seconds = (performance.now() - started) / 1000;
   const cpu = process.cpuUsage(cpuBefore);
@@ -130,6 +181,8 @@ try {
     format,
     journalBytes: statSync(path).size,
     journalWriteSeconds: Number(writeSeconds.toFixed(1)),
+    ledger: store === null ? 'synthetic' : 'sqlite',
+    ledgerFillSeconds: Number(fillSeconds.toFixed(1)),
     reconcileSeconds: Number(seconds.toFixed(1)),
     cpuSeconds: Number(((cpu.user + cpu.system) / 1e6).toFixed(1)),
     rssBeforeMb: Math.round(rssBefore / 1048576),
@@ -141,7 +194,7 @@ try {
   };
   if (values.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   else {
-    process.stdout.write(`reconcile: ${N} transfers (${format} journal, ${(result.journalBytes / 1048576).toFixed(0)} MiB) in ${result.reconcileSeconds} s (${result.cpuSeconds} s of CPU); ` +
+    process.stdout.write(`reconcile: ${N} transfers (${format} journal, ${result.ledger} ledger, ${(result.journalBytes / 1048576).toFixed(0)} MiB) in ${result.reconcileSeconds} s (${result.cpuSeconds} s of CPU); ` +
       `peak RSS ${result.maxRssMb} MB (process maximum; ${result.rssBeforeMb} MB before the run, ${result.peakRssSampledMb} MB sampled during it)\n`);
     process.stdout.write(`${Object.entries(summary.counts).map(([c, n]) => `${c} ${n}`).join(', ')}; breaks ${summary.breaks}\n`);
   }

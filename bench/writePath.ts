@@ -10,8 +10,8 @@
  * `--build DIR`: also another build (its `dist` folder, e.g. of the commit before a change), run alternately with
  * this one, each in a process of its own: before and after from one run, with the ratio.
  * `--db postgres://…/DB`: the PostgreSQL store instead (each run makes a database of its own on that server and
- * drops it): this process's CPU, and the server's own (every `postgres` process on this machine, from /proc) per
- * transfer; the file figures do not apply.
+ * drops it): this process's CPU, and the server's own per transfer (the backends of that database and the server's
+ * WAL writer, checkpointer and background writer, from /proc: peers/storeServerCpu.ts); the file figures do not apply.
  */
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { cpuOfProcessesNamed } from './processCpu.js';
+import { cpuBetween, postgresServer } from './peers/storeServerCpu.js';
 import { throwawayDatabase } from './throwawayDatabase.js';
 
 const { values } = parseArgs({
@@ -62,14 +62,17 @@ async function once(dist: string): Promise<Measured> {
   const { openStore, processActor } = (await import(url('src/store/openStore.js'))) as typeof import('../src/store/openStore.js');
   const server = values.db === undefined ? null : await throwawayDatabase(values.db, 'writepath');
   const dir = server === null ? mkdtempSync(join(tmpdir(), 'guidgate-writepath-')) : null;
+  const pgServer = server === null ? null : await postgresServer(values.db!, new URL(server.url).pathname.slice(1));
   try {
-    return await measure(server?.url ?? join(dir!, 'ledger.db'), server !== null);
+    return await measure(server?.url ?? join(dir!, 'ledger.db'), pgServer);
   } finally {
+    await pgServer?.close();
     await server?.drop();
     if (dir !== null) rmSync(dir, { recursive: true, force: true });
   }
 
-  async function measure(path: string, onPostgres: boolean): Promise<Measured> {
+  async function measure(path: string, pgServer: Awaited<ReturnType<typeof postgresServer>> | null): Promise<Measured> {
+    const onPostgres = pgServer !== null;
     const store = await openStore(path, { synchronous: 'FULL', writer, actor: processActor('serve') });
     const audit = { params: { timeoutMs: 3000, maxAttempts: 5, minAgeMs: 60_000 } };
     const note = `,"note":"${'x'.repeat(150)}"`;
@@ -100,11 +103,12 @@ async function once(dist: string): Promise<Measured> {
     };
     await run(Math.min(2000, transfers)); // warm: the JIT, the page cache
     const io0 = io();
-    const server0 = onPostgres ? cpuOfProcessesNamed('postgres') : 0;
+    const server0 = await pgServer?.read();
     const cpu0 = process.cpuUsage();
     await run(transfers);
     const cpu = process.cpuUsage(cpu0);
-    const serverCpu = onPostgres ? cpuOfProcessesNamed('postgres') - server0 : NaN;
+    const server1 = await pgServer?.read();
+    const serverCpu = server0 === undefined || server1 === undefined ? NaN : cpuBetween(server0, server1);
     const io1 = io();
     await store.close();
     const cpuUs = (cpu.user + cpu.system) / transfers;

@@ -12,8 +12,9 @@ export function registerDemo(program: Command): void {
     .action(async (o: { transfers: number; concurrency: number }) => {
       const { runDemo } = await import('../wiring/demo.js');
       const r = await runDemo({ transfers: o.transfers, concurrency: o.concurrency });
-      // The demo fails if guidgate itself double-debited or left a transfer unsettled.
+      // The demo fails if guidgate itself double-debited or left a transfer unsettled…
       const allDone = r.settled['DONE'] === o.transfers;
-      setExit(r.guidgate.doubleDebits === 0 && r.settledDoubles === 0 && allDone ? 0 : 1);
+      // …or if its reconciliation finds a break.
+      setExit(r.guidgate.doubleDebits === 0 && r.settledDoubles === 0 && allDone && r.reconciled.guidgate.breaks === 0 ? 0 : 1);
     });
 }

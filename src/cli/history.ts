@@ -31,7 +31,8 @@ function dataLines(data: unknown): string[] {
 function printEntry(e: TimelineEntry): void {
   if (e.kind === 'request') {
     const key = e.key === null ? '' : `, key ${e.key}`;
-    out(`     ${iso(e.at)}  ${'request'.padEnd(13)}  answered ${e.code}${key}${e.fingerprintMatch ? '' : ', fingerprint differs (another request under this GUID)'}`);
+    const replayed = e.replayed ? ' (replayed: the stored answer, nothing sent)' : '';
+    out(`     ${iso(e.at)}  ${'request'.padEnd(13)}  answered ${e.code}${replayed}${key}${e.fingerprintMatch ? '' : ', fingerprint differs (another request under this GUID)'}`);
     return;
   }
   out(`${String(e.seq).padStart(3)}  ${iso(e.at)}  ${e.type.padEnd(13)}  by ${actorLine(e.actor)}`);
@@ -103,7 +104,7 @@ export function registerHistory(program: Command): void {
     .argument('<guid>', 'the transfer GUID')
     .addOption(flag('--requests', "interleave the channel's requests for the GUID (time, key, code answered, fingerprint match)"))
     .addOption(dbFlag())
-    .addOption(jsonFlag('print an array of {seq, type, at, data}; with --requests, the timeline: {kind: "event", seq, type, at, data, actor} and {kind: "request", at, key, code, fingerprintMatch}'))
+    .addOption(jsonFlag('print an array of {seq, type, at, data}; with --requests, the timeline: {kind: "event", seq, type, at, data, actor} and {kind: "request", at, key, code, fingerprintMatch, replayed}'))
     .action(async (guid: string, o: { db: string; json?: boolean; requests?: boolean }) => {
       setExit(await runHistory({ ...o, guid }));
     });

@@ -5,7 +5,7 @@
 import { Command, CommanderError } from 'commander';
 import { registerCheckCommand } from './check.js';
 import { registerDemo } from './demo.js';
-import { applyBooleanEnv } from './options.js';
+import { applyBooleanEnv, checkDbUrl } from './options.js';
 import { endQuietlyOnClosedPipe, escapeControls } from './output.js';
 import { registerHistory } from './history.js';
 import { registerKeysCommand } from './keys.js';
@@ -13,6 +13,7 @@ import { registerLedger } from './ledger.js';
 import { registerNaive } from './naive.js';
 import { registerPurge } from './purge.js';
 import { registerRebuild } from './rebuild.js';
+import { registerReconcile } from './reconcile.js';
 import { registerReprocess } from './reprocess.js';
 import { registerResolve } from './resolve.js';
 import { registerServe } from './serve.js';
@@ -26,7 +27,10 @@ const program = new Command('guidgate')
   .exitOverride()
   // commander's own messages quote what was given (a flag's value, a variable's): escaped like every line.
   .configureOutput({ outputError: (str, write) => write(str.split('\n').map(escapeControls).join('\n')) })
-  .hook('preAction', (_program, command) => applyBooleanEnv(command));
+  .hook('preAction', (_program, command) => {
+    applyBooleanEnv(command);
+    checkDbUrl(command);
+  });
 
 registerServe(program);
 registerSimulator(program);
@@ -40,6 +44,7 @@ registerHistory(program);
 registerLedger(program);
 registerStats(program);
 registerRebuild(program);
+registerReconcile(program);
 registerKeysCommand(program);
 registerCheckCommand(program);
 
@@ -48,8 +53,11 @@ try {
   await program.parseAsync(process.argv);
 } catch (err) {
   if (err instanceof CommanderError) {
-    // help and version are not failures; every other parse problem is bad usage.
-    process.exit(err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help' ? 0 : 2);
+    // Help asked for (`--help`, `help`) and the version are not failures. Help shown because no command was given
+    // (`guidgate`, `guidgate keys`: commander marks it with a non-zero exitCode, and writes it to stderr) is bad
+    // usage, like every other parse problem (#28).
+    const asked = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || (err.code === 'commander.help' && err.exitCode === 0);
+    process.exit(asked ? 0 : 2);
   }
   process.stderr.write(`guidgate: ${escapeControls(err instanceof Error ? err.message : String(err))}\n`);
   process.exit(1);

@@ -3,6 +3,7 @@ import { parseStatuses, STATUSES, type Status } from '../events/codecs.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { formatDuration, parseDuration } from '../shared/duration.js';
 import { MIN_GRACE_MS } from '../settle/sendWindow.js';
+import { postgresUrlProblem } from '../store/postgres/postgresUrl.js';
 
 /** Each boolean flag's environment variable (commander's own `.env()` is used for the others). */
 const booleanVariables = new WeakMap<Option, string>();
@@ -115,9 +116,21 @@ export function shownDefault(ms: number): string {
   return ms > 0 && ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
 }
 
-export const dbFlag = () => flag('--db <path>', 'ledger file, or postgres://user@host:port/dbname').default(DEFAULTS.db);
+export const dbFlag = () => flag('--db <path>', 'ledger file, or postgres://user@host:port/dbname (several hosts: postgres://user@h1:p1,h2:p2/dbname)').default(DEFAULTS.db);
+
+/**
+ * `--db` (or GUIDGATE_DB) as a PostgreSQL URL that cannot be used (a host list that does not parse, a
+ * target_session_attrs other than read-write or primary) is bad usage, exit 2, for every command: the message names
+ * the part at fault, never the URL (it may hold a password).
+ */
+export function checkDbUrl(command: Command): void {
+  const db: unknown = command.opts()['db'];
+  if (typeof db !== 'string' || !/^postgres(ql)?:\/\//i.test(db)) return;
+  const problem = postgresUrlProblem(db);
+  if (problem !== null) command.error(`error: --db: ${problem}`, { exitCode: 2, code: 'guidgate.db' });
+}
 export const accountUrlFlag = () => flag('--account-url <url>', 'base URL of the account system').argParser(urlArg).makeOptionMandatory();
-export const limitFlag = () => flag('--limit <n>', 'handle at most this many rows').argParser(intArg(1));
+export const limitFlag = (what = 'handle at most this many rows') => flag('--limit <n>', what).argParser(intArg(1));
 export const dryRunFlag = (what: string) => flag('--dry-run', what);
 export const concurrencyFlag = (what: string) => flag('--concurrency <n>', what).argParser(intArg(1, 256)).default(DEFAULTS.concurrency);
 /** `--timeout`: one call's overall deadline (serve, naive, reprocess), or one inquiry's (resolve). */

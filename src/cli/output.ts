@@ -60,6 +60,38 @@ export function age(ms: number): string {
   return parts.slice(0, 2).join(' ');
 }
 
+/** GUIDs a summary names on a terminal before it says how many more (`--json` names them all). */
+export const NAMED_ON_TERMINAL = 5;
+
+/** `A, B, C …7 more`: the first `shown` of `items` and how many are left out, for a summary on a terminal. */
+export function firstFew(items: readonly string[], shown = NAMED_ON_TERMINAL): string {
+  const rest = items.length - shown;
+  return rest > 0 ? `${items.slice(0, shown).join(', ')} …${rest} more` : items.join(', ');
+}
+
+/**
+ * The GUIDs of a run, by what happened to each (`processed`, `absent`, `purged`, …), in the order the outcomes first
+ * came and each outcome's GUIDs sorted: the summary's `--json` `guids` and its lines on a terminal.
+ */
+export function guidsByOutcome() {
+  const byOutcome = new Map<string, string[]>();
+  const sorted = () => [...byOutcome].map(([outcome, guids]) => [outcome, [...guids].sort()] as const);
+  return {
+    add(outcome: string, guid: string): void {
+      const list = byOutcome.get(outcome);
+      if (list === undefined) byOutcome.set(outcome, [guid]);
+      else list.push(guid);
+    },
+    json(): Record<string, string[]> {
+      return Object.fromEntries(sorted());
+    },
+    /** `  processed: A, B …3 more`, one line per outcome. */
+    lines(): string[] {
+      return sorted().map(([outcome, guids]) => `  ${outcome}: ${firstFew(guids)}`);
+    },
+  };
+}
+
 export type Exit = 0 | 1;
 
 export const setExit = (code: number): void => {

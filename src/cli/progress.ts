@@ -12,6 +12,8 @@ export interface ProgressOptions {
   readonly delayMs?: number;
   /** Without a terminal: one plain line at most this often (default 5 s). */
   readonly plainEveryMs?: number;
+  /** What is counted (default `rows`; reconcile counts the journal's `bytes`, then its `entries`). */
+  readonly unit?: string;
 }
 
 /**
@@ -22,6 +24,7 @@ export function startProgress(label: string, opts: ProgressOptions = {}): Progre
   const stream = opts.stream ?? process.stderr;
   const delayMs = opts.delayMs ?? 2000;
   const plainEveryMs = opts.plainEveryMs ?? 5000;
+  const unit = opts.unit ?? 'rows';
   const tty = stream.isTTY === true;
   const started = performance.now();
   let bar: cliProgress.SingleBar | null = null;
@@ -40,7 +43,7 @@ export function startProgress(label: string, opts: ProgressOptions = {}): Progre
           bar = new cliProgress.SingleBar(
             {
               stream,
-              format: `${label} [{bar}] {percentage}% | {value}/{total} rows | {elapsed} | ETA {eta_formatted}`,
+              format: `${label} [{bar}] {percentage}% | {value}/{total} ${unit} | {elapsed} | ETA {eta_formatted}`,
               hideCursor: true,
               etaBuffer: 200,
             },
@@ -53,7 +56,7 @@ export function startProgress(label: string, opts: ProgressOptions = {}): Progre
         }
       } else if (now - lastPlain >= plainEveryMs) {
         lastPlain = now;
-        stream.write(`${label}: ${done}/${total} rows (${elapsed(now)})\n`);
+        stream.write(`${label}: ${done}/${total} ${unit} (${elapsed(now)})\n`);
       }
     },
     stop() {
@@ -61,7 +64,7 @@ export function startProgress(label: string, opts: ProgressOptions = {}): Progre
         bar.update(last.done, { elapsed: elapsed(performance.now()) });
         bar.stop();
       } else if (!tty && lastPlain > Number.NEGATIVE_INFINITY) {
-        stream.write(`${label}: ${last.done}/${last.total} rows\n`);
+        stream.write(`${label}: ${last.done}/${last.total} ${unit}\n`);
       }
     },
   };

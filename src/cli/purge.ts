@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { formatDuration } from '../shared/duration.js';
 import { dbFlag, dryRunFlag, durationArg, flag, jsonFlag, shownDefault } from './options.js';
 import { DEFAULTS } from '../shared/defaults.js';
-import { err, out, printJson, setExit, type Exit } from './output.js';
+import { err, guidsByOutcome, out, printJson, setExit, type Exit } from './output.js';
 import { withLedger } from './withLedger.js';
 import { interruptedExit, interruptible } from './interrupt.js';
 import { startProgress } from './progress.js';
@@ -17,14 +17,16 @@ export async function runPurge(o: PurgeCliOptions): Promise<Exit> {
   return withLedger('purge', o.db, async (store) => {
     const progress = startProgress('purge');
     const stop = interruptible('purge');
+    const named = guidsByOutcome();
     const summary = await purgeDone({ store }, {
       retentionMs: o.retention, tombstoneRetentionMs: o.tombstoneRetention, dryRun: o.dryRun, signal: stop.signal,
       onProgress: (d, t) => progress.update(d, t),
+      onRow: (row, outcome) => named.add(outcome === 'candidate' ? 'would-purge' : outcome, row.guid),
     });
     progress.stop();
     stop.dispose();
     const code = interruptedExit('purge', stop.signal, 0);
-    if (o.json) printJson({ ...summary, exitCode: code });
+    if (o.json) printJson({ ...summary, guids: named.json(), exitCode: code });
     else if (summary.dryRun) {
       out(`purge (dry run, nothing changed): would-purge=${summary.candidates} would-remove-tombstones=${summary.tombstonesRemoved} bytes=${summary.bytesBefore} retention=${formatDuration(o.retention)} tombstone-retention=${formatDuration(o.tombstoneRetention)}`);
     } else {
@@ -33,6 +35,7 @@ export async function runPurge(o: PurgeCliOptions): Promise<Exit> {
           `tombstones-removed=${summary.tombstonesRemoved} bytes-before=${summary.bytesBefore} bytes-after=${summary.bytesAfter}`,
       );
     }
+    if (!o.json) for (const line of named.lines()) out(line);
     return code;
   });
 }

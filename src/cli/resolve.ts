@@ -1,10 +1,18 @@
 import type { Command } from 'commander';
+import type { ResolveSummary } from '../settle/resolve.js';
 import { formatDuration } from '../shared/duration.js';
 import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, graceFlag, jsonFlag, limitFlag, timeoutFlag } from './options.js';
-import { setExit, type Exit } from './output.js';
+import { age, iso, setExit, type Exit } from './output.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';
 
 export interface ResolveCliOptions extends RowCliOptions { minAge: number; grace: number }
+
+/** `2 UNKNOWN rows are younger than min-age 10m, left out: the first becomes eligible at … (in 9m 58s)`, or nothing. */
+function tooYoungLine(young: ResolveSummary['tooYoung'], minAgeMs: number): string[] {
+  if (young === undefined || young.count === 0 || young.firstEligibleAt === null || young.firstEligibleInMs === null) return [];
+  const rows = young.count === 1 ? '1 UNKNOWN row is' : `${young.count} UNKNOWN rows are`;
+  return [`${rows} younger than min-age ${formatDuration(minAgeMs)}, left out: the first becomes eligible at ${iso(young.firstEligibleAt)} (in ${age(young.firstEligibleInMs)})`];
+}
 
 export async function runResolve(o: ResolveCliOptions): Promise<Exit> {
   const { resolveExitCode, resolveUnknown } = await import('../settle/resolve.js');
@@ -19,7 +27,9 @@ export async function runResolve(o: ResolveCliOptions): Promise<Exit> {
       `unreachable=${s.unreachable} skipped=${s.skipped} ledger-errors=${s.ledgerErrors} ` +
       `swept-never-sent=${s.swept.neverSent} swept-orphaned=${s.swept.orphaned}`,
     dryRunLine: (s) =>
-      `resolve (dry run, nothing changed, nothing inquired): candidates=${s.candidates} would-sweep-never-sent=${s.swept.neverSent} would-sweep-orphaned=${s.swept.orphaned} min-age=${formatDuration(o.minAge)}`,
+      `resolve (dry run, nothing changed, nothing inquired): candidates=${s.candidates} would-sweep-never-sent=${s.swept.neverSent} would-sweep-orphaned=${s.swept.orphaned} min-age=${formatDuration(o.minAge)}` +
+      `${s.tooYoung === undefined ? '' : ` too-young=${s.tooYoung.count}`}`,
+    dryRunNotes: (s) => tooYoungLine(s.tooYoung, o.minAge),
   });
 }
 

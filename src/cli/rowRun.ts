@@ -4,7 +4,7 @@ import type { LedgerState } from '../events/state.js';
 import type { LedgerFailures } from '../settle/rows.js';
 import type { AccountClient } from '../account/accountClient.js';
 import { interruptedExit, interruptible } from './interrupt.js';
-import { age, err, iso, out, printJson, type Exit } from './output.js';
+import { age, err, guidsByOutcome, iso, out, printJson, type Exit } from './output.js';
 import { startProgress } from './progress.js';
 import { withLedger } from './withLedger.js';
 
@@ -34,6 +34,8 @@ export interface RowCommand<S extends { readonly dryRun: boolean } & LedgerFailu
   exitCode(summary: S): Exit;
   summaryLine(summary: S): string;
   dryRunLine(summary: S): string;
+  /** Lines under a dry run's summary line (what it left out and why). */
+  dryRunNotes?(summary: S): string[];
 }
 
 async function withAccount<T>(url: string, timeoutMs: number, concurrency: number, work: (account: AccountClient) => Promise<T>): Promise<T> {
@@ -60,10 +62,11 @@ export function runRowCommand<S extends { readonly dryRun: boolean } & LedgerFai
   const name = command.name;
   return withLedger(name, o.db, (store) =>
     withAccount(o.accountUrl, o.timeout, o.concurrency, async (account) => {
-      const { ledgerView } = await import('../events/policy.js');
+      const { operatorRow } = await import('../events/policy.js');
       const progress = startProgress(name);
       const stop = interruptible(name);
       const listed: LedgerState[] = [];
+      const named = guidsByOutcome();
       let firstFailure: string | undefined;
       const summary = await command.run({ store, account }, {
         dryRun: o.dryRun,
@@ -71,8 +74,9 @@ export function runRowCommand<S extends { readonly dryRun: boolean } & LedgerFai
         onProgress: (d, t) => progress.update(d, t),
         onRow: (row, outcome, detail) => {
           if (outcome === 'candidate') listed.push(row);
-          else if (command.failures.includes(outcome) && firstFailure === undefined) {
-            firstFailure = `${row.guid}: ${outcome}${detail === undefined ? '' : ` (${detail})`}`;
+          else {
+            named.add(outcome, row.guid);
+            if (command.failures.includes(outcome) && firstFailure === undefined) firstFailure = `${row.guid}: ${outcome}${detail === undefined ? '' : ` (${detail})`}`;
           }
         },
       });
@@ -81,14 +85,16 @@ export function runRowCommand<S extends { readonly dryRun: boolean } & LedgerFai
       const unreachable = command.exitCode(summary) === 1 && summary.ledgerErrors === 0;
       const code = interruptedExit(name, stop.signal, command.exitCode(summary));
       if (o.json) {
-        printJson({ ...summary, ...(summary.dryRun ? { rows: listed.map(ledgerView) } : {}), exitCode: code });
+        printJson({ ...summary, ...(summary.dryRun ? { rows: listed.map(operatorRow) } : { guids: named.json() }), exitCode: code });
       } else if (summary.dryRun) {
         // The ages shown by the ledger's clock (the one the run judged by); the host's if the ledger cannot say now.
         const now = E.getOrElse(() => Date.now())(await store.now());
         for (const row of listed) out(candidateLine(row, now));
         out(command.dryRunLine(summary));
+        for (const line of command.dryRunNotes?.(summary) ?? []) out(line);
       } else {
         out(command.summaryLine(summary));
+        for (const line of named.lines()) out(line);
       }
       if (firstFailure !== undefined) err(`guidgate ${name}: ${command.failureLabel}: ${firstFailure}`);
       if (summary.ledgerErrors > 0) err(`guidgate ${name}: the ledger failed (${summary.ledgerError ?? 'no cause given'}); the run stopped early (rows not reached are unchanged)`);

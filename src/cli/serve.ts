@@ -26,9 +26,11 @@ export function registerServe(program: Command): void {
     .addOption(minAgeFlag('settle (and resend a row an inquiry made FAILED) only once its last Sent is this old'))
     .addOption(flag('--breaker-failures <n>', 'stop calling the account system after this many calls in a row ended FAILED or UNKNOWN (0: off)').argParser(intArg(0)).default(DEFAULTS.breakerFailures))
     .addOption(flag('--breaker-cooldown <duration>', 'how long the breaker stays open before one trial call').argParser(timeLimitArg).default(DEFAULTS.breakerCooldownMs, shownDefault(DEFAULTS.breakerCooldownMs)))
+    .addOption(flag('--continuity-window <duration>', 'after the ledger went back (failover to a standby that missed commits, a restored file), inquire about every GUID it does not know before its first send for this long (0: off, trust the database)').argParser(durationOrOffArg).default(DEFAULTS.continuityWindowMs, shownDefault(DEFAULTS.continuityWindowMs)))
     .addOption(flag('--check', 'run the full ledger check (guidgate check) before listening; refuse to start if it fails'))
+    .addOption(flag('--require-sync-standby', 'PostgreSQL: refuse new transfers (E503) and answer /healthz 503 while the primary has no synchronous standby (a failover could lose acknowledged claims)'))
     .addOption(flag('--writer <where>', 'where ledger commits run: inline (the request thread; at FULL the WAL is synced off the event loop) or thread (a worker thread with its own connection)').argParser(choiceArg(['inline', 'thread'] as const)).default(DEFAULTS.writer))
-    .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; maxConnectionsPerAddress: number; logLevel: string; writer: 'thread' | 'inline'; check?: boolean; settleEvery: number; minAge: number; breakerFailures: number; breakerCooldown: number } & SecurityFlags, cmd: Command) => {
+    .action(async (o: { port: number; host: string; db: string; accountUrl?: string; timeout: number; grace: number; maxAttempts: number; synchronous: 'FULL' | 'NORMAL' | 'EXTRA'; busyTimeout: number; bodyTimeout: number; maxConnections: number; maxConnectionsPerAddress: number; logLevel: string; writer: 'thread' | 'inline'; check?: boolean; requireSyncStandby?: boolean; settleEvery: number; minAge: number; breakerFailures: number; breakerCooldown: number; continuityWindow: number } & SecurityFlags, cmd: Command) => {
       const security = securityOptionsOrExit(cmd, o);
       const stopped = stopSignal();
       keepRunningWhenStdoutCloses();
@@ -38,7 +40,8 @@ export function registerServe(program: Command): void {
         port: o.port, host: o.host, db: o.db, accountUrl: o.accountUrl, timeoutMs: o.timeout, graceMs: o.grace,
         maxAttempts: o.maxAttempts, synchronous: o.synchronous, busyTimeoutMs: o.busyTimeout, bodyTimeoutMs: o.bodyTimeout,
         maxConnections: o.maxConnections, maxConnectionsPerAddress: o.maxConnectionsPerAddress, logLevel: o.logLevel, writer: o.writer, check: o.check === true,
-        settleEveryMs: o.settleEvery, minAgeMs: o.minAge, breakerFailures: o.breakerFailures, breakerCooldownMs: o.breakerCooldown,
+        settleEveryMs: o.settleEvery, minAgeMs: o.minAge, breakerFailures: o.breakerFailures, breakerCooldownMs: o.breakerCooldown, continuityWindowMs: o.continuityWindow,
+        requireSyncStandby: o.requireSyncStandby === true,
         ...security,
       });
       await stopped;

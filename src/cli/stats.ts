@@ -20,6 +20,11 @@ export function runStats(o: { db: string; maxAttempts: number; json?: boolean })
       out(`oldest ${status}: ${oldest === null ? '-' : `${age(oldest.ageMs)} (last change ${iso(oldest.updatedAt)})`}`);
     }
     out(`FAILED at the attempt cap (${s.deadLetters.maxAttempts}), needing a person: ${s.deadLetters.count}`);
+    const holes = s.blackHoles;
+    if (holes.count > 0) {
+      const named = `${holes.guids.join(', ')}${holes.count > holes.guids.length ? `, …${holes.count - holes.guids.length} more` : ''}`;
+      out(`  of which sent every time into silence (each send unanswered, every inquiry absent): ${holes.count}${holes.more ? '+' : ''}: ${named}`);
+    }
     return 0;
   });
 }

@@ -97,6 +97,8 @@ export interface Stats {
   readonly oldest: { readonly UNKNOWN?: Row | null; readonly FAILED?: Row | null };
   readonly deadLetters?: { readonly maxAttempts: number; readonly count: number };
   readonly breaker: unknown;
+  /** The continuity guard (CONTRACT.md §9); absent from a relay older than it. */
+  readonly continuity?: unknown;
   readonly replies: {
     readonly windowSeconds: number;
     readonly perCode: Readonly<Record<string, number>>;
@@ -112,7 +114,7 @@ export interface LedgerPage {
 
 export type TimelineEntry =
   | { readonly kind: 'event'; readonly seq: number; readonly type: string; readonly at: Instant; readonly data: unknown; readonly actor: unknown }
-  | { readonly kind: 'request'; readonly at: Instant; readonly key: string | null; readonly code: string; readonly fingerprintMatch: boolean };
+  | { readonly kind: 'request'; readonly at: Instant; readonly key: string | null; readonly code: string; readonly fingerprintMatch: boolean; readonly replayed: boolean };
 
 export interface Timeline {
   readonly guid: string;

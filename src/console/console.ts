@@ -193,6 +193,19 @@ function breakerText(v: unknown): string {
   return `${scalar(b.state)}${b.failuresInRow === undefined ? '' : ` (${scalar(b.failuresInRow)} failed calls in a row of ${scalar(b.failuresToOpen)} to open)`}`;
 }
 
+/** The continuity guard as `GET /v1/stats` shows it (CONTRACT.md §9): `{ state: off | watching | window, … }`. */
+function continuityText(v: unknown): string {
+  if (typeof v !== 'object' || v === null || !('state' in v)) return 'not reported';
+  const c = v as { state: unknown; endsAt?: unknown; breaks?: unknown };
+  const seen = typeof c.breaks === 'number' && c.breaks > 0 ? ` (the ledger went back ${c.breaks} time${c.breaks === 1 ? '' : 's'} since start)` : '';
+  if (c.state === 'off') return `off (--continuity-window 0)${seen}`;
+  if (c.state === 'window') {
+    const until = typeof c.endsAt === 'number' ? ` until ${new Date(c.endsAt).toISOString().replace('T', ' ').slice(0, 19)} UTC` : '';
+    return `window open${until}: every new GUID is inquired about before its first send${seen}`;
+  }
+  return `watching${seen}`;
+}
+
 function renderStats(s: Stats): void {
   body(ui.counts).replaceChildren(
     ...STATUSES.map((status) => {
@@ -205,6 +218,7 @@ function renderStats(s: Stats): void {
     ['Oldest FAILED', oldest(s.oldest.FAILED)],
     ['At the attempt cap', s.deadLetters === undefined ? '—' : `${s.deadLetters.count} FAILED row${s.deadLetters.count === 1 ? '' : 's'} (reprocess sends them no more)`],
     ['Breaker', breakerText(s.breaker)],
+    ['Ledger continuity', continuityText(s.continuity)],
   ]);
   const minutes = Math.round(s.replies.windowSeconds / 60);
   ui.replies.caption!.textContent = `Replies per code, last ${minutes >= 1 ? `${minutes} min` : `${s.replies.windowSeconds} s`}`;
@@ -510,7 +524,7 @@ function entryRow(e: TimelineEntry, i: number): HTMLElement {
     { class: 'request' },
     h('td', { class: 'num', 'data-label': '#' }, String(i + 1)),
     h('td', { 'data-label': 'Time (UTC)' }, time(e.at, false)),
-    h('th', { scope: 'row', 'data-label': 'What' }, `request answered ${e.code}`),
+    h('th', { scope: 'row', 'data-label': 'What' }, `request answered ${e.code}${e.replayed ? ' (replayed, nothing sent)' : ''}`),
     h('td', { 'data-label': 'Actor' }, e.key === null ? 'channel (no key)' : `channel key ${e.key}`),
     h('td', { 'data-label': 'Details' }, e.fingerprintMatch ? 'same request as the first (fingerprint matched)' : 'a DIFFERENT request under this GUID (fingerprint mismatch)'),
   );

@@ -16,6 +16,17 @@ export interface ResendInquiry {
   readonly answer: { readonly kind: 'processed'; readonly code: string; readonly response: string } | { readonly kind: 'absent' } | { readonly kind: 'unknown' };
 }
 
+/**
+ * An inquiry about a GUID the ledger does not know, made while the continuity window is open (CONTRACT.md §9): the
+ * ledger went back at `wentBackAt` (by the ledger's clock) and may have lost this GUID's claim, applied already.
+ */
+export interface FirstSendInquiry {
+  readonly wentBackAt: number;
+  /** When the inquiry was made (before the request left). */
+  readonly at: number;
+  readonly answer: ResendInquiry['answer'];
+}
+
 /** Whether a row's last Sent is at least `minAgeMs` old at `at`: only then is a 404 believed. */
 export function oldEnoughToAsk(state: LedgerState, at: number, minAgeMs: number): boolean {
   return at - (state.sentAt ?? state.updatedAt) >= minAgeMs;
@@ -36,8 +47,11 @@ interface ResendRules {
 
 /** What a caller asks of one GUID's stream. `decide` turns it into events or a refusal. */
 export type Command =
-  /** A channel request: a new GUID is claimed and marked Sent in one step; a FAILED one is sent again. */
-  | ({ type: 'Submit'; request: string; fingerprint: string; channel?: string } & ResendRules)
+  /**
+   * A channel request: a new GUID is claimed and marked Sent in one step; a FAILED one is sent again. In the
+   * continuity window a new GUID comes with `firstSend`, the inquiry made about it first.
+   */
+  | ({ type: 'Submit'; request: string; fingerprint: string; channel?: string; firstSend?: FirstSendInquiry } & ResendRules)
   | { type: 'Claim'; request: string; fingerprint: string; channel?: string }
   /** Resend the stored bytes of a RECEIVED or FAILED row (reprocess). */
   | ({ type: 'Send' } & ResendRules)
@@ -130,6 +144,17 @@ function sendAgain(state: LedgerState, rules: ResendRules, now: number): E.Eithe
 }
 
 /**
+ * The continuity rule (CONTRACT.md §9) for a GUID the ledger does not know, while the window is open: found processed
+ * → DONE with that answer, nothing sent; absent, at least `minAgeMs` after the ledger went back → sent as usual (an
+ * earlier 404 may only mean the account system had not yet made visible a transfer sent just before); else held.
+ */
+export function firstSendAfterInquiry(inquiry: FirstSendInquiry, minAgeMs: number): 'processed' | 'send' | 'not-definite' | 'too-young' | 'inquiry-unclear' {
+  if (inquiry.answer.kind === 'processed') return isDefiniteCode(inquiry.answer.code) ? 'processed' : 'not-definite';
+  if (inquiry.at - inquiry.wentBackAt < minAgeMs) return 'too-young';
+  return inquiry.answer.kind === 'absent' ? 'send' : 'inquiry-unclear';
+}
+
+/**
  * The contract's state table as a pure function. Everything it refuses is refused before anything is
  * appended; the store appends exactly what it returns, at `state.lastSeq + 1`.
  */
@@ -137,6 +162,14 @@ export function decide(state: LedgerState | null, command: Command, now: number)
   switch (command.type) {
     case 'Submit':
       if (state === null) {
+        if (command.firstSend !== undefined) {
+          const { answer } = command.firstSend;
+          const ruled = firstSendAfterInquiry(command.firstSend, command.minAgeMs ?? DEFAULTS.minAgeMs);
+          if (ruled === 'processed' && answer.kind === 'processed') {
+            return E.right([claimedEvent(command, now), { type: 'Resolved', at: now, data: { source: 'inquiry', outcome: 'processed', code: answer.code, response: answer.response } }]);
+          }
+          if (ruled !== 'send' && ruled !== 'processed') return refuse(ruled, null);
+        }
         return E.right([claimedEvent(command, now), { type: 'Sent', at: now, data: { attempt: 1, timeoutMs: command.timeoutMs } }]);
       }
       if (!isSameClaim(state, command.fingerprint, command.channel)) return refuse('fingerprint-mismatch', state);
@@ -209,7 +242,9 @@ export function decide(state: LedgerState | null, command: Command, now: number)
 
     case 'Resolve':
       if (state === null) return refuse('not-found', state);
-      if (state.status !== 'UNKNOWN') return refuse('wrong-status', state);
+      // A FAILED row an inquiry finds processed is DONE (contract §4, Resolved: FAILED → DONE), as on the inquiry
+      // before a resend: reconcile --settle, when the journal shows a posting for it. Absent leaves it FAILED.
+      if (state.status !== 'UNKNOWN' && !(state.status === 'FAILED' && command.outcome === 'processed')) return refuse('wrong-status', state);
       if (command.outcome === 'absent') {
         return E.right([{ type: 'Resolved', at: now, data: { source: 'inquiry', outcome: 'absent', code: null, response: null } }]);
       }

@@ -53,13 +53,14 @@ export function heldReplyMessage(reason: HeldReason): string {
 
 // ---- What each audience may see of a row ----
 //
-//                     channel (GET /v1/transfers/{guid})   operator API (rows, before/after)   command line (ledger --json, dry runs)
-//  request            never                                 never                               never (history shows it, per GUID)
-//  response           a DONE row's, accounts masked         never                               as stored
-//  fingerprint        never (CONTRACT.md §2 v2)             never                               shown (#28 decides whether it stays)
-//  lastSeq, timeoutMs shown                                 not shown                           shown
-//  guid, status, code, attempts, createdAt, updatedAt, sentAt, channel, failedByInquiry: shown to all three (the
-//  HTTP views say failedByInquiry only of a FAILED row, `mayHaveArrived`; the command line shows the column).
+//                     channel (GET /v1/transfers/{guid})   operator (the operator API; ledger --json and the dry runs' rows)
+//  request            never                                 never (history shows it, per GUID, to an auditor)
+//  response           a DONE row's, accounts masked         never (history, per GUID)
+//  fingerprint        never (CONTRACT.md §2 v2)             never (an unsalted hash of the account numbers)
+//  lastSeq, timeoutMs shown                                 not shown
+//  guid, status, code, attempts, createdAt, updatedAt, sentAt, channel, failedByInquiry: shown to both (failedByInquiry
+//  says of a FAILED row that one of its attempts may have arrived, `mayHaveArrived`). One view per audience: the
+//  command line shows the operator API's `operatorRow`, never a view of its own (#28).
 
 /**
  * How every HTTP view shows a request or an answer the ledger stored (its raw JSON text): account numbers masked
@@ -87,14 +88,6 @@ export function transferView(row: LedgerState): Record<string, unknown> {
   const { lastSeq, timeoutMs } = row;
   const shown = { ...operatorRow(row), lastSeq, timeoutMs };
   return row.status === 'DONE' ? { ...shown, response: row.response === null ? null : shownStoredJson(row.response) } : shown;
-}
-
-/** The row as the command line shows it (`guidgate ledger --json`, a dry run's rows): never the raw request (it holds account numbers). */
-export type LedgerView = Omit<LedgerState, 'request'>;
-
-export function ledgerView(row: LedgerState): LedgerView {
-  const { request: _request, ...view } = row;
-  return view;
 }
 
 // ---- The ledger's clock ----

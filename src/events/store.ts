@@ -47,8 +47,16 @@ export interface LedgerQuery {
    * recorded by `recordUnclearInquiry`, or its next inquiry is due at or before this time.
    */
   readonly inquiryDueBy?: number;
+  /** Only rows created (claimed: `Claimed` and the first `Sent` are one step) at or after this time (reconciliation's window). */
+  readonly createdFrom?: number;
+  /** Only rows created strictly before this time. */
+  readonly createdBefore?: number;
   /** Keyset paging: only guids sorting after this one. */
   readonly afterGuid?: string;
+  /** The rows' order: `guid` (the default) or `updated`, the last change newest first, ties by GUID descending. */
+  readonly order?: 'guid' | 'updated';
+  /** Keyset paging in `updated` order: only rows after this one in it (changed before it, or at the same ms with a smaller GUID). */
+  readonly beforeRow?: { readonly updatedAt: number; readonly guid: string };
   readonly limit?: number;
 }
 
@@ -119,7 +127,7 @@ export interface EventLog {
 /** The ledger read model: the inline projection, one row per GUID, updated in the append's transaction. */
 export interface LedgerReadModel {
   getLedger(guid: string): StoreResult<LedgerState | null>;
-  /** Rows matching `query`, in GUID order. */
+  /** Rows matching `query`, in GUID order (or as `query.order` says). */
   queryLedger(query: LedgerQuery): StoreResult<LedgerState[]>;
   countLedger(query: LedgerQuery): StoreResult<number>;
   /** Rows per status and the oldest `updated_at` among them (null when none). */
@@ -249,7 +257,84 @@ export interface StoreLifecycle {
   ping(): StoreResult<void>;
   /** Ends the store; every later call is a Left with LEDGER_CLOSED. */
   close(): StoreResult<void>;
+  /**
+   * What would keep an acknowledged write through a failover to a standby (CONTRACT.md §9), read from the server now.
+   * Absent where there is no standby to fail over to (SQLite).
+   */
+  readonly durability?: () => StoreResult<DurabilityReport>;
+}
+
+/** The database server's replication settings as they bear on a failover (PostgreSQL; CONTRACT.md §9). */
+export interface DurabilityReport {
+  /** `synchronous_commit`: on, remote_apply and remote_write wait for the synchronous standbys; local and off do not. */
+  readonly synchronousCommit: string;
+  /** `synchronous_standby_names`; '' when none is named (every commit asynchronous). */
+  readonly synchronousStandbyNames: string;
+  /** Standbys in `pg_stat_replication` that are synchronous now (sync_state sync or quorum); null when not visible to this user. */
+  readonly synchronousStandbys: number | null;
+  /** Standbys streaming from the server, synchronous or not; null when not visible. */
+  readonly standbys: number | null;
+  /** Hosts in `--db`: more than one means a failover is expected. */
+  readonly hosts: number;
+}
+
+/** One event of the log by its key. */
+export interface EventKey {
+  readonly guid: string;
+  readonly seq: number;
+}
+
+/**
+ * Where the ledger stands, for the continuity guard (CONTRACT.md §9, src/settle/continuity.ts). `server` names
+ * what holds the log: when it changes under a running relay (another PostgreSQL cluster, or a new timeline: a
+ * promoted standby), the ledger may have gone back. `instance` names one run of it (the host and the postmaster's
+ * start): a change of it alone is a restart or another host, judged by whether recent writes are still there.
+ * `position`: how far the log reaches (the highest global position ever handed out). `seen`: what was read, for
+ * the log line.
+ */
+export interface LedgerStanding {
+  readonly server: string;
+  readonly instance: string;
+  readonly position: number;
+  /**
+   * Whether another server can answer under the same connection settings while the process runs (a server behind
+   * an address or a list of hosts: true; a file, which the file watch guards: false).
+   */
+  readonly canChange: boolean;
+  readonly seen: Readonly<Record<string, string | number | null>>;
+}
+
+/**
+ * The last position `serve` recorded beside the ledger (SQLite: a file next to it, since a copy of the ledger
+ * put back carries no memory of what came after it), and an open continuity window, so a restart inside the
+ * window keeps it.
+ */
+export interface ContinuityMark {
+  readonly position: number;
+  readonly at: number;
+  /** The window the guard was in when the mark was written, if any (ms since the epoch, by the ledger's clock). */
+  readonly window?: { readonly wentBackAt: number; readonly endsAt: number } | undefined;
+}
+
+/** What the continuity guard asks of a store (CONTRACT.md §9). */
+export interface LedgerContinuity {
+  /** Where the ledger stands now, read on one connection. */
+  ledgerStanding(): StoreResult<LedgerStanding>;
+  /** Of these events, those the log does not have. */
+  missingEvents(keys: readonly EventKey[]): StoreResult<EventKey[]>;
+  /**
+   * The mark recorded beside the ledger, or null when there is none. A store whose ledger carries its own history
+   * elsewhere (PostgreSQL: anything beside it would go back with it) keeps none: always null.
+   */
+  readMark(): StoreResult<ContinuityMark | null>;
+  /** Records the mark durably beside the ledger (replacing the last one); a store that keeps none does nothing. */
+  writeMark(mark: ContinuityMark): StoreResult<void>;
+  /**
+   * How many connections the store has opened or lost so far (read at once, no call): a new server can only answer
+   * on a new connection, so the guard checks the server again when this moved. 0 for a file.
+   */
+  connectionEvents(): number;
 }
 
 /** What opening a ledger gives: every part of the contract. */
-export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, RowLeases, LedgerClock, RequestLog, ReconciliationLog, StoreLifecycle {}
+export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, RowLeases, LedgerClock, RequestLog, ReconciliationLog, StoreLifecycle, LedgerContinuity {}

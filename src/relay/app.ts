@@ -14,9 +14,10 @@ import { registerOpenApi, type RouteDoc } from './openapi.js';
 import { operatorRoutes } from './operator/routes.js';
 import * as S from './operator/schemas.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
+import type { ContinuityGate, ContinuityView } from '../settle/continuityGuard.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { maskAccount } from '../shared/maskAccount.js';
-import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from './replies.js';
+import { codeReply, ledgerLog, ledgerUnavailableReply, replyRoute, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
 import { transferView } from '../events/policy.js';
 import { GUID_PATTERN, isJsonMediaType } from '../contract/transferRequest.js';
@@ -30,6 +31,8 @@ const MAX_PARAM_LENGTH = 3 * 128;
  * resolve, `minAgeMs` its floor) and the HTTP server's.
  */
 export interface AppDeps extends Pick<RelayDeps, 'account' | 'metrics' | 'timeoutMs' | 'maxAttempts' | 'minAgeMs' | 'graceMs' | 'monotonicNow' | 'breaker'> {
+  /** The continuity guard (CONTRACT.md §9): the send path asks it, `/v1/stats` shows it. None: not watched. */
+  readonly continuity?: (ContinuityGate & { view(): ContinuityView }) | undefined;
   readonly store: EventStore;
   readonly logger?: FastifyServerOptions['logger'];
   /** Keys on (CONTRACT.md §6): the keys in force now. Absent: open mode. */
@@ -94,9 +97,10 @@ export type SendReply = (reply: FastifyReply, r: Reply) => FastifyReply;
 
 function replySender(metrics: Pick<Metrics, 'reply'>): SendReply {
   return (reply, r) => {
-    metrics.reply(r.code);
+    metrics.reply(r.code, replyRoute(reply.request));
     reply.code(r.status).header('content-type', 'application/json; charset=utf-8');
     if (r.replayed) reply.header('idempotent-replayed', 'true');
+    if (r.retryAfterS !== undefined) reply.header('retry-after', String(r.retryAfterS));
     return reply.send(r.body);
   };
 }
@@ -115,7 +119,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_req, body, done) => done(null, body));
 
-  if (deps.keys !== undefined) registerAuth(app, { keys: deps.keys, store: deps.store, metrics: deps.metrics });
+  if (deps.keys !== undefined) registerAuth(app, { keys: deps.keys, store: deps.store, send });
   // Before any route: every route registered with `config.openapi` is described in /openapi.json.
   registerOpenApi(app);
   registerErrorReplies(app, send);
@@ -138,6 +142,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     account: deps.account,
     metrics: deps.metrics,
     breaker: deps.breaker,
+    continuity: deps.continuity,
     timeoutMs: deps.timeoutMs,
     maxAttempts: deps.maxAttempts,
     minAgeMs: deps.minAgeMs ?? DEFAULTS.minAgeMs,
@@ -188,7 +193,7 @@ function answerClientError(metrics: Pick<Metrics, 'reply'>) {
     const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
     if (socket.writable && inFlight?.headersSent !== true) {
       const r = refusal(clientErrorStatus(err.code));
-      metrics.reply(r.code);
+      metrics.reply(r.code, 'unmatched');
       socket.write(
         `HTTP/1.1 ${r.status} ${STATUS_CODES[r.status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\n` +
           `Content-Length: ${Buffer.byteLength(r.body)}\r\nConnection: close\r\n\r\n${r.body}`,
@@ -293,7 +298,7 @@ const TRANSFER_DOC: RouteDoc = {
     415: 'E400 Content-Type is not application/json',
     422: 'E904',
     431: 'E400 the request headers are over 16 KiB',
-    503: { description: 'E902 (not sent; also the attempt cap and the open breaker) or E503 (ledger unavailable; not sent)', schema: S.errorReply },
+    503: { description: 'E902 (not sent; also the attempt cap and the open breaker) or E503 (ledger unavailable; not sent); each with a Retry-After (seconds)', schema: S.errorReply },
     504: 'E901',
   },
 };

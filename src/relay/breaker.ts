@@ -23,6 +23,8 @@ export interface Breaker {
    */
   permit(): CallPermit | null;
   isOpen(): boolean;
+  /** How long until a call may go through again (ms; 0 when it may now, or a trial call is deciding). */
+  remainingMs(): number;
   view(): BreakerView;
 }
 
@@ -34,7 +36,7 @@ const noop: CallPermit = { done: () => undefined };
  * already in flight when it opened are ignored: only the trial call may close it.
  */
 export function createBreaker(opts: BreakerOptions): Breaker {
-  if (opts.failures <= 0) return { permit: () => noop, isOpen: () => false, view: () => ({ state: 'off' }) };
+  if (opts.failures <= 0) return { permit: () => noop, isOpen: () => false, remainingMs: () => 0, view: () => ({ state: 'off' }) };
   let failuresInRow = 0;
   let openUntil: number | null = null;
   let trialInFlight = false;
@@ -74,6 +76,7 @@ export function createBreaker(opts: BreakerOptions): Breaker {
       };
     },
     isOpen: () => openUntil !== null,
+    remainingMs: () => (openUntil === null ? 0 : Math.max(0, openUntil - opts.clock())),
     view: () =>
       openUntil === null
         ? { state: 'closed', failuresInRow, failuresToOpen: opts.failures, cooldownMs: opts.cooldownMs }

@@ -6,8 +6,9 @@ import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../account/accountClient.js';
 import type { Breaker } from './breaker.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { codeReply, definiteReply, ledgerUnavailableReply, replyForRefusal, replyForState, type Reply } from './replies.js';
-import { resendAfterInquiry } from '../settle/resendAfterInquiry.js';
+import { breakerRetryAfterS, CONTINUITY_CLAIMED_MESSAGE, codeReply, definiteReply, ledgerUnavailableReply, notSentRetryAfterS, replyForRefusal, replyForState, withRetryAfter, type Reply } from './replies.js';
+import { claimAfterInquiry, resendAfterInquiry } from '../settle/resendAfterInquiry.js';
+import type { ClaimGate, ContinuityGate } from '../settle/continuityGuard.js';
 import { sendAudit, sendClaimed, type SendLogger, type SendResult } from '../settle/sendClaimed.js';
 import { monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from '../settle/sendWindow.js';
 import { DEFAULTS } from '../shared/defaults.js';
@@ -33,6 +34,8 @@ export interface RelayDeps {
   readonly log?: (line: Record<string, unknown>) => void;
   /** Where a withheld send and a stale answer are logged; without it only the metrics count them. */
   readonly sendLog?: SendLogger | undefined;
+  /** The continuity guard (CONTRACT.md §9): asked before a GUID the ledger does not know is claimed. None: never asked. */
+  readonly continuity?: ContinuityGate | undefined;
 }
 
 export interface RelayResult {
@@ -89,23 +92,39 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     if (E.isLeft(refused) && !mayHaveArrived) return { reply: replyForRefusal(request.guid, refused.left, maxAttempts), request, ...known };
   }
 
+  // A GUID the ledger does not know, while the ledger may have gone back (CONTRACT.md §9): inquired about first.
+  let window: { readonly wentBackAt: number } | null = null;
+  let gateSeen: ClaimGate = { breaks: 0, connections: 0 };
+  if (existing === null && deps.continuity !== undefined) {
+    const gate = await deps.continuity.beforeFirstClaim();
+    if (E.isLeft(gate)) return { reply: ledgerUnavailableReply(request.guid, gate.left, deps.log), request };
+    ({ window } = gate.right);
+    gateSeen = gate.right;
+  }
+
   // Checked before the claim: a request the breaker refuses leaves nothing in the ledger. A row whose earlier
   // attempt may have arrived is E901 then (its outcome is unknown until an inquiry), never "not sent".
   const permit = deps.breaker === undefined ? null : deps.breaker.permit();
   if (deps.breaker !== undefined && permit === null) {
     return mayHaveArrived
       ? { reply: codeReply('E901', request.guid, { message: 'outcome unknown; the account system is unavailable (breaker open), so it was not asked: resend later' }), request, ...known }
-      : { reply: codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), request, ...known };
+      : {
+          reply: withRetryAfter(codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), breakerRetryAfterS(deps.breaker.remainingMs())),
+          request, ...known,
+        };
   }
 
   // Past the replay path: the key and the flags in force go into the actor of every event this request writes.
   const audit = auditOf(deps, channel);
+  const settleDeps = { store, account: deps.account, clock: deps.clock, metrics: deps.metrics, monotonicNow: deps.monotonicNow };
   const { startedAt, result } = existing === null
-    ? await timedWrite(deps.monotonicNow ?? monotonicNow, () => store.execute(request.guid, submit, audit, { state: null }))
-    : await resendAfterInquiry({ store, account: deps.account, clock: deps.clock, metrics: deps.metrics, monotonicNow: deps.monotonicNow }, existing, submit, audit);
+    ? window === null
+      ? await timedWrite(deps.monotonicNow ?? monotonicNow, () => store.execute(request.guid, submit, audit, { state: null }))
+      : await claimAfterInquiry(settleDeps, request.guid, submit, window.wentBackAt, audit)
+    : await resendAfterInquiry(settleDeps, existing, submit, audit);
   if (E.isLeft(result)) {
     permit?.done(null);
-    return { reply: ledgerUnavailableReply(request.guid, result.left, deps.log), request, ...known };
+    return { reply: ledgerUnavailableReply(request.guid, result.left, deps.log, existing?.attempts), request, ...known };
   }
   // Someone moved first (another request, another process), or the inquiry before a resend said no: answer
   // from the state as it is now.
@@ -114,10 +133,18 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     return { reply: replyForRefusal(request.guid, result.right.refusal, maxAttempts), request, ...knownAs(result.right.refusal.state, request) };
   }
   const claimed = result.right.state;
-  // The inquiry before the resend found it processed: DONE, and the stored answer is the reply.
+  // The inquiry before the resend (or before the first send, in the continuity window) found it processed: DONE,
+  // and the stored answer is the reply.
   if (claimed.status !== 'SENT') {
     permit?.done(null);
     return { reply: replyForState(claimed), request, ...knownAs(claimed, request) };
+  }
+  // Claimed outside the window on a server that may have changed since the last check: sent only once a check made
+  // after the claim finds the server known (CONTRACT.md §9); else the row stays SENT, never called, for the sweep and
+  // the inquiry to settle.
+  if (existing === null && window === null && deps.continuity !== undefined && !(await deps.continuity.afterFirstClaim(gateSeen))) {
+    permit?.done(null);
+    return { reply: codeReply('E901', request.guid, { message: CONTINUITY_CLAIMED_MESSAGE }), request, ...knownAs(claimed, request) };
   }
   const sent = await sendClaimed({ ...deps, sendWindowMs: sendWindowMs(deps.graceMs ?? DEFAULTS.graceMs) }, { state: claimed, startedAt }, permit ?? undefined, audit);
   // The call was made and its outcome is not in the ledger (E901 to the channel): the operator must hear of it,
@@ -158,6 +185,6 @@ export function replyForSend(r: SendResult): Reply {
     case 'unknown':
       return codeReply('E901', guid);
     case 'failed':
-      return codeReply('E902', guid);
+      return withRetryAfter(codeReply('E902', guid), notSentRetryAfterS(recorded.state.attempts));
   }
 }

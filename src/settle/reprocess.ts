@@ -34,6 +34,8 @@ export interface ReprocessSummary extends LedgerFailures {
    */
   withheld: number;
   dryRun: boolean;
+  /** The named GUIDs (`guids`) the run did not take, and why (not in the ledger, not FAILED, at the cap). */
+  notTaken?: Array<{ guid: string; why: string }>;
 }
 
 export type ReprocessRowOutcome = 'candidate' | 'done' | 'found' | 'failed' | 'unknown' | 'skipped' | 'held' | 'withheld' | 'ledger-error' | 'not-leased';
@@ -59,6 +61,11 @@ export interface ReprocessOptions extends RowRunOptions<ReprocessRowOutcome> {
   readonly graceMs?: number | undefined;
   /** A row FAILED by an inquiry is sent again only when its last Sent is this old and a fresh inquiry says absent. */
   readonly minAgeMs?: number | undefined;
+  /**
+   * Only these GUIDs (`guidgate reprocess GUID…`: a dead letter sent again under a raised `maxAttempts`), each under
+   * the same selection and rules as a run over every row; the ones it does not take are in the summary's `notTaken`.
+   */
+  readonly guids?: readonly string[] | undefined;
 }
 
 /**
@@ -115,6 +122,14 @@ export function whyReprocessLeavesOut(row: LedgerState, maxAttempts: number): st
   }
 }
 
+/** Why a named GUID was not taken: not in the ledger, the selection's own reason, or another run held it. */
+function whyNamedRowLeftOut(row: LedgerState | null, maxAttempts: number, heldElsewhere: boolean): string {
+  if (row === null) return 'no such GUID in the ledger';
+  const why = whyReprocessLeavesOut(row, maxAttempts);
+  if (why !== null) return why;
+  return heldElsewhere ? 'held by another run (the background settler or another process); try again shortly' : 'it changed while the run read it; try again';
+}
+
 /**
  * `guidgate reprocess`: sends FAILED rows again (same GUID, the stored original bytes) while attempts < max.
  * Each row is first moved FAILED → SENT by `Send` (compare-and-set in the write transaction, so a channel resend
@@ -162,6 +177,26 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
     return progressed(counted.outcome, counted.detail);
   };
 
-  await runOverRows<ReprocessRowOutcome>(store, filter, opts, summary, resend);
+  if (opts.guids === undefined) {
+    await runOverRows<ReprocessRowOutcome>(store, filter, opts, summary, resend);
+    return summary;
+  }
+  // Named rows: the same run, restricted to each GUID in turn (the selection, the lease, the inquiry first, the
+  // send window); a GUID it does not take is said, with why.
+  summary.notTaken = [];
+  for (const guid of new Set(opts.guids)) {
+    if (summary.ledgerErrors > 0 || opts.signal?.aborted === true) break;
+    const before = summary.candidates;
+    let heldElsewhere = false;
+    const onRow: ReprocessOptions['onRow'] = (row, outcome, detail) => {
+      if (outcome === 'not-leased') heldElsewhere = true;
+      opts.onRow?.(row, outcome, detail);
+    };
+    await runOverRows<ReprocessRowOutcome>(store, { ...filter, guid }, { ...opts, guid, onRow }, summary, resend);
+    if (summary.candidates > before || summary.ledgerErrors > 0) continue;
+    const row = await store.getLedger(guid);
+    if (E.isLeft(row)) ledgerFailed(summary, row.left);
+    else summary.notTaken.push({ guid, why: whyNamedRowLeftOut(row.right, opts.maxAttempts, heldElsewhere) });
+  }
   return summary;
 }

@@ -1,4 +1,4 @@
-import { oldEnoughToAsk, type Command, type ResendInquiry } from '../events/decide.js';
+import { oldEnoughToAsk, type Command, type FirstSendInquiry, type ResendInquiry } from '../events/decide.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { mayHaveArrived, type LedgerState } from '../events/state.js';
 import * as E from 'fp-ts/lib/Either.js';
@@ -28,14 +28,36 @@ export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, mi
   if (E.isLeft(time)) return time;
   const at = time.right;
   if (!oldEnoughToAsk(row, at, minAgeMs)) return E.right({ inquiry: { seq: row.lastSeq, at, answer: { kind: 'unknown' } }, httpStatus: null });
-  const answer = await deps.account.inquire(row.guid);
+  const { answer, httpStatus } = await ask(deps, row.guid);
+  return E.right({ inquiry: { seq: row.lastSeq, at, answer }, httpStatus });
+}
+
+/** One inquiry (GET /transfer/{guid}), counted: its answer as `decide` takes it, and its HTTP status for the actor. */
+async function ask(deps: Pick<ResendDeps, 'account' | 'metrics'>, guid: string): Promise<{ answer: ResendInquiry['answer']; httpStatus: number | null }> {
+  const answer = await deps.account.inquire(guid);
   deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
-  const inquiry: ResendInquiry = {
-    seq: row.lastSeq,
-    at,
+  return {
     answer: answer.kind === 'processed' ? { kind: 'processed', code: answer.code, response: answer.body } : { kind: answer.kind },
+    httpStatus: inquiryHttpStatus(answer),
   };
-  return E.right({ inquiry, httpStatus: inquiryHttpStatus(answer) });
+}
+
+/**
+ * The first send of a GUID the ledger does not know while the continuity window is open (CONTRACT.md §9): the
+ * ledger went back at `wentBackAt` and may have forgotten a claim the account system applied, so the account system
+ * is asked first (whatever the time: a GUID found processed is settled at once), then the Submit carries the answer
+ * into `store.execute`, where `decide` (`firstSendAfterInquiry`) rules: processed → Claimed and Resolved (DONE,
+ * nothing sent), absent and at least `--min-age` after the going back → Claimed and Sent, else refused (E901,
+ * nothing stored, nothing sent).
+ */
+export async function claimAfterInquiry(deps: ResendDeps, guid: string, command: Extract<Command, { type: 'Submit' }>, wentBackAt: number, audit?: EventAudit): Promise<TimedWrite<ExecuteResult>> {
+  const clock = deps.monotonicNow ?? monotonicNow;
+  const time = await ledgerTime(deps.store, deps.clock);
+  if (E.isLeft(time)) return { startedAt: clock(), result: time };
+  const { answer, httpStatus } = await ask(deps, guid);
+  const firstSend: FirstSendInquiry = { wentBackAt, at: time.right, answer };
+  const params = { ...audit?.params, inquiryStatus: httpStatus, continuityWentBackAt: wentBackAt };
+  return timedWrite(clock, () => deps.store.execute(guid, { ...command, firstSend }, { ...audit, params }, { state: null }));
 }
 
 /**

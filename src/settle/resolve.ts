@@ -6,7 +6,7 @@ import { ledgerTime } from '../events/policy.js';
 import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { sweepOrphans } from './sweepOrphans.js';
-import { ledgerFailed, runOverRows, unmetCondition, type LedgerFailures, type RowFilter, type RowRunOptions } from './rows.js';
+import { ledgerFailed, pagedRows, runOverRows, unmetCondition, type LedgerFailures, type RowFilter, type RowRunOptions } from './rows.js';
 
 export interface ResolveSummary extends LedgerFailures {
   /** What the orphan sweep before the inquiries did (in a dry run: what it would do). */
@@ -24,6 +24,11 @@ export interface ResolveSummary extends LedgerFailures {
   /** Of `stillUnknown`: the inquiry got no HTTP answer at all (connection refused, reset, timed out). */
   unreachable: number;
   dryRun: boolean;
+  /**
+   * A dry run's UNKNOWN rows left out because their last Sent is younger than min-age: how many, and when the first of
+   * them becomes old enough (ms since the epoch, and how long from the run's start); null when there is none.
+   */
+  tooYoung?: { count: number; firstEligibleAt: number | null; firstEligibleInMs: number | null };
 }
 
 export type ResolveRowOutcome = 'candidate' | 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped' | 'ledger-error' | 'not-leased';
@@ -134,49 +139,108 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
   summary.swept = { neverSent: swept.right.neverSent, orphaned: swept.right.orphaned };
 
   const settle = async (row: LedgerState, progressed: (outcome: ResolveRowOutcome, detail?: string) => void): Promise<void> => {
-    const answer = await account.inquire(row.guid);
-    deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
-    // One read of the ledger's clock per row, once the answer is in: the time the answer is recorded at.
-    const answeredAt = await clock();
-    if (E.isLeft(answeredAt)) {
-      return progressed('ledger-error', ledgerFailed(summary, answeredAt.left));
+    const r = await inquireAndRecord(deps, row, { minAgeMs: opts.minAgeMs, key: opts.key });
+    switch (r.outcome) {
+      case 'ledger-error':
+        return progressed('ledger-error', ledgerFailed(summary, r.error));
+      case 'still-unknown':
+      case 'unreachable':
+        summary.stillUnknown++;
+        if (r.outcome === 'unreachable') summary.unreachable++;
+        break;
+      case 'skipped':
+        summary.skipped++;
+        break;
+      case 'processed':
+        summary.processed++;
+        break;
+      case 'absent':
+        summary.absent++;
+        break;
     }
-    const at = answeredAt.right;
-    if (answer.kind === 'unknown') {
-      summary.stillUnknown++;
-      if (!answer.reached) summary.unreachable++;
-      // Spaces out the next inquiry about this attempt, for every process settling this ledger.
-      const recorded = await store.recordUnclearInquiry(row.guid, row.sentAt ?? row.updatedAt, at, opts.minAgeMs);
-      if (E.isLeft(recorded)) {
-        return progressed('ledger-error', ledgerFailed(summary, recorded.left));
-      }
-      return progressed(answer.reached ? 'still-unknown' : 'unreachable', answer.detail);
-    }
-    const command: Command =
-      answer.kind === 'processed'
-        ? { type: 'Resolve', outcome: 'processed', code: answer.code, response: answer.body }
-        : { type: 'Resolve', outcome: 'absent' };
-    // decide on the row as selected, appended only if the row is still exactly that (same lastSeq): the same
-    // decision `store.execute` would take inside the transaction, pinned to the attempt we asked about.
-    const decided = decide(row, command, at);
-    if (E.isLeft(decided)) {
-      summary.skipped++;
-      return progressed('skipped', decided.left.reason);
-    }
-    const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right, { key: opts.key, params: { minAgeMs: opts.minAgeMs, inquiryStatus: inquiryHttpStatus(answer) } });
-    if (E.isLeft(appended)) {
-      return progressed('ledger-error', ledgerFailed(summary, appended.left));
-    }
-    if (!appended.right.won) {
-      summary.skipped++;
-      return progressed('skipped', `moved to ${appended.right.state?.status ?? 'nothing'} meanwhile`);
-    }
-    deps.metrics?.settled(at - row.updatedAt);
-    if (answer.kind === 'processed') summary.processed++;
-    else summary.absent++;
-    return progressed(answer.kind, answer.kind === 'processed' ? answer.code : undefined);
+    return progressed(r.outcome, r.detail);
   };
 
   await runOverRows<ResolveRowOutcome>(store, filter, opts, summary, settle, { holder: opts.leaseHolder, signal: opts.signal });
+  if (dryRun && summary.ledgerErrors === 0) {
+    try {
+      summary.tooYoung = await tooYoung(store, now, opts);
+    } catch (err) {
+      ledgerFailed(summary, err);
+    }
+  }
   return summary;
+}
+
+/**
+ * The UNKNOWN rows a resolve at `now` leaves out for min-age, and when the first becomes old enough. Read from every
+ * UNKNOWN row (the unsettled rows' index; few, where settling keeps up), for a dry run only. A page that cannot be
+ * read is thrown.
+ */
+async function tooYoung(store: LedgerReadModel, now: number, opts: Pick<ResolveOptions, 'minAgeMs' | 'guid'>): Promise<NonNullable<ResolveSummary['tooYoung']>> {
+  const eligibleFrom = now - opts.minAgeMs;
+  let count = 0;
+  let firstSent: number | null = null;
+  for await (const row of pagedRows(store, { statuses: ['UNKNOWN'], ...(opts.guid === undefined ? {} : { guid: opts.guid }) })) {
+    if (unmetCondition(resolveSelection(now, opts), row) !== 'sentAtOrBefore') continue;
+    count++;
+    const sent = row.sentAt ?? row.updatedAt;
+    if (sent > eligibleFrom && (firstSent === null || sent < firstSent)) firstSent = sent;
+  }
+  const firstEligibleAt = firstSent === null ? null : firstSent + opts.minAgeMs;
+  return { count, firstEligibleAt, firstEligibleInMs: firstEligibleAt === null ? null : firstEligibleAt - now };
+}
+
+/** How one inquiry about one row ended (`inquireAndRecord`); `error`: the ledger's failure, for `ledger-error`. */
+export type InquiryRecorded =
+  | {
+      readonly outcome: 'processed' | 'absent' | 'still-unknown' | 'unreachable' | 'skipped';
+      readonly detail?: string | undefined;
+      /** What the account system said: `processed CODE`, `absent`, or `unknown`. */
+      readonly answered: string;
+    }
+  | { readonly outcome: 'ledger-error'; readonly error: unknown; readonly detail?: undefined };
+
+/**
+ * Resolve's rule for one row, shared with `reconcile --settle`: ask the account system about the GUID, then record
+ * the answer on the row as it was read, by compare-and-set on its `lastSeq` (decide → appendEvents): processed →
+ * DONE with the answer byte for byte, absent → FAILED, an answer that cannot tell → the next inquiry spaced out
+ * (`recordUnclearInquiry`). A row that moved meanwhile, or that `decide` will not settle so (a DONE row, a SENT
+ * one still in flight), is `skipped`. It never sends a transfer.
+ */
+export async function inquireAndRecord(
+  deps: Pick<ResolveDeps, 'store' | 'account' | 'clock' | 'metrics'>,
+  row: LedgerState,
+  opts: { readonly minAgeMs: number; readonly key?: string | undefined; readonly params?: Readonly<Record<string, string | number | boolean | null>> | undefined },
+): Promise<InquiryRecorded> {
+  const { store, account } = deps;
+  const answer = await account.inquire(row.guid);
+  deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
+  // One read of the ledger's clock per row, once the answer is in: the time the answer is recorded at.
+  const answeredAt = await ledgerTime(store, deps.clock);
+  if (E.isLeft(answeredAt)) return { outcome: 'ledger-error', error: answeredAt.left };
+  const at = answeredAt.right;
+  if (answer.kind === 'unknown') {
+    // Spaces out the next inquiry about this attempt, for every process settling this ledger.
+    const recorded = await store.recordUnclearInquiry(row.guid, row.sentAt ?? row.updatedAt, at, opts.minAgeMs);
+    if (E.isLeft(recorded)) return { outcome: 'ledger-error', error: recorded.left };
+    return { outcome: answer.reached ? 'still-unknown' : 'unreachable', detail: answer.detail, answered: 'unknown' };
+  }
+  const answered = answer.kind === 'processed' ? `processed ${answer.code}` : 'absent';
+  const command: Command =
+    answer.kind === 'processed'
+      ? { type: 'Resolve', outcome: 'processed', code: answer.code, response: answer.body }
+      : { type: 'Resolve', outcome: 'absent' };
+  // decide on the row as selected, appended only if the row is still exactly that (same lastSeq): the same
+  // decision `store.execute` would take inside the transaction, pinned to the attempt we asked about.
+  const decided = decide(row, command, at);
+  if (E.isLeft(decided)) {
+    return { outcome: 'skipped', detail: decided.left.reason, answered };
+  }
+  const params = { minAgeMs: opts.minAgeMs, inquiryStatus: inquiryHttpStatus(answer), ...opts.params };
+  const appended = await store.appendEvents(row.guid, row.lastSeq, decided.right, { key: opts.key, params });
+  if (E.isLeft(appended)) return { outcome: 'ledger-error', error: appended.left };
+  if (!appended.right.won) return { outcome: 'skipped', detail: `moved to ${appended.right.state?.status ?? 'nothing'} meanwhile`, answered };
+  deps.metrics?.settled(at - row.updatedAt);
+  return { outcome: answer.kind, detail: answer.kind === 'processed' ? answer.code : undefined, answered };
 }

@@ -32,7 +32,7 @@ export function ledgerFailed(summary: LedgerFailures, err: unknown): string {
 export const PAGE_SIZE = 2000;
 
 /** Which rows a run works on: a ledger query without its paging. */
-export type RowFilter = Omit<LedgerQuery, 'afterGuid' | 'limit'>;
+export type RowFilter = Omit<LedgerQuery, 'afterGuid' | 'beforeRow' | 'limit'>;
 
 /**
  * The first condition of `filter` that `row` fails, judged as the store's query judges it, or null when the row
@@ -50,7 +50,8 @@ export function unmetCondition(filter: RowFilter, row: LedgerState): Exclude<key
 }
 
 /**
- * The ledger rows matching `filter`, in GUID order, read a page at a time (keyset paging on the GUID).
+ * The ledger rows matching `filter`, in GUID order, read a page at a time (keyset paging on the GUID); with
+ * `filter.order` `updated`, newest change first (keyset on the last change and the GUID).
  * Rows that change while the caller works on a page simply stop matching: each row comes at most once.
  * A page that cannot be read is thrown (its StoreError): an async iteration has no Left; `forEachBounded`
  * hands it to its caller.
@@ -63,13 +64,16 @@ export async function* pagedRows(
   const pageSize = Math.max(1, opts.pageSize ?? PAGE_SIZE);
   let remaining = opts.limit ?? Number.POSITIVE_INFINITY;
   let afterGuid = opts.afterGuid;
+  let beforeRow: LedgerQuery['beforeRow'];
   while (remaining > 0) {
     const want = Math.min(pageSize, remaining);
-    const page = await orThrow(store.queryLedger({ ...filter, ...(afterGuid === undefined ? {} : { afterGuid }), limit: want }));
+    const page = await orThrow(store.queryLedger({ ...filter, ...(afterGuid === undefined ? {} : { afterGuid }), ...(beforeRow === undefined ? {} : { beforeRow }), limit: want }));
     for (const row of page) yield row;
     remaining -= page.length;
     if (page.length < want) return;
-    afterGuid = page[page.length - 1]!.guid;
+    const last = page[page.length - 1]!;
+    if (filter.order === 'updated') beforeRow = { updatedAt: last.updatedAt, guid: last.guid };
+    else afterGuid = last.guid;
   }
 }
 

@@ -21,6 +21,8 @@ export const DEFAULTS = {
   maxAttempts: 5,
   /** How old a row's last Sent must be before an inquiry is believed (and a row FAILED by one is sent again). */
   minAgeMs: 60_000,
+  /** How long after the ledger went back every GUID it does not know is inquired about before its first send (0: off). */
+  continuityWindowMs: 3_600_000,
   breakerFailures: 20,
   breakerCooldownMs: 5000,
   // ---- settling ----

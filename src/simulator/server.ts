@@ -325,7 +325,14 @@ export async function startSimulator(opts: SimulatorOptions): Promise<Simulator>
     return sendJson(reply, 200, JSON.stringify(faults));
   });
 
-  await app.listen({ port: opts.port ?? 0, host });
+  try {
+    await app.listen({ port: opts.port ?? 0, host });
+  } catch (err) {
+    // A port already taken (EADDRINUSE): nothing of this simulator stays open; the caller may try another port.
+    await app.close();
+    store.close();
+    throw err;
+  }
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : (opts.port ?? 0);
 

@@ -4,6 +4,7 @@ import type { EventStore } from '../events/store.js';
 import { ledgerProjection } from '../projections/ledgerProjection.js';
 import { checkLedger as checkSqliteLedger, type LedgerCheck } from './sqlite/checkLedger.js';
 import { isPostgresUrl, openPostgresStore } from './postgres/postgresStore.js';
+import type { HostEvent } from './postgres/hosts.js';
 import { looseModeWarning } from './sqlite/ledgerFile.js';
 import { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqliteStore.js';
 
@@ -18,7 +19,11 @@ export type OpenStoreOptions = Omit<SqliteStoreOptions, 'path' | 'projection'> &
    * `LedgerMissingError`, nothing created. (A SQLite path is checked by the caller before opening.)
    */
   readonly create?: boolean;
+  /** PostgreSQL: told when no listed host takes writes (once per outage) and when writes go to a host (hosts.ts). */
+  readonly onHosts?: (event: HostEvent) => void;
 };
+
+export type { HostEvent };
 
 /**
  * Opens the ledger named by `--db`: a PostgreSQL URL (`postgres://` or `postgresql://`, CONTRACT.md §4) or
@@ -28,7 +33,7 @@ export async function openStore(db: string, options: OpenStoreOptions = {}): Pro
   if (isPostgresUrl(db)) {
     // What applies to a server: the clock, the batch size, the busy timeout as the lock timeout, the claim deadline. The
     // file's durability (synchronous), writer thread and file watch are the server's or meaningless here.
-    const { clock, maxBatch, busyTimeoutMs, create, actor, claimDeadlineMs } = options;
+    const { clock, maxBatch, busyTimeoutMs, create, actor, claimDeadlineMs, onHosts } = options;
     return openPostgresStore({
       url: db,
       projection: ledgerProjection,
@@ -38,9 +43,10 @@ export async function openStore(db: string, options: OpenStoreOptions = {}): Pro
       ...(maxBatch === undefined ? {} : { maxBatch }),
       ...(busyTimeoutMs === undefined ? {} : { lockTimeoutMs: busyTimeoutMs }),
       ...(claimDeadlineMs === undefined ? {} : { claimDeadlineMs }),
+      ...(onHosts === undefined ? {} : { onHosts }),
     });
   }
-  const { create: _create, ...sqlite } = options;
+  const { create: _create, onHosts: _onHosts, ...sqlite } = options;
   return openSqliteStore({ path: db, projection: ledgerProjection, ...sqlite });
 }
 
@@ -50,8 +56,9 @@ export function processActor(by: string): ProcessActor {
 }
 
 /**
- * `guidgate check` and `serve --check`: the full integrity check of the ledger named by `--db`. A PostgreSQL
- * ledger is the database server's to check (amcheck, its own tools): reported as not applicable, ok.
+ * `guidgate check` and `serve --check`: the full integrity check of a ledger file (SQLite). On PostgreSQL `check`
+ * checks what a client can (src/cli/check.ts: the schema, then the projection against the log); the pages are the
+ * server's to check (amcheck). Here a URL is reported as nothing to check, ok.
  */
 export function checkLedger(db: string): LedgerCheck {
   if (isPostgresUrl(db)) return { path: db, ok: true, problems: [], quickCheckMs: null };

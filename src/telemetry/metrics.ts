@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
 import { deadLetterRows } from '../events/policy.js';
 import type { LedgerClock, LedgerReadModel, ReconciliationLog } from '../events/store.js';
@@ -10,6 +10,29 @@ import { createReplyWindow, type RecentReplies } from './replyWindow.js';
 export type ConnectionClosedReason = 'max-connections' | 'max-connections-per-address' | 'idle-for-new';
 
 export type InquiryMetricOutcome = 'processed' | 'absent' | 'unknown' | 'unreachable';
+const INQUIRY_OUTCOMES: readonly InquiryMetricOutcome[] = ['processed', 'absent', 'unknown', 'unreachable'];
+
+/**
+ * Who a reply went to (the `route` label of guidgate_replies_total): `channel`, the channel API (POST /v1/transfers,
+ * GET /v1/transfers/{guid}); `operator`, every other route (the operator API, /metrics, /healthz, the console's files);
+ * `unmatched`, no route (an unknown path, a request Node's HTTP parser refused). An operator's or a console's E401 is
+ * then no channel's.
+ */
+export type ReplyRoute = 'channel' | 'operator' | 'unmatched';
+
+let processRegistry: Registry | undefined;
+
+/**
+ * prom-client's process and Node.js metrics, collected once per process (each collection starts its own GC
+ * observer and event-loop monitor), shared by every relay's registry in it (tests run several).
+ */
+function processMetrics(): Registry {
+  if (processRegistry === undefined) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
 
 /**
  * Prometheus metrics of one relay. prom-client: the standard exposition format without hand-written text. The ledger
@@ -19,9 +42,15 @@ export type InquiryMetricOutcome = 'processed' | 'absent' | 'unknown' | 'unreach
 /** The break categories of CONTRACT.md §8 (every category but `matched` and `pending`). */
 const BREAK_CATEGORIES = CATEGORIES.filter((c) => c !== 'matched' && c !== 'pending');
 
-export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pick<ReconciliationLog, 'reconciliations'>>, clock: () => number, opts: { readonly maxAttempts?: number } = {}) {
+export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pick<ReconciliationLog, 'reconciliations'>>, clock: () => number, opts: { readonly maxAttempts?: number; /** prom-client's process and Node.js metrics (a relay's /metrics; not a command's throwaway registry). */ readonly processMetrics?: boolean } = {}) {
   const registry = new Registry();
-  const replies = new Counter({ name: 'guidgate_replies_total', help: 'Replies to channels, by code', labelNames: ['code'], registers: [registry] });
+  if (opts.processMetrics === true) for (const metric of processMetrics().getMetricsAsArray()) registry.registerMetric(metric as unknown as Metric); // the metric objects themselves (prom-client 15)
+  const replies = new Counter({
+    name: 'guidgate_replies_total',
+    help: 'Replies, by code and route (channel: the channel API; operator: every other route; unmatched: no route)',
+    labelNames: ['code', 'route'],
+    registers: [registry],
+  });
   const recentReplies = createReplyWindow(clock);
   const calls = new Counter({
     name: 'guidgate_account_calls_total',
@@ -69,6 +98,8 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
     labelNames: ['outcome'],
     registers: [registry],
   });
+  // Every outcome from the start, at 0: a rate() or an alert sees the series before the first inquiry.
+  for (const outcome of INQUIRY_OUTCOMES) inquiries.inc({ outcome }, 0);
   const settlementLag = new Histogram({
     name: 'guidgate_settlement_lag_seconds',
     help: 'How long a row had been UNKNOWN when an inquiry settled it (DONE or FAILED)',
@@ -110,6 +141,14 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
     labelNames: ['reason'],
     registers: [registry],
   });
+  // Only on PostgreSQL (created at the first report), so that a SQLite relay never shows "no synchronous standby".
+  let syncStandbys: Gauge | null = null;
+  const continuityBreaks = new Counter({
+    name: 'guidgate_ledger_continuity_breaks_total',
+    help: 'Times this relay saw the ledger go back (another server or timeline, its recently acknowledged events missing, a SQLite file behind its last recorded position): CONTRACT.md §9',
+    registers: [registry],
+  });
+  continuityBreaks.inc(0);
   const maxAttempts = opts.maxAttempts;
   if (maxAttempts !== undefined) {
     new Gauge({
@@ -150,14 +189,27 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
     staleAnswer(attempt: 'older' | 'current'): void {
       staleAnswers.inc({ attempt });
     },
+    /** The durability report's count of synchronous standbys (CONTRACT.md §9); null: not visible, or not read (-1). */
+    pgSynchronousStandbys(n: number | null): void {
+      syncStandbys ??= new Gauge({
+        name: 'guidgate_pg_synchronous_standbys',
+        help: 'Synchronous standbys of the PostgreSQL primary (pg_stat_replication, read every minute); 0: a failover could lose acknowledged claims; -1: could not be read',
+        registers: [registry],
+      });
+      syncStandbys.set(n ?? -1);
+    },
+    /** The continuity guard saw the ledger go back (src/settle/continuityGuard.ts). */
+    continuityBreak(): void {
+      continuityBreaks.inc();
+    },
     requestRecordsLost(n: number): void {
       recordsLost.inc(n);
     },
-    reply(code: string): void {
-      replies.inc({ code });
-      recentReplies.record(code);
+    reply(code: string, route: ReplyRoute): void {
+      replies.inc({ code, route });
+      if (route === 'channel') recentReplies.record(code);
     },
-    /** Replies per code over the last minutes (the same replies as `guidgate_replies_total`). */
+    /** Replies to channels per code over the last minutes (the same replies as `guidgate_replies_total{route="channel"}`). */
     recentReplies(): RecentReplies {
       return recentReplies.recent();
     },

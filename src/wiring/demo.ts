@@ -10,6 +10,9 @@ import { serve } from './serve.js';
 import { resolveUnknown } from '../settle/resolve.js';
 import { reprocessFailed } from '../settle/reprocess.js';
 import { orThrow } from '../events/storeResult.js';
+import type { EventStore } from '../events/store.js';
+import { journalRange, openJournalUrl, reconcile, type LedgerSource, type ReconcileSummary, type ReconcileWindow } from '../reconcile/index.js';
+import { reconcileRun } from '../settle/reconcileRun.js';
 import { DEFAULTS } from '../shared/defaults.js';
 
 export interface DemoOptions {
@@ -104,13 +107,17 @@ const fmtCodes = (c: Record<string, number>) =>
     .join(' ');
 
 /**
- * `guidgate demo`: the seed's lesson in under 30 seconds. The same resending channel load goes through the
+ * `guidgate demo`: the seed's lesson in about 15 seconds (what `demo --help` and the README say). The same resending channel load goes through the
  * naive relay and through guidgate, each in front of its own faulty, non-idempotent account system; then
  * guidgate's unknowns are settled by inquiry and its failures re-sent.
  */
-export async function runDemo(opts: DemoOptions): Promise<{ naive: ChannelTally; guidgate: ChannelTally; settled: Record<string, number>; settledDoubles: number }> {
+export async function runDemo(opts: DemoOptions): Promise<{
+  naive: ChannelTally; guidgate: ChannelTally; settled: Record<string, number>; settledDoubles: number;
+  reconciled: { naive: ReconcileSummary; guidgate: ReconcileSummary };
+}> {
   const out = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`));
   const dir = mkdtempSync(join(tmpdir(), 'guidgate-demo-'));
+  const startedAt = Date.now();
   const cleanup: Array<() => Promise<unknown>> = [];
   try {
     const simNaive = await startSimulator({ port: 0, faults: FAULTS });
@@ -182,7 +189,14 @@ export async function runDemo(opts: DemoOptions): Promise<{ naive: ChannelTally;
             ? 'guidgate none, and every transfer ended applied exactly once.'
             : `guidgate: ${final.doubleApplied.length} double debits, ${settled['DONE'] ?? 0} of ${opts.transfers} transfers DONE. THIS IS A DEFECT.`),
       );
-      return { naive: naiveTally, guidgate: ggTally, settled, settledDoubles: final.doubleApplied.length };
+      const window: ReconcileWindow = { from: startedAt - 1000, to: Date.now() + 1000, pendingMs: 0 };
+      const reconciled = await reconcileBoth(window, store, simNaive.url, simGg.url);
+      out('');
+      out(`reconciliation (each account system's journal against the relay's ledger, ${new Date(window.from).toISOString()} to ${new Date(window.to).toISOString()}):`);
+      out(`  naive relay: ${reconcileLine(reconciled.naive)}`);
+      out(`               (it keeps no ledger: every posting applied once is missing_in_ledger)`);
+      out(`  guidgate:    ${reconcileLine(reconciled.guidgate)}`);
+      return { naive: naiveTally, guidgate: ggTally, settled, settledDoubles: final.doubleApplied.length, reconciled };
     } finally {
       await account.close();
       await store.close();
@@ -191,4 +205,30 @@ export async function runDemo(opts: DemoOptions): Promise<{ naive: ChannelTally;
     for (const c of cleanup.reverse()) await c().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The naive relay keeps no ledger: its side of a reconciliation is empty. */
+const NO_LEDGER: LedgerSource = {
+  async *window() {},
+  async lookup() {
+    return [];
+  },
+};
+
+/** `guidgate reconcile` of both account systems' journals (GET /journal) over the demo's window. */
+async function reconcileBoth(window: ReconcileWindow, store: EventStore, naiveAccountUrl: string, ggAccountUrl: string): Promise<{ naive: ReconcileSummary; guidgate: ReconcileSummary }> {
+  const naive = await reconcile({ window, journal: await openJournalUrl(naiveAccountUrl, journalRange(window)), ledger: NO_LEDGER, onBreak: () => {} });
+  const gg = await reconcileRun({ store, window, journal: await openJournalUrl(ggAccountUrl, journalRange(window)) });
+  return { naive, guidgate: gg.summary };
+}
+
+function reconcileLine(s: ReconcileSummary): string {
+  const c = s.counts;
+  const doubled = s.money.duplicate_in_journal.journal;
+  const money = [...doubled].map(([currency, amount]) => `${amount} ${currency ?? ''}`.trim()).join(', ');
+  const breaks = s.breaks === 0 ? 'no break' : `${s.breaks} breaks (P1 ${s.severities.P1}, P2 ${s.severities.P2})`;
+  return (
+    `${breaks}: duplicate_in_journal ${c.duplicate_in_journal}${c.duplicate_in_journal > 0 ? ` (${money} posted by those transfers)` : ''}, ` +
+    `missing_in_ledger ${c.missing_in_ledger}, matched ${c.matched}`
+  );
 }

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { checkLedger, ledgerWarning, openStore, processActor } from '../store/openStore.js';
-import type { Synchronous } from '../store/openStore.js';
+import type { HostEvent, Synchronous } from '../store/openStore.js';
 import type { EventStore } from '../events/store.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { createAccountClient } from '../account/accountClient.js';
@@ -14,6 +14,8 @@ import { startSweeper } from '../settle/sweeper.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { startSettler } from '../settle/settler.js';
+import { gatedStore, watchDurability, type DurabilityWatch } from './durability.js';
+import { startContinuityGuard, type ContinuityLog } from '../settle/continuityGuard.js';
 
 export interface ServeOptions {
   readonly port: number;
@@ -30,6 +32,8 @@ export interface ServeOptions {
   /** Calls in a row that ended FAILED or UNKNOWN before the breaker opens (0: off). */
   readonly breakerFailures?: number;
   readonly breakerCooldownMs?: number;
+  /** After the ledger went back, every GUID it does not know is inquired about before its first send for this long (0: off; CONTRACT.md §9). */
+  readonly continuityWindowMs?: number;
   readonly synchronous: Synchronous;
   readonly busyTimeoutMs: number;
   /** A request body not received in full within this gets 408 (E400); nothing is stored (CONTRACT.md §2 v2). */
@@ -50,6 +54,8 @@ export interface ServeOptions {
   readonly accountCa?: Buffer;
   /** Run `guidgate check` (quick_check over every page) before opening the ledger; refuse to start if it fails. */
   readonly check?: boolean;
+  /** PostgreSQL: new transfers E503 and /healthz 503 while the primary has no synchronous standby (CONTRACT.md §9). */
+  readonly requireSyncStandby?: boolean;
 }
 
 /** After `close()` starts, connections still open this long past the call timeout are cut (slow bodies, keep-alive). */
@@ -71,10 +77,28 @@ export interface RunningRelay {
 export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const out = opts.out ?? ((line: string) => process.stdout.write(`${line}\n`));
   const ledger = await openServedLedger(opts, out);
-  const { store } = ledger;
+  if (opts.requireSyncStandby === true && ledger.store.durability === undefined) {
+    await ledger.store.close();
+    throw new Error('--require-sync-standby needs a PostgreSQL ledger (--db postgres://…)');
+  }
+  // With --require-sync-standby, claims and the ping refused while the durability report finds no synchronous standby.
+  let durability: DurabilityWatch | null = null;
+  const base = opts.requireSyncStandby === true ? gatedStore(ledger.store, () => (durability === null ? 'the durability report is not read yet' : durability.refusal())) : ledger.store;
   const { url: accountUrl, simulator } = await accountSystemUrl(opts, out);
   const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
-  const metrics = createMetrics(store, Date.now, { maxAttempts: opts.maxAttempts });
+  const metrics = createMetrics(base, Date.now, { maxAttempts: opts.maxAttempts, processMetrics: true });
+  // The continuity guard (CONTRACT.md §9) watches the ledger for going back; everything writes through its store.
+  // Said on `out` until the app's log exists (a going back seen at start), then in the app's log.
+  const early = (line: Record<string, unknown>, message: string): void => out(`${message} ${JSON.stringify(line)}`);
+  let currentLog: ContinuityLog = { info: early, error: early };
+  const guarded = await startContinuityGuard(base, { info: (l, m) => currentLog.info(l, m), error: (l, m) => currentLog.error(l, m) }, metrics, { windowMs: opts.continuityWindowMs ?? DEFAULTS.continuityWindowMs });
+  if (E.isLeft(guarded)) {
+    await ledger.store.close();
+    await simulator?.close();
+    throw guarded.left;
+  }
+  const continuity = guarded.right;
+  const { store } = continuity;
   const minAgeMs = opts.minAgeMs ?? DEFAULTS.minAgeMs;
   const breaker = createBreaker({ failures: opts.breakerFailures ?? DEFAULTS.breakerFailures, cooldownMs: opts.breakerCooldownMs ?? DEFAULTS.breakerCooldownMs, clock: Date.now, metrics });
   const app = buildApp({
@@ -86,6 +110,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     minAgeMs,
     graceMs: opts.graceMs,
     breaker,
+    continuity,
     logger: { level: opts.logLevel },
     ...(opts.keys === undefined ? {} : { keys: opts.keys.keys }),
     ...(opts.tls === undefined ? {} : { https: httpsOptions(opts.tls) }),
@@ -95,6 +120,13 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   });
   const stopReloadingKeys = reloadKeysOnSighup(opts.keys, app.log);
   ledger.logLossTo(app.log);
+  durability = await watchDurability(ledger.store, {
+    require: opts.requireSyncStandby === true,
+    report: (r) => metrics.pgSynchronousStandbys(r === null ? null : r.synchronousStandbys),
+    warn: (message, r) => app.log.warn({ durability: r }, message),
+    error: (message) => app.log.error(message),
+  });
+  currentLog = app.log;
 
   // At start: rows a previous process left in RECEIVED or SENT. Then at least once per timeout.
   const sweeper = await startSweeper(store, { graceMs: opts.graceMs, everyMs: Math.max(250, Math.min(opts.timeoutMs, opts.graceMs)) }, app.log);
@@ -112,10 +144,13 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     async stopWork() {
       sweeper.stop();
       stopReloadingKeys();
+      durability?.stop();
       await settler?.stop();
     },
     async release() {
       await account.close();
+      // The last position recorded beside the ledger (SQLite) once nothing writes any more.
+      await continuity.stop();
       await store.close();
       await simulator?.close();
     },
@@ -135,11 +170,13 @@ async function openServedLedger(opts: ServeOptions, out: (line: string) => void)
     out(`ledger check: ${opts.db} is sound (quick_check ${checked.quickCheckMs} ms)`);
   }
   let ledgerLost = (reason: string): void => out(reason);
+  // PostgreSQL: which host takes the writes, and when none does (once per outage, naming every host tried).
+  let hostEvent = (e: HostEvent): void => out(hostLine(e));
   // Inline: commits on this thread (no copy of each unit to another thread and back), their fsync off the event loop.
   // A claim either commits within the send window, and is called, or fails E503 with nothing written (sendWindow.ts).
   const store = await openStore(opts.db, {
     synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, claimDeadlineMs: sendWindowMs(opts.graceMs), writer: opts.writer ?? DEFAULTS.writer,
-    watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'),
+    watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'), onHosts: (e) => hostEvent(e),
   });
   const loose = ledgerWarning(opts.db);
   if (loose !== null) out(`warning: ${loose}`);
@@ -147,26 +184,50 @@ async function openServedLedger(opts: ServeOptions, out: (line: string) => void)
     store,
     logLossTo(log) {
       ledgerLost = (reason) => log.error({ reason }, 'ledger file lost: every new transfer gets E503 until serve is restarted on the right file');
+      hostEvent = (e) => {
+        if (e.kind === 'none') log.error({ tried: e.tried }, hostLine(e));
+        else if (e.previous === null) log.info({ host: e.host }, hostLine(e));
+        else log.warn({ host: e.host, previous: e.previous }, hostLine(e));
+      };
     },
   };
 }
 
-/** `--account-url`, or the bundled simulator started on loopback when none is given (it is said on `out`). */
+/** A host event (src/store/postgres/hosts.ts) as one line. */
+function hostLine(e: HostEvent): string {
+  if (e.kind === 'none') return `${e.tried}: every new transfer gets E503 until a listed host takes writes`;
+  if (e.previous === null) return `PostgreSQL: writing to ${e.host}`;
+  return e.previous === e.host ? `PostgreSQL: ${e.host} takes writes again` : `PostgreSQL: the primary changed from ${e.previous} to ${e.host}; writing there`;
+}
+
+/**
+ * `--account-url`, or the bundled simulator started on loopback when none is given (it is said on `out`, with its
+ * fault URL): on `guidgate simulator`'s default port, 8090, so that the docs' fault examples work on `npm start`,
+ * or on a free port when 8090 is taken (#28).
+ */
 async function accountSystemUrl(opts: ServeOptions, out: (line: string) => void): Promise<{ url: string; simulator: Simulator | null }> {
   if (opts.accountUrl !== undefined && opts.accountUrl !== '') return { url: opts.accountUrl, simulator: null };
-  const simulator = await startSimulator({ port: 0, host: '127.0.0.1' });
+  const host = '127.0.0.1';
+  const simulator = await startSimulator({ port: DEFAULTS.simulatorPort, host }).catch((err: unknown) => {
+    if ((err as { code?: unknown }).code !== 'EADDRINUSE') throw err;
+    return startSimulator({ port: 0, host });
+  });
   out(`no --account-url given: started the bundled account simulator at ${simulator.url} (it is not idempotent; see /stats)`);
+  out(`  inject faults: curl -s -X POST ${simulator.url}/control/faults -d '{"mode":"hold"}'   (back to normal: curl -s -X DELETE ${simulator.url}/control/faults)`);
   return { url: simulator.url, simulator };
 }
 
 /** `kill -HUP`: the keys file read again; a file that does not parse leaves the old keys in force. Returns the undo. */
 function reloadKeysOnSighup(keys: KeyRing | undefined, log: FastifyBaseLogger): () => void {
-  if (keys === undefined) return () => undefined;
-  const reload = (): void => {
-    const reloaded = keys.reload();
-    if (E.isLeft(reloaded)) log.error({ keys: keys.path, reason: reloaded.left.message }, 'SIGHUP: keys file refused; the old keys stay in force');
-    else log.warn({ keys: keys.path, count: reloaded.right }, 'SIGHUP: keys reloaded');
-  };
+  // Without --keys a SIGHUP is still caught: Node's default for it ends the process, and an operator following the
+  // docs (`keys add`, then `kill -HUP`, or `systemctl reload`) must not take the relay down (#28).
+  const reload = keys === undefined
+    ? (): void => log.warn('SIGHUP: no keys file to reload (serve runs without --keys); nothing changed')
+    : (): void => {
+        const reloaded = keys.reload();
+        if (E.isLeft(reloaded)) log.error({ keys: keys.path, reason: reloaded.left.message }, 'SIGHUP: keys file refused; the old keys stay in force');
+        else log.warn({ keys: keys.path, count: reloaded.right }, 'SIGHUP: keys reloaded');
+      };
   process.on('SIGHUP', reload);
   return () => void process.off('SIGHUP', reload);
 }

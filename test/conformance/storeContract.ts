@@ -380,11 +380,37 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await guids({ attemptsAtLeast: 1, afterGuid: 'a', limit: 5 })).toEqual(['b']);
         expect(await guids({ guid: 'b' })).toEqual(['b']);
         expect(await guids({ guid: 'b', statuses: ['SENT'] })).toEqual([]);
+        // Reconciliation's window: created in [from, to), from inclusive, to exclusive.
+        expect(await guids({ createdFrom: 2000 })).toEqual(['B', 'b']);
+        expect(await guids({ createdBefore: 2000 })).toEqual(['a']);
+        expect(await guids({ createdFrom: 1000, createdBefore: 2001, afterGuid: 'B', limit: 1 })).toEqual(['a']);
+        expect(await orThrow(store.countLedger({ createdFrom: 1000, createdBefore: 2000 }))).toBe(1);
         expect(await orThrow(store.countLedger({ guid: 'a', statuses: ['SENT'] }))).toBe(1);
         expect(await orThrow(store.countLedger({ statuses: ['SENT'] }))).toBe(2);
         expect(await orThrow(store.countLedger({ statuses: ['SENT'], attemptsBelow: 2 }))).toBe(1);
         expect(await orThrow(store.countLedger({ statuses: ['SENT', 'UNKNOWN'] }))).toBe(3);
         expect(await orThrow(store.countByStatus())).toMatchObject({ SENT: { count: 2, oldestUpdatedAt: 1000 }, UNKNOWN: { count: 1, oldestUpdatedAt: 2000 }, DONE: { count: 0, oldestUpdatedAt: null } });
+      });
+
+      it('order updated: the last change newest first, ties by GUID descending, keyset paged on (updatedAt, GUID) with the filters (#28, ledger --sort updated)', async () => {
+        let now = 1000;
+        const store = await open(await fresh(), { clock: () => now });
+        for (const [g, at] of [['a', 3000], ['b', 1000], ['c', 2000], ['d', 2000], ['e', 2000]] as const) {
+          now = at;
+          await orThrow(store.execute(g, submit(g)));
+        }
+        now = 4000;
+        await orThrow(store.execute('b', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }));
+        const guids = async (q: LedgerQuery) => (await orThrow(store.queryLedger({ ...q, order: 'updated' }))).map((r) => r.guid);
+        expect(await guids({})).toEqual(['b', 'a', 'e', 'd', 'c']);
+        expect(await guids({ limit: 2 })).toEqual(['b', 'a']);
+        expect(await guids({ beforeRow: { updatedAt: 2000, guid: 'e' } })).toEqual(['d', 'c']);
+        expect(await guids({ beforeRow: { updatedAt: 3000, guid: 'a' }, limit: 2 })).toEqual(['e', 'd']);
+        expect(await guids({ statuses: ['SENT'], beforeRow: { updatedAt: 4000, guid: 'b' } })).toEqual(['a', 'e', 'd', 'c']);
+        expect(await guids({ statuses: ['UNKNOWN'] })).toEqual(['b']);
+        expect(await orThrow(store.countLedger({ beforeRow: { updatedAt: 2000, guid: 'd' } }))).toBe(1);
+        // The default order is still the GUID's.
+        expect((await orThrow(store.queryLedger({}))).map((r) => r.guid)).toEqual(['a', 'b', 'c', 'd', 'e']);
       });
 
       it('now() is the clock events are stamped with, read afresh on every call', async () => {
@@ -793,6 +819,34 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         // The store is fine after it.
         const recorded = await orThrow(store.recordReconciliation(run));
         expect((await orThrow(store.reconciliationBreaks('a'))).map((h) => h.run.id)).toEqual([recorded.id]);
+        });
+      });
+
+    describe('continuity (CONTRACT.md §9)', () => {
+      it('the standing names the server and how far the log reaches; missingEvents names exactly the events the log lacks', async () => {
+        const f = await fresh();
+        const store = await open(f);
+        const before = await orThrow(store.ledgerStanding());
+        await orThrow(store.execute('a', submit()));
+        await orThrow(store.execute('b', submit()));
+        const after = await orThrow(store.ledgerStanding());
+        expect(after.server).toBe(before.server);
+        expect(after.instance).toBe(before.instance);
+        expect(after.position).toBeGreaterThanOrEqual(before.position + 4);
+        const missing = await orThrow(store.missingEvents([{ guid: 'a', seq: 0 }, { guid: 'a', seq: 1 }, { guid: 'a', seq: 2 }, { guid: 'zz', seq: 0 }, { guid: 'b', seq: 1 }]));
+        expect(missing).toEqual([{ guid: 'a', seq: 2 }, { guid: 'zz', seq: 0 }]);
+        expect(await orThrow(store.missingEvents([]))).toEqual([]);
+      });
+
+      it('a mark written is read back by the next opening (a store that keeps none reads null)', async () => {
+        const f = await fresh();
+        const store = await open(f);
+        const mark = { position: 7, at: 1_700_000_000_000, window: { wentBackAt: 1_700_000_000_000, endsAt: 1_700_003_600_000 } };
+        await orThrow(store.writeMark(mark));
+        const again = await open(f);
+        const read = await orThrow(again.readMark());
+        if (read !== null) expect(read).toEqual(mark);
+        else expect(f.db).toMatch(/^postgres/);
       });
     });
 
@@ -823,7 +877,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const f = await fresh();
         const store = await f.open();
         expect(await store.close()).toEqual(E.right(undefined));
-        const calls: Record<Exclude<keyof EventStore, 'close'>, () => Promise<unknown>> = {
+        const calls: Record<Exclude<keyof EventStore, 'close' | 'connectionEvents'>, () => Promise<unknown>> = {
           appendEvents: () => store.appendEvents('a', -1, [claimed(1)]),
           execute: () => store.execute('a', submit()),
           readStream: () => store.readStream('a'),
@@ -847,7 +901,13 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           reconciliations: () => store.reconciliations({ limit: 1 }),
           reconciliation: () => store.reconciliation('1'),
           reconciliationBreaks: () => store.reconciliationBreaks('a'),
+          ledgerStanding: () => store.ledgerStanding(),
+          missingEvents: () => store.missingEvents([{ guid: 'a', seq: 0 }]),
+          readMark: () => store.readMark(),
+          writeMark: () => store.writeMark({ position: 1, at: 1 }),
           ping: () => store.ping(),
+          // Only a store with standbys has it (PostgreSQL); where it is, closed is closed too.
+          durability: () => store.durability?.() ?? store.ping(),
         };
         const settled = await Promise.allSettled(Object.values(calls).map((call) => call()));
         expect(settled.map((s) => s.status)).toEqual(Object.keys(calls).map(() => 'fulfilled'));

@@ -80,6 +80,9 @@ describe('audit trail over HTTP', () => {
     const claimed = lines.findIndex((l) => /^ {2}0 {2}\S+Z {2}Claimed {8}by serve pid \d+ on .+, key shop-a, timeoutMs=1000, maxAttempts=3, minAgeMs=1500$/.test(l));
     expect(firstRequest).toBeGreaterThanOrEqual(0);
     expect(claimed).toBeGreaterThan(firstRequest);
+    // The resend got the stored answer: marked, so that it does not read as a second transfer (#28).
+    expect(human.stdout).toMatch(/^ {5}\S+Z {2}request {8}answered 0000 \(replayed: the stored answer, nothing sent\), key shop-a$/m);
+    expect(human.stdout.match(/answered 0000/g)).toHaveLength(2);
     expect(human.stdout).toMatch(/answered E904, key shop-a, fingerprint differs/);
     expect(human.stdout).toMatch(/answered E905, key shop-a$/m);
     expect(human.stdout).toMatch(/ {2}3 {2}\S+Z {2}Purged {9}by purge pid \d+ on .+, retentionMs=0$/m);
@@ -90,6 +93,7 @@ describe('audit trail over HTTP', () => {
     expect(timeline.map((e) => (e.kind === 'event' ? e.type : `request ${e.code}`))).toEqual([
       'request 0000', 'Claimed', 'Sent', 'Answered', 'request 0000', 'request E904', 'request E904', 'Purged', 'request E905',
     ]);
+    expect(timeline.flatMap((e) => (e.kind === 'request' ? [e.replayed] : []))).toEqual([false, true, false, false, false]);
     // Without --requests, the contract's array of {seq, type, at, data}.
     const plain = JSON.parse((await cli(['history', guid, '--json', '--db', h.db])).stdout) as Array<Record<string, unknown>>;
     expect(plain.map((e) => Object.keys(e).sort())).toEqual(Array(4).fill(['at', 'data', 'seq', 'type']));

@@ -4,6 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
@@ -67,6 +68,7 @@ describe('guidgate operator commands as processes', () => {
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({
       swept: { neverSent: 0, orphaned: 0 }, candidates: 2, processed: 1, absent: 1, stillUnknown: 0, skipped: 0, unreachable: 0, ledgerErrors: 0, dryRun: false, exitCode: 0,
+      guids: { processed: ['CLI-P'], absent: ['CLI-A'] },
     });
     expect(await row(db, 'CLI-P')).toMatchObject({ status: 'DONE', code: '0000', response: answer });
     expect(await row(db, 'CLI-A')).toMatchObject({ status: 'FAILED', code: 'E902' });
@@ -108,13 +110,60 @@ describe('guidgate operator commands as processes', () => {
     const sim = await simulator();
     const db = await ledgerWith([['RP-1', 'FAILED'], ['RP-2', 'FAILED', { attempts: 2 }], ['RP-CAP', 'FAILED', { attempts: 3 }], ['RP-U', 'UNKNOWN']]);
     const first = await cli(['reprocess', '--account-url', sim.url, '--max-attempts', '3', '--limit', '1', '--db', db]);
-    expect([first.code, first.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
+    expect([first.code, first.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0\n  done: RP-1']);
     const rest = await cli(['reprocess', '--account-url', sim.url, '--db', db], { GUIDGATE_MAX_ATTEMPTS: '3' });
-    expect([rest.code, rest.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
+    expect([rest.code, rest.stdout.trim()]).toEqual([0, 'reprocess: candidates=1 done=1 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0\n  done: RP-2']);
     expect(sim.stats().calls).toEqual({ 'RP-1': 1, 'RP-2': 1 });
     expect(await row(db, 'RP-2')).toMatchObject({ status: 'DONE', attempts: 3 });
     expect(await row(db, 'RP-CAP')).toMatchObject({ status: 'FAILED', attempts: 3 });
     expect(await row(db, 'RP-U')).toMatchObject({ status: 'UNKNOWN' });
+  });
+
+  it("reprocess GUID… (#28): the dead-letter runbook's commands as written send the named dead letters under the raised cap, and nothing else", async () => {
+    const doc = readFileSync(join(REPO_ROOT, 'docs', 'operating.md'), 'utf8');
+    const runbook = doc.slice(doc.indexOf('**Sending it again.**'));
+    const [dry, real] = [...runbook.matchAll(/^guidgate (reprocess .*)$/gm)].slice(0, 2).map((m) => m[1]!.split(/\s+/));
+    expect(dry).toContain('--dry-run');
+    expect(real).not.toContain('--dry-run');
+    const named = real!.filter((a) => /^TX-/.test(a));
+    expect(named).toHaveLength(2);
+    const sim = await simulator();
+    const db = await ledgerWith([
+      [named[0]!, 'FAILED', { attempts: 5 }], [named[1]!, 'FAILED', { attempts: 5 }],
+      ['DL-OTHER', 'FAILED', { attempts: 5 }], ['F-UNDER', 'FAILED'], ['U-1', 'UNKNOWN'],
+    ]);
+    const asWritten = (args: string[]) => args.map((a) => (a === 'https://core.bank.internal' ? sim.url : a)).concat(['--db', db]);
+    const before = snapshot(db);
+
+    const listed = await cli(asWritten(dry!));
+    expect([listed.code, listed.stderr]).toEqual([0, '']);
+    expect(listed.stdout.split('\n').filter((l) => /^TX-/.test(l)).map((l) => l.split(/\s+/).slice(0, 3))).toEqual(named.map((g) => [g, 'FAILED', 'attempts=5']));
+    expect(listed.stdout).toMatch(/candidates=2 max-attempts=6/);
+    expect(snapshot(db)).toEqual(before);
+
+    const sent = await cli(asWritten(real!));
+    expect([sent.code, sent.stderr, sent.stdout.trim()]).toEqual([0, '', 'reprocess: candidates=2 done=2 failed=0 unknown=0 skipped=0 found=0 held=0 withheld=0 ledger-errors=0']);
+    expect(sim.stats().calls).toEqual({ [named[0]!]: 1, [named[1]!]: 1 });
+    for (const g of named) expect(await row(db, g)).toMatchObject({ status: 'DONE', attempts: 6 });
+    expect(await row(db, 'DL-OTHER')).toMatchObject({ status: 'FAILED', attempts: 5 });
+    expect(await row(db, 'F-UNDER')).toMatchObject({ status: 'FAILED', attempts: 1 });
+
+    // Named rows it does not take are said, with why, on stderr and in --json; nothing is sent for them.
+    const again = await cli(['reprocess', '--account-url', sim.url, '--max-attempts', '5', '--json', '--db', db, named[0]!, 'DL-OTHER', 'U-1', 'NO-SUCH']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({
+      candidates: 0,
+      notTaken: [
+        { guid: named[0], why: 'reprocess sends FAILED rows again; this one is DONE' },
+        { guid: 'DL-OTHER', why: 'the attempt cap (5) is used up: a person decides (dead letter)' },
+        { guid: 'U-1', why: 'reprocess sends FAILED rows again; this one is UNKNOWN' },
+        { guid: 'NO-SUCH', why: 'no such GUID in the ledger' },
+      ],
+    });
+    expect(again.stderr).toContain('guidgate reprocess: NO-SUCH not taken: no such GUID in the ledger');
+    expect(sim.stats().totalCalls).toBe(2);
+    const bad = await cli(['reprocess', '--account-url', sim.url, '--db', db, 'not a guid']);
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining("'not a guid' is not a GUID")]);
   });
 
   it('purge while the relay runs: a later resend gets E905 with the original code, and the account system is not called', async () => {
@@ -166,13 +215,51 @@ describe('guidgate operator commands as processes', () => {
     const r = await cli(['resolve', '--account-url', sim.url, '--min-age', '10m', '--dry-run', '--db', db]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^DRY-U {2}UNKNOWN {2}attempts=1 {2}sent 2020-01-01T00:00:00\.000Z \(\d+d( \d+[hms])? ago\)$/m);
-    expect(r.stdout).toMatch(/^resolve \(dry run, nothing changed, nothing inquired\): candidates=1 would-sweep-never-sent=0 would-sweep-orphaned=1 min-age=10m$/m);
+    expect(r.stdout).toMatch(/^resolve \(dry run, nothing changed, nothing inquired\): candidates=1 would-sweep-never-sent=0 would-sweep-orphaned=1 min-age=10m too-young=0$/m);
     const p = await cli(['reprocess', '--account-url', sim.url, '--dry-run', '--json', '--db', db]);
     expect(p.code).toBe(0);
     const listed = JSON.parse(p.stdout) as { candidates: number; rows: Array<Record<string, unknown>> };
     expect([listed.candidates, listed.rows.map((x) => x['guid'])]).toEqual([1, ['DRY-F']]);
     expect(listed.rows[0]).not.toHaveProperty('request');
     expect(snapshot(db)).toEqual(before);
+    expect(sim.stats().totalCalls).toBe(0);
+  });
+
+  it('resolve, reprocess and purge name the GUIDs: the first few and how many more on a terminal, all of them in --json (#28)', async () => {
+    const sim = await simulator();
+    const guids = Array.from({ length: 7 }, (_, i) => `NAME-U${i}`);
+    const db = await ledgerWith([...guids.map((g) => [g, 'UNKNOWN'] as [string, 'UNKNOWN']), ['NAME-D1', 'DONE'], ['NAME-D2', 'DONE']]);
+    // The simulator never saw them: every inquiry says absent, each row becomes FAILED.
+    const human = await cli(['resolve', '--account-url', sim.url, '--min-age', '1s', '--limit', '3', '--db', db]);
+    expect(human.code).toBe(0);
+    expect(human.stdout.split('\n').filter((l) => l.startsWith('  '))).toEqual(['  absent: NAME-U0, NAME-U1, NAME-U2']);
+    const json = await cli(['resolve', '--account-url', sim.url, '--min-age', '1s', '--json', '--db', db]);
+    expect(JSON.parse(json.stdout)).toMatchObject({ absent: 4, guids: { absent: guids.slice(3) } });
+
+    const reprocess = await cli(['reprocess', '--account-url', sim.url, '--min-age', '0ms', '--db', db]);
+    expect(reprocess.code).toBe(0);
+    // Each row was FAILED by an inquiry: sent again only after a fresh inquiry says absent, then DONE.
+    expect(reprocess.stdout).toMatch(/^reprocess: candidates=7 done=7 /m);
+    expect(reprocess.stdout).toContain('\n  done: NAME-U0, NAME-U1, NAME-U2, NAME-U3, NAME-U4 …2 more\n');
+
+    const purge = await cli(['purge', '--retention', '1d', '--db', db]);
+    expect(purge.stdout).toContain('\n  purged: NAME-D1, NAME-D2\n');
+    const purgeJson = await cli(['purge', '--retention', '0ms', '--dry-run', '--json', '--db', db]);
+    expect(JSON.parse(purgeJson.stdout)).toMatchObject({ dryRun: true, candidates: 7, guids: { 'would-purge': guids } });
+  });
+
+  it('resolve --dry-run says how many UNKNOWN rows are too young for min-age, and when the first becomes eligible (#28)', async () => {
+    const sim = await simulator();
+    const db = await ledgerWith([['AGE-OLD', 'UNKNOWN'], ['AGE-Y1', 'UNKNOWN'], ['AGE-Y2', 'UNKNOWN']], ['AGE-Y1', 'AGE-Y2']);
+    const young = await row(db, 'AGE-Y1');
+    const r = await cli(['resolve', '--account-url', sim.url, '--min-age', '10m', '--dry-run', '--db', db]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^resolve \(dry run, nothing changed, nothing inquired\): candidates=1 .* min-age=10m too-young=2$/m);
+    const note = /^2 UNKNOWN rows are younger than min-age 10m, left out: the first becomes eligible at (\S+) \(in 9m \d+s\)$/m.exec(r.stdout);
+    expect(note).not.toBeNull();
+    expect(Date.parse(note![1]!)).toBe(Math.min(young!.sentAt!, (await row(db, 'AGE-Y2'))!.sentAt!) + 600_000);
+    const json = JSON.parse((await cli(['resolve', '--account-url', sim.url, '--min-age', '10m', '--dry-run', '--json', '--db', db])).stdout) as { tooYoung: { count: number; firstEligibleAt: number } };
+    expect(json.tooYoung).toMatchObject({ count: 2, firstEligibleAt: Date.parse(note![1]!) });
     expect(sim.stats().totalCalls).toBe(0);
   });
 
@@ -233,6 +320,33 @@ describe('guidgate operator commands as processes', () => {
     expect(human.stdout).toMatch(/^UNKNOWN\s+1$/m);
     expect(human.stdout).toMatch(/^oldest UNKNOWN: \d+d( \d+[hms])? \(last change 2020-01-01T00:00:00\.000Z\)$/m);
     expect(human.stdout).toContain('FAILED at the attempt cap (6), needing a person: 0');
+  });
+
+  it('ledger: --json shows the operator API\'s row (never the fingerprint nor the answer), --limit says when more rows match, --sort updated is newest first (#28)', async () => {
+    const db = await ledgerWith([['SO-A', 'DONE'], ['SO-B', 'UNKNOWN'], ['SO-C', 'FAILED'], ['SO-D', 'DONE']], ['SO-B']);
+    const json = await cli(['ledger', '--json', '--db', db]);
+    const rows = JSON.parse(json.stdout) as Array<Record<string, unknown>>;
+    expect(Object.keys(rows[0]!).sort()).toEqual(['attempts', 'channel', 'code', 'createdAt', 'failedByInquiry', 'guid', 'sentAt', 'status', 'updatedAt']);
+    for (const hidden of ['"fingerprint"', '"response"', '"request"', '6222021001']) expect(json.stdout).not.toContain(hidden);
+    expect(json.stderr).toBe('');
+
+    const cut = await cli(['ledger', '--limit', '3', '--db', db]);
+    expect(cut.code).toBe(0);
+    expect(cut.stdout.trim().split('\n').at(-1)).toBe('3 rows (DONE 1, UNKNOWN 1, FAILED 1), by GUID; cut at --limit 3: more rows match (raise --limit, or narrow with --status or --older-than)');
+    const whole = await cli(['ledger', '--limit', '4', '--db', db]);
+    expect(whole.stdout.trim().split('\n').at(-1)).toBe('4 rows (DONE 2, UNKNOWN 1, FAILED 1), by GUID');
+    const cutJson = await cli(['ledger', '--limit', '1', '--json', '--db', db]);
+    expect((JSON.parse(cutJson.stdout) as unknown[]).length).toBe(1);
+    expect(cutJson.stderr).toContain('guidgate ledger: 1 rows shown, cut at --limit 1: more rows match');
+
+    // SO-B changed now, the others in 2020: newest first, the 2020 ties by GUID descending.
+    const sorted = await cli(['ledger', '--sort', 'updated', '--db', db]);
+    expect(sorted.stdout.split('\n').slice(1, 5).map((l) => l.split(' ')[0])).toEqual(['SO-B', 'SO-D', 'SO-C', 'SO-A']);
+    expect(sorted.stdout).toContain(', newest change first');
+    const sortedJson = JSON.parse((await cli(['ledger', '--sort', 'UPDATED', '--limit', '2', '--json', '--db', db])).stdout) as Array<{ guid: string }>;
+    expect(sortedJson.map((r) => r.guid)).toEqual(['SO-B', 'SO-D']);
+    const bad = await cli(['ledger', '--sort', 'age', '--db', db]);
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining("'age' is not one of guid, updated")]);
   });
 
   it('SIGTERM mid-run: the rows in flight finish, the summary counts exactly what was done, exit 1', async () => {

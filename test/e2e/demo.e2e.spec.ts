@@ -25,6 +25,10 @@ describe('guidgate demo', () => {
     expect(ggMoney).toBe(0);
     expect(ggCalls).toBeLessThanOrEqual(60);
     expect(r.stdout).toMatch(/settled ledger: DONE×60; account calls \d+, applied 60 \(of 60 transfers\), double debits 0/);
+    // It ends with a reconciliation of both sides: the naive relay's doubles are its duplicate_in_journal breaks.
+    const naiveDup = /^ {2}naive relay: .*duplicate_in_journal (\d+)/m.exec(r.stdout)?.[1];
+    expect(Number(naiveDup)).toBe(naiveDoubles);
+    expect(r.stdout).toMatch(/^ {2}guidgate: {4}no break: duplicate_in_journal 0, missing_in_ledger 0, matched 60$/m);
   }, 60_000);
 
   it('its --help and the README say the same duration', async () => {

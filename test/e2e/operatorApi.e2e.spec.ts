@@ -270,6 +270,23 @@ describe('operator API', () => {
     expect(s.replies.perCode['0000']).toBeGreaterThanOrEqual(1);
   });
 
+  it('replies are counted by route: an operator E401 is no channel reply, and /v1/stats (the console) counts channel replies only', async () => {
+    const counted = async (route: string) => {
+      const text = (await call('GET', '/metrics', { token: tokens['reader']! })).body;
+      return Number(new RegExp(`^guidgate_replies_total\\{code="E401",route="${route}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? '0');
+    };
+    const perCode = async () => ((await call('GET', '/v1/stats', { token: tokens['reader']! })).json() as { replies: { perCode: Record<string, number> } }).replies.perCode['E401'] ?? 0;
+    const before = { operator: await counted('operator'), channel: await counted('channel'), stats: await perCode() };
+    // A console without its token, twice; a channel without its token, once.
+    for (let i = 0; i < 2; i++) expect((await call('GET', '/v1/stats', { token: null })).status).toBe(401);
+    expect((await call('POST', '/v1/transfers', { token: null, body: transfer() })).status).toBe(401);
+    expect({ operator: await counted('operator'), channel: await counted('channel'), stats: await perCode() }).toEqual({
+      operator: before.operator + 2,
+      channel: before.channel + 1,
+      stats: before.stats + 1,
+    });
+  });
+
   describe('resolve and reprocess one GUID, against the simulator', () => {
     it('a GUID never applied: resolve (too young, dry run, then absent) and reprocess (dry run, held, then sent once): each step as the commands do it', async () => {
       const guid = `hole-1-${process.pid}`;
@@ -361,6 +378,21 @@ describe('operator API', () => {
       const sent = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: once }, body: {} });
       expect(sent.json()).toMatchObject({ outcome: 'done', after: { status: 'DONE', attempts: 3 } });
       expect(await simCalls(once)).toMatchObject({ calls: 1, applied: 1 });
+
+      // The dead-letter runbook (#28): maxAttempts above serve's cap sends the named dead letter again, once, by the
+      // same rule as the command (dry run first); a bad maxAttempts, or one given to resolve, is E400 naming it.
+      for (const body of [{ maxAttempts: 0 }, { maxAttempts: '4' }, { maxAttempts: 4.5 }]) {
+        const bad = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body });
+        expect([bad.status, bad.json()['code'], bad.json()['field']]).toEqual([400, 'E400', 'maxAttempts']);
+      }
+      const onResolve = await call('POST', '/v1/transfers/{guid}/resolve', { params: { guid: capped }, body: { maxAttempts: 4 } });
+      expect([onResolve.status, onResolve.json()['field']]).toEqual([400, 'maxAttempts']);
+      const dry = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body: { dryRun: true, maxAttempts: 4 } });
+      expect(dry.json()).toMatchObject({ dryRun: true, outcome: 'candidate', after: { status: 'FAILED', attempts: 3 } });
+      expect(await state(capped)).toEqual(before);
+      const raised = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body: { maxAttempts: 4 } });
+      expect(raised.json()).toMatchObject({ outcome: 'done', before: { status: 'FAILED', attempts: 3 }, after: { status: 'DONE', attempts: 4 } });
+      expect(await simCalls(capped)).toMatchObject({ calls: 1, applied: 1 });
     });
 
     it.each([

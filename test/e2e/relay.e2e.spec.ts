@@ -252,11 +252,18 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
     expect([missing.status, missing.json()['code']]).toEqual([404, 'E404']);
     expect((await h.get('/healthz')).status).toBe(200);
     const metrics = (await h.get('/metrics')).body;
-    expect(metrics).toContain('guidgate_replies_total{code="0000"} 1');
+    expect(metrics).toContain('guidgate_replies_total{code="0000",route="channel"} 1');
     expect(metrics).toContain('guidgate_account_calls_total{outcome="definite"} 1');
     expect(metrics).toContain('guidgate_ledger_rows{status="DONE"} 1');
     expect(metrics).toContain('guidgate_oldest_row_age_seconds{status="UNKNOWN"} 0');
     expect(metrics).toContain('guidgate_account_call_duration_seconds_bucket');
+    // Every inquiry outcome from the start, before the first inquiry (#28): an alert on rate() sees the series.
+    for (const outcome of ['processed', 'absent', 'unknown', 'unreachable']) expect(metrics).toContain(`guidgate_inquiries_total{outcome="${outcome}"} 0`);
+    // prom-client's process and Node.js metrics.
+    expect(metrics).toMatch(/^process_cpu_user_seconds_total \d/m);
+    expect(metrics).toMatch(/^process_resident_memory_bytes \d/m);
+    expect(metrics).toMatch(/^nodejs_eventloop_lag_seconds \d/m);
+    expect(metrics).toMatch(/^nodejs_heap_size_used_bytes \d/m);
     const nowhere = await h.get('/nowhere');
     expect([nowhere.status, nowhere.json()['code']]).toEqual([404, 'E404']);
   });

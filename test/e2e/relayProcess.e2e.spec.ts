@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
@@ -114,6 +114,21 @@ describe('the relay as a process', () => {
     expect(sim.stats().totalCalls).toBe(0);
   }, 30_000);
 
+  it('SIGHUP without --keys (#28): logged as "no keys file to reload", never an exit; the relay goes on', async () => {
+    await useSim();
+    const s = spawnServe(['--db', join(tmp(), 'l.db'), '--account-url', sim.url]);
+    const url = await s.ready;
+    const post = async () => (await httpRequest(`${url}/v1/transfers`, { method: 'POST', body: JSON.stringify(transfer()) })).json()['code'];
+    for (const n of [1, 2]) {
+      s.child.kill('SIGHUP');
+      await waitFor(() => s.output().split('no keys file to reload').length - 1 === n || s.child.exitCode !== null || s.child.signalCode !== null, { what: `SIGHUP ${n} logged` });
+      expect([s.child.exitCode, s.child.signalCode]).toEqual([null, null]);
+      expect(await post()).toBe('0000');
+    }
+    s.child.kill('SIGTERM');
+    expect(await exited(s.child)).toBe(0);
+  }, 30_000);
+
   it('flags come from GUIDGATE_* environment variables; the command line wins', async () => {
     await useSim();
     const dir = tmp();
@@ -131,6 +146,49 @@ describe('the relay as a process', () => {
     expect(s.output()).toMatch(/started the bundled account simulator at http:\/\/127\.0\.0\.1:\d+/);
     const r = await httpRequest(`${url}/v1/transfers`, { method: 'POST', body: JSON.stringify(transfer()) });
     expect(r.json()['code']).toBe('0000');
+  }, 30_000);
+
+  /** serve without --account-url: its URL, the bundled simulator's, and the fault URL it printed. */
+  const bundled = async () => {
+    const s = spawnServe(['--db', join(tmp(), 'l.db')]);
+    const url = await s.ready;
+    const sim = /started the bundled account simulator at (http:\/\/127\.0\.0\.1:\d+)/.exec(s.output())?.[1];
+    const faults = /inject faults: curl -s -X POST (\S+\/control\/faults) -d '\{"mode":"hold"\}'/.exec(s.output())?.[1];
+    return { s, url, sim, faults };
+  };
+  /** The relay's answer to a transfer once the simulator behind it was told to answer E500 at `faultsUrl`. */
+  const e500Through = async (url: string, faultsUrl: string) => {
+    expect((await httpRequest(faultsUrl, { method: 'POST', body: '{"mode":"e500"}' })).status).toBe(200);
+    return (await httpRequest(`${url}/v1/transfers`, { method: 'POST', body: JSON.stringify(transfer()) })).json()['code'];
+  };
+  const portFree = (port: number) => new Promise<boolean>((resolve) => {
+    const probe = createServer().once('error', () => resolve(false)).listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+
+  it("npm start's bundled simulator (#28): on 8090, where the docs' fault examples point, and it prints its fault URL", async () => {
+    // Other tests' relays may hold 8090 for a moment: tried until this relay gets it.
+    let got: Awaited<ReturnType<typeof bundled>> | undefined;
+    for (let i = 0; i < 5 && got === undefined; i++) {
+      if (!(await portFree(8090))) continue;
+      const b = await bundled();
+      if (b.sim === 'http://127.0.0.1:8090') got = b;
+      else b.s.child.kill('SIGTERM');
+    }
+    expect(got?.sim).toBe('http://127.0.0.1:8090');
+    expect(got!.faults).toBe('http://127.0.0.1:8090/control/faults');
+    // The docs' example, as written.
+    expect(await e500Through(got!.url, 'http://127.0.0.1:8090/control/faults')).toBe('E500');
+  }, 60_000);
+
+  it('8090 taken: the bundled simulator takes a free port, and the fault URL it prints is that one', async () => {
+    const holder = createServer();
+    const held = await new Promise<boolean>((resolve) => holder.once('error', () => resolve(false)).listen(8090, '127.0.0.1', () => resolve(true)));
+    if (held) cleanup.add(() => new Promise<void>((resolve) => holder.close(() => resolve())));
+    const b = await bundled();
+    expect(b.sim).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(b.sim).not.toBe('http://127.0.0.1:8090');
+    expect(b.faults).toBe(`${b.sim}/control/faults`);
+    expect(await e500Through(b.url, b.faults!)).toBe('E500');
   }, 30_000);
 
   it('bad usage exits 2', async () => {

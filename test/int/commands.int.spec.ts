@@ -291,7 +291,10 @@ describe('operator commands as library functions', () => {
     const account = countingAccount(client(sim.url));
     const listed: string[] = [];
     const r = await resolveUnknown({ store: ledger, account: account.client }, { minAgeMs: 1000, graceMs: 1000, dryRun: true, onRow: (row) => listed.push(row.guid) });
-    expect(r).toEqual({ swept: { neverSent: 1, orphaned: 1 }, candidates: 1, processed: 0, absent: 0, stillUnknown: 0, skipped: 0, unreachable: 0, ledgerErrors: 0, dryRun: true });
+    expect(r).toEqual({
+      swept: { neverSent: 1, orphaned: 1 }, candidates: 1, processed: 0, absent: 0, stillUnknown: 0, skipped: 0, unreachable: 0, ledgerErrors: 0, dryRun: true,
+      tooYoung: { count: 0, firstEligibleAt: null, firstEligibleInMs: null },
+    });
     expect(listed).toEqual(['D-UNKNOWN']);
     const p = await reprocessFailed({ store: ledger, account: account.client }, { maxAttempts: 5, timeoutMs: 1000, dryRun: true });
     expect(p).toEqual({ candidates: 1, done: 0, failed: 0, unknown: 0, skipped: 0, found: 0, held: 0, withheld: 0, ledgerErrors: 0, dryRun: true });

@@ -13,7 +13,7 @@ import { orThrow } from '../../src/events/storeResult.js';
 import { openStore } from '../../src/store/openStore.js';
 import { reprocessSelection, whyReprocessLeavesOut } from '../../src/settle/reprocess.js';
 import { resolveSelection, whyResolveLeavesOut } from '../../src/settle/resolve.js';
-import { unmetCondition, type RowFilter } from '../../src/settle/rows.js';
+import { pagedRows, unmetCondition, type RowFilter } from '../../src/settle/rows.js';
 import { seedRow, transferBody } from '../support/commandsSeed.js';
 import { useTempDir } from '../support/tmp.js';
 
@@ -45,6 +45,24 @@ describe('a rule as a predicate and as a query says the same of every row', () =
   }
 
   const selected = async (store: EventStore, filter: RowFilter) => (await orThrow(store.queryLedger(filter))).map((r) => r.guid).sort();
+
+  it('pagedRows in updated order, a page of 2 at a time: every row once, newest change first, as one query gives them (#28)', async () => {
+    const { store } = await everyKindOfRow();
+    try {
+      const one = (await orThrow(store.queryLedger({ order: 'updated' }))).map((r) => r.guid);
+      const paged: string[] = [];
+      for await (const row of pagedRows(store, { order: 'updated' }, { pageSize: 2 })) paged.push(row.guid);
+      expect(paged).toEqual(one);
+      expect(new Set(paged).size).toBe(STATUSES.length * 6 + 1);
+      const times = (await orThrow(store.queryLedger({ order: 'updated' }))).map((r) => r.updatedAt);
+      expect(times).toEqual([...times].sort((a, b) => b - a));
+      const limited: string[] = [];
+      for await (const row of pagedRows(store, { order: 'updated', statuses: ['FAILED'] }, { pageSize: 2, limit: 5 })) limited.push(row.guid);
+      expect(limited).toEqual(one.filter((g) => g.includes('-FAILED-')).slice(0, 5));
+    } finally {
+      await store.close();
+    }
+  });
 
   it('dead letters: isDeadLetter is deadLetterRows', async () => {
     const { store, rows } = await everyKindOfRow();

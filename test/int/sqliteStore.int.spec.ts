@@ -113,6 +113,34 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
     await closing;
   });
 
+  it("an outcome of a call is answered at its commit, before the sync; a claim beside it waits for the sync; a batch of outcomes only asks for none (the next sync covers it)", async () => {
+    const held = heldSync();
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
+    const a = store.execute('a', submit());
+    await waitFor(() => held.asked() === 1);
+    held.release();
+    const claimed = await orThrow(a);
+    if (claimed.kind !== 'applied') throw new Error('claim refused');
+    // Alone in its batch: committed and answered, and no sync asked for.
+    const answered = await orThrow(store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }, undefined, { state: claimed.state }));
+    expect(answered).toMatchObject({ kind: 'applied', state: { status: 'DONE' } });
+    expect(held.asked()).toBe(0);
+    // Beside a claim in one batch: the outcome is answered while the claim waits for the sync its batch asked for.
+    const c = store.execute('c', submit());
+    await waitFor(() => held.asked() === 1);
+    held.release();
+    const cClaim = await orThrow(c);
+    if (cClaim.kind !== 'applied') throw new Error('claim refused');
+    const outcome = store.execute('c', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }, undefined, { state: cClaim.state });
+    const d = store.execute('d', submit());
+    await waitFor(() => held.asked() === 1);
+    expect((await orThrow(outcome))).toMatchObject({ kind: 'applied', state: { status: 'UNKNOWN' } });
+    expect(await settledYet(d)).toBe(false);
+    held.release();
+    expect((await orThrow(d)).kind).toBe('applied');
+    await store.close();
+  });
+
   it('a failed sync fails its batch and every write after it (the ledger may have lost them), and ping says why', async () => {
     const held = heldSync();
     const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });

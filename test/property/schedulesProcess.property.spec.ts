@@ -14,6 +14,7 @@ import { checkWithinBudget, expectEnoughRuns, propertyBudget } from '../support/
 import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
+import { freePorts } from '../support/pgCluster.js';
 
 const { available: pgAvailable } = await postgresForTests();
 const MIN_SCHEDULES = 2;
@@ -54,7 +55,11 @@ describe('property (processes): two relays on one SQLite file, SIGKILL, and the 
   processSchedules('sqlite', 12, () => ProcessWorld.start(join(tmp(), 'ledger.db')));
 });
 
-describe.skipIf(!pgAvailable)('property (processes): two relays on one PostgreSQL database, SIGKILL, and the operator commands as processes', () => {
+describe.skipIf(!pgAvailable)('property (processes): two relays on one PostgreSQL database (a multi-host URL, its first host down), SIGKILL, and the operator commands as processes', () => {
   const dbs = useTestDatabases();
-  processSchedules('postgres', 10, () => ProcessWorld.start(dbs.url()));
+  // A multi-host URL whose first host is down (CONTRACT.md §9): every connection passes it by to the database's server.
+  processSchedules('postgres', 10, async () => {
+    const [down] = (await freePorts(1)) as [number];
+    return ProcessWorld.start(dbs.url().replace(/@([^/@]+)\//, `@127.0.0.1:${down},$1/`));
+  });
 });

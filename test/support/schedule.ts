@@ -377,6 +377,11 @@ export function crashable(store: EventStore, dead: () => boolean): EventStore {
     reconciliations: (...a) => (dead() ? gone() : store.reconciliations(...a)),
     reconciliation: (...a) => (dead() ? gone() : store.reconciliation(...a)),
     reconciliationBreaks: (...a) => (dead() ? gone() : store.reconciliationBreaks(...a)),
+    ledgerStanding: () => (dead() ? gone() : store.ledgerStanding()),
+    missingEvents: (...a) => (dead() ? gone() : store.missingEvents(...a)),
+    readMark: () => (dead() ? gone() : store.readMark()),
+    connectionEvents: () => store.connectionEvents(),
+    writeMark: (...a) => (dead() ? gone() : store.writeMark(...a)),
     ping: () => (dead() ? gone() : store.ping()),
     close: () => store.close(),
   };

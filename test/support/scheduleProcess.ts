@@ -16,6 +16,7 @@ import { Agent, request } from 'undici';
 import type { EventStore } from '../../src/events/store.js';
 import { openStore } from '../../src/store/openStore.js';
 import { isPostgresUrl } from '../../src/store/postgres/postgresStore.js';
+import { parsePostgresUrl } from '../../src/store/postgres/postgresUrl.js';
 import { createAccountClient } from '../../src/account/accountClient.js';
 import { resolveUnknown } from '../../src/settle/resolve.js';
 import { reprocessFailed } from '../../src/settle/reprocess.js';
@@ -282,7 +283,9 @@ export class ProcessWorld {
     const sim = await startSimulator({ port: 0, latencyMs: SIM.latencyMs, faults: { processingMs: SIM.processingMs, lateMs: SIM.lateMs } });
     // The schema first, so the relays race on claims, not on creating the ledger.
     const ops = await openStore(db);
-    const proxy = isPostgresUrl(db) ? await startHoldingProxy({ host: new URL(db).hostname, port: Number(new URL(db).port || 5432) }) : null;
+    // A multi-host URL (CONTRACT.md §9): the proxy stands in front of its last host, the one that takes writes.
+    const primary = isPostgresUrl(db) ? parsePostgresUrl(db).hosts.at(-1)! : null;
+    const proxy = primary === null ? null : await startHoldingProxy({ host: primary.host, port: primary.port });
     const w = new ProcessWorld(sim, db, storeLedgerReader(ops), ops, proxy);
     await Promise.all([w.restart(0, 0), w.restart(1, 0)]);
     return w;
@@ -302,7 +305,7 @@ export class ProcessWorld {
   }
 
   serveArgs(i: 0 | 1): string[] {
-    const db = i === 1 && this.proxy !== null ? this.proxy.through(this.db) : this.db;
+    const db = i === 1 && this.proxy !== null ? throughProxy(this.proxy, this.db) : this.db;
     return ['--db', db, '--account-url', this.sim.url, '--timeout', `${RELAY.timeoutMs}ms`, '--grace', `${RELAY.graceMs}ms`, '--max-attempts', String(RELAY.maxAttempts), '--min-age', `${MIN_AGE_MS}ms`,
       // Both relays settle in the background, and each has a breaker that trips after 3 failed or unknown calls.
       '--settle-every', '200ms', '--breaker-failures', '3', '--breaker-cooldown', '300ms'];
@@ -662,4 +665,13 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
     await Promise.allSettled(refusals);
   }
   return { actions: pActionCount(sc), sends, replies, kills: w.kills - killsBefore, stalls, healRounds, ms: Date.now() - started };
+}
+
+/** `db` with its last host (the primary) replaced by the proxy's address; the other hosts of a multi-host URL kept. */
+function throughProxy(proxy: HoldingProxy, db: string): string {
+  const { hosts } = parsePostgresUrl(db);
+  const last = hosts.at(-1)!;
+  const proxied = parsePostgresUrl(proxy.through(last.url)).hosts[0]!;
+  const at = db.lastIndexOf(last.label);
+  return `${db.slice(0, at)}${proxied.label}${db.slice(at + last.label.length)}`;
 }

@@ -151,8 +151,13 @@ describe('decide: refused transitions', () => {
       given(...h).when({ type: 'RecordConnectFailure', attempt: 1, reason: 'refused' }).thenRefused('wrong-status');
     }
   });
-  it('Resolve on anything but UNKNOWN', () => {
+  it('Resolve on anything but UNKNOWN, except a FAILED row found processed (reconcile --settle)', () => {
     for (const h of [received, sent, done, failed, purged]) given(...h).when({ type: 'Resolve', outcome: 'absent' }).thenRefused('wrong-status');
+    for (const h of [received, sent, done, purged]) given(...h).when({ type: 'Resolve', outcome: 'processed', code: '0000', response: 'x' }).thenRefused('wrong-status');
+    given(...failed).when({ type: 'Resolve', outcome: 'processed', code: 'E901', response: 'x' }).thenRefused('not-definite');
+    given(...failed).when({ type: 'Resolve', outcome: 'processed', code: '0000', response: 'x' }, NOW).then([
+      { type: 'Resolved', at: NOW, data: { source: 'inquiry', outcome: 'processed', code: '0000', response: 'x' } },
+    ]);
   });
   it('Purge of UNKNOWN, FAILED, RECEIVED, SENT, whatever their age', () => {
     for (const h of [unknown, failed, received, sent]) given(...h).when({ type: 'Purge', retentionMs: 0 }, 10 ** 12).thenRefused('wrong-status');
@@ -256,5 +261,36 @@ describe('decide and evolve agree', () => {
     }
     // Most pairs are refusals; the allowed ones must all have been folded, not skipped.
     expect(emitted).toBeGreaterThanOrEqual(20);
+  });
+});
+
+describe('decide: the continuity window (CONTRACT.md §9), a GUID the ledger does not know, inquired about first', () => {
+  const WENT_BACK = NOW - 10_000;
+  const withInquiry = (answer: Extract<Command, { type: 'Submit' }>['firstSend'] extends infer F ? F extends { answer: infer A } ? A : never : never, at = NOW, minAgeMs = 5_000) =>
+    ({ ...submit, minAgeMs, firstSend: { wentBackAt: WENT_BACK, at, answer } }) as Command;
+  const refusalOf = (command: Command) => {
+    const r = decide(null, command, NOW);
+    return r._tag === 'Left' ? r.left.reason : 'applied';
+  };
+
+  it('found processed → Claimed and Resolved (source inquiry) with its answer: DONE, nothing sent, whatever the time', () => {
+    const r = decide(null, withInquiry({ kind: 'processed', code: '0000', response: '{"code":"0000"}' }, WENT_BACK + 1), NOW);
+    expect(r).toEqual({ _tag: 'Right', right: [
+      { type: 'Claimed', at: NOW, data: { request: submit.request, fingerprint: 'fp1' } },
+      { type: 'Resolved', at: NOW, data: { source: 'inquiry', outcome: 'processed', code: '0000', response: '{"code":"0000"}' } },
+    ] });
+    const state = foldEvents(GUID, r._tag === 'Right' ? r.right : []);
+    expect([state?.status, state?.code, state?.attempts]).toEqual(['DONE', '0000', 0]);
+  });
+  it('absent, at least --min-age after the going back → Claimed and Sent as usual', () => {
+    expect(decide(null, withInquiry({ kind: 'absent' }, WENT_BACK + 5_000), NOW)).toMatchObject({ _tag: 'Right', right: [{ type: 'Claimed' }, { type: 'Sent', data: { attempt: 1 } }] });
+  });
+  it('absent too soon after the going back, or no clear answer, or a non-definite code → refused: nothing claimed, nothing sent', () => {
+    expect(refusalOf(withInquiry({ kind: 'absent' }, WENT_BACK + 4_999))).toBe('too-young');
+    expect(refusalOf(withInquiry({ kind: 'unknown' }, WENT_BACK + 60_000))).toBe('inquiry-unclear');
+    expect(refusalOf(withInquiry({ kind: 'processed', code: 'X999', response: '{}' }))).toBe('not-definite');
+  });
+  it('a GUID the ledger knows is decided as before: the inquiry about an unknown GUID does not apply', () => {
+    given(ev.claimed(), ev.sent(1)).when(withInquiry({ kind: 'processed', code: '0000', response: '{}' }), NOW).thenRefused('exists');
   });
 });

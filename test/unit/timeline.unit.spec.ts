@@ -15,7 +15,21 @@ describe('timeline: events and request records by time', () => {
     const t = timeline([event(0, 10), event(1, 10), event(2, 30)], [request(1, 10), request(2, 20), request(3, 40)]);
     expect(t.map((e) => (e.kind === 'event' ? `e${e.seq}` : `r${e.at}`))).toEqual(['r10', 'e0', 'e1', 'r20', 'e2', 'r40']);
     expect(t[1]).toEqual({ kind: 'event', seq: 0, type: 'Sent', at: 10, data: { attempt: 1, timeoutMs: 1 }, actor });
-    expect(t[0]).toEqual({ kind: 'request', at: 10, key: null, code: '0000', fingerprintMatch: true });
+    expect(t[0]).toEqual({ kind: 'request', at: 10, key: null, code: '0000', fingerprintMatch: true, replayed: false });
+  });
+
+  it('a request that arrived when the row was DONE and got its code is a replay; the original, an E904 and one after a purge are not', () => {
+    const at = (seq: number, type: string, data: unknown, t: number) => ({ guid: 'G', seq, position: seq + 1, type, at: t, data, actor }) as StoredEvent;
+    const events = [
+      at(0, 'Claimed', { request: '{}', fingerprint: 'f', channel: null }, 10),
+      at(1, 'Sent', { attempt: 1, timeoutMs: 1 }, 11),
+      at(2, 'Answered', { code: '0000', response: '{"code":"0000"}', latencyMs: 1 }, 20),
+      at(3, 'Purged', { code: '0000', responseSha256: 'ab'.repeat(32) }, 50),
+    ];
+    const mismatch = { ...request(4, 31, 'E904'), fingerprintMatch: false };
+    const t = timeline(events, [request(1, 10), request(2, 15, 'E903'), request(3, 30), mismatch, request(5, 60, 'E905')]);
+    const shown = t.flatMap((e) => (e.kind === 'request' ? [`${e.code}${e.replayed ? ' replayed' : ''}`] : []));
+    expect(shown).toEqual(['0000', 'E903', '0000 replayed', 'E904', 'E905']);
   });
 
   it('records stored out of time order (answered in another order than they arrived) are put in time order, ties by position', () => {

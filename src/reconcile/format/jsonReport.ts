@@ -34,8 +34,8 @@ export function jsonReport(out: Writable, opts: ReportOptions = {}): ReportWrite
     async write(b) {
       await text.push(`${written++ === 0 ? '' : ','}\n${toJson(viewOf(b, opts))}`);
     },
-    async end(summary) {
-      const rest = toJson(summaryJson(summary)).slice(1, -1);
+    async end(summary, extra) {
+      const rest = toJson({ ...summaryJson(summary), ...extra }).slice(1, -1);
       await text.push(`${written === 0 ? '' : '\n'}],${rest}}\n`);
       await text.flush();
     },

@@ -18,7 +18,8 @@ export interface ReportHead {
 export interface ReportWriter {
   start(head: ReportHead): Promise<void>;
   write(b: Break): Promise<void>;
-  end(summary: ReconcileSummary): Promise<void>;
+  /** `extra`: members the JSON form adds at its end (`settled` after `--settle`); the other forms leave it to the caller. */
+  end(summary: ReconcileSummary, extra?: Readonly<Record<string, unknown>>): Promise<void>;
   fail(err: Error & { code?: string }): Promise<void>;
 }
 

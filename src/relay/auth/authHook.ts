@@ -1,7 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as E from 'fp-ts/lib/Either.js';
 import type { EventStore } from '../../events/store.js';
-import type { Metrics } from '../../telemetry/metrics.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from '../replies.js';
 import { GUID_PATTERN } from '../../contract/transferRequest.js';
 import { findKey, type Key, type Scope } from './keysFile.js';
@@ -67,7 +66,8 @@ export interface AuthDeps {
   /** The keys in force now (they change on SIGHUP). */
   readonly keys: () => readonly Key[];
   readonly store: Pick<EventStore, 'getLedger'>;
-  readonly metrics: Pick<Metrics, 'reply'>;
+  /** Sends a reply in the contract's shape and counts it (the app's `SendReply`). */
+  readonly send: (reply: FastifyReply, r: Reply) => FastifyReply;
 }
 
 /**
@@ -76,9 +76,8 @@ export interface AuthDeps {
  */
 export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
   const refuse = (reply: FastifyReply, r: Reply): FastifyReply => {
-    deps.metrics.reply(r.code);
     if (r.code === 'E401') reply.header('www-authenticate', 'Bearer');
-    return reply.code(r.status).header('content-type', 'application/json; charset=utf-8').send(r.body);
+    return deps.send(reply, r);
   };
 
   app.addHook('onRequest', async (req, reply) => {

@@ -21,16 +21,19 @@ import { GUID_PATTERN } from '../../contract/transferRequest.js';
 import type { RouteDoc } from '../openapi.js';
 import * as S from './schemas.js';
 import { readTimeline } from '../../settle/history.js';
-import { oldestRowOf, readLedgerCounts } from '../../settle/stats.js';
+import { oldestRowOf, readBlackHoleDeadLetters, readLedgerCounts, unansweredSends } from '../../settle/stats.js';
 import { timelineView } from './timeline.js';
 import { runHeadView, runView, viewJson } from '../../settle/reconciliations.js';
 import { operatorRow } from '../../events/policy.js';
+import type { ContinuityView } from '../../settle/continuityGuard.js';
 
 export interface OperatorDeps {
   readonly store: EventStore;
   readonly account: AccountClient;
   readonly metrics: Metrics;
   readonly breaker?: Breaker | undefined;
+  /** The continuity guard, shown in the overview (absent: `{ state: 'off' }`). */
+  readonly continuity?: { view(): ContinuityView } | undefined;
   /** The call timeout recorded in a reprocess's Sent (serve's --timeout). */
   readonly timeoutMs: number;
   readonly maxAttempts: number;
@@ -80,14 +83,14 @@ export function operatorRoutes(deps: OperatorDeps) {
     registerLedgerPages(app, deps);
     registerOverview(app, deps);
     registerReconciliations(app, deps);
-    registerAction(app, deps, 'resolve', {
+    registerAction(app, deps, 'resolve', S.actionBody, {
       summary: "`guidgate resolve` for one GUID: sweep it if orphaned, then, UNKNOWN and its last Sent at least minAge old, ask the account system",
       example: { params: { guid: S.EXAMPLE_GUID }, body: { dryRun: true, minAge: '5m' } },
       responses: actionResponses('the inquiry made (or, dry run, the row listed) and the row before and after'),
     });
-    registerAction(app, deps, 'reprocess', {
-      summary: '`guidgate reprocess` for one GUID: FAILED under the attempt cap, sent again with the same bytes (a row FAILED by an inquiry is inquired about first)',
-      example: { params: { guid: S.EXAMPLE_GUID }, body: { dryRun: true } },
+    registerAction(app, deps, 'reprocess', S.reprocessBody, {
+      summary: '`guidgate reprocess` for one GUID: FAILED under the attempt cap (serve\'s --max-attempts, or maxAttempts), sent again with the same bytes (a row FAILED by an inquiry is inquired about first)',
+      example: { params: { guid: S.EXAMPLE_GUID }, body: { dryRun: true, maxAttempts: 6 } },
       responses: actionResponses('the send made (or, dry run, the row listed) and the row before and after'),
     });
   };
@@ -140,7 +143,9 @@ function registerTimeline(app: FastifyInstance, deps: OperatorDeps): void {
     if (row.right === null) return send(reply, codeReply('E404', guid));
     const timeline = await readTimeline(store, guid);
     if (E.isLeft(timeline)) return unavailable(deps, req, reply, timeline.left, guid);
-    return json(reply, 200, { guid, row: operatorRow(row.right), timeline: timeline.right.map(timelineView) });
+    // The black-hole pattern (#28), said in words: "sent 5 times, every inquiry absent"; null when it is not that.
+    const blackHole = unansweredSends(timeline.right.flatMap((e) => (e.kind === 'event' ? [e] : [])));
+    return json(reply, 200, { guid, row: operatorRow(row.right), blackHole, timeline: timeline.right.map(timelineView) });
   });
 }
 
@@ -187,7 +192,7 @@ function registerOverview(app: FastifyInstance, deps: OperatorDeps): void {
   app.get('/v1/stats', {
     config: {
       openapi: {
-        summary: 'The overview: rows per status, the oldest UNKNOWN and FAILED, dead letters, the breaker, replies per code over the last minutes',
+        summary: 'The overview: rows per status, the oldest UNKNOWN and FAILED, dead letters, the breaker, the continuity window (CONTRACT.md §9), replies per code over the last minutes',
         example: {},
         responses: { 200: { description: 'now', schema: S.stats }, 503: 'E503' },
       } satisfies RouteDoc,
@@ -200,12 +205,16 @@ function registerOverview(app: FastifyInstance, deps: OperatorDeps): void {
     if (E.isLeft(oldestUnknown)) return unavailable(deps, req, reply, oldestUnknown.left);
     const oldestFailed = await oldestRowOf(store, counts, 'FAILED');
     if (E.isLeft(oldestFailed)) return unavailable(deps, req, reply, oldestFailed.left);
+    const blackHoles = await readBlackHoleDeadLetters(store, { maxAttempts: deps.maxAttempts });
+    if (E.isLeft(blackHoles)) return unavailable(deps, req, reply, blackHoles.left);
     const shown = (row: LedgerState | null) => (row === null ? null : operatorRow(row));
     return json(reply, 200, {
       statuses: counts.byStatus,
       oldest: { UNKNOWN: shown(oldestUnknown.right), FAILED: shown(oldestFailed.right) },
       deadLetters: counts.deadLetters,
+      blackHoles: blackHoles.right,
       breaker: deps.breaker?.view() ?? { state: 'off' },
+      continuity: deps.continuity?.view() ?? { state: 'off', breaks: 0, lastBreak: null },
       replies: deps.metrics.recentReplies(),
     });
   });
@@ -255,7 +264,8 @@ function registerReconciliations(app: FastifyInstance, deps: OperatorDeps): void
 }
 
 type ActionName = 'resolve' | 'reprocess';
-type ActionRequest = FastifyRequest<{ Params: { guid: string }; Body: { dryRun?: boolean; minAge?: string } | undefined }>;
+type ActionBody = { dryRun?: boolean; minAge?: string; maxAttempts?: number };
+type ActionRequest = FastifyRequest<{ Params: { guid: string }; Body: ActionBody | undefined }>;
 
 /** What the command reported of the GUID through onRow; nothing when its selection left the row out. */
 interface ActionRun {
@@ -267,16 +277,17 @@ interface ActionRun {
 }
 
 /** POST /v1/transfers/{guid}/resolve or /reprocess: the command, restricted to the GUID; the row before and after. */
-function registerAction(app: FastifyInstance, deps: OperatorDeps, name: ActionName, doc: RouteDoc): void {
+function registerAction(app: FastifyInstance, deps: OperatorDeps, name: ActionName, body: typeof S.actionBody | typeof S.reprocessBody, doc: RouteDoc): void {
   const { store, send } = deps;
-  app.post<{ Params: { guid: string }; Body: { dryRun?: boolean; minAge?: string } | undefined }>(`/v1/transfers/:guid/${name}`, {
-    schema: { params: S.guidParams, body: S.actionBody },
+  app.post<{ Params: { guid: string }; Body: ActionBody | undefined }>(`/v1/transfers/:guid/${name}`, {
+    schema: { params: S.guidParams, body },
     attachValidation: true,
     config: { openapi: doc },
   }, async (req, reply) => {
     const asked = actionInput(req, deps.minAgeMs);
     if (E.isLeft(asked)) return send(reply, asked.left);
     const { dryRun, minAgeMs } = asked.right;
+    const maxAttempts = asked.right.maxAttempts ?? deps.maxAttempts;
     const { guid } = req.params;
     const read = await store.getLedger(guid);
     if (E.isLeft(read)) return unavailable(deps, req, reply, read.left, guid);
@@ -286,7 +297,7 @@ function registerAction(app: FastifyInstance, deps: OperatorDeps, name: ActionNa
     // was too young at it (what the E409 says, even when the row comes of age while the run ends). A clock that
     // fails here fails the run too, which reports it as its own failure.
     const askedAt = await store.now();
-    const ran = await runOnGuid(deps, name, req, { dryRun, minAgeMs });
+    const ran = await runOnGuid(deps, name, req, { dryRun, minAgeMs, maxAttempts });
     if (ran.outcome === 'ledger-error' || ran.ledgerErrors > 0) {
       // Logged once, with what the command reports: the row's failure, or only that its run stopped on one.
       const cause = ran.outcome === 'ledger-error' ? (ran.detail ?? 'a read or write failed') : undefined;
@@ -303,14 +314,14 @@ function registerAction(app: FastifyInstance, deps: OperatorDeps, name: ActionNa
       if (ran.outcome === 'not-leased' && after.lastSeq === ran.row?.lastSeq) return notEligible(HELD_ELSEWHERE);
       const now = E.isRight(askedAt) ? askedAt : await store.now();
       if (E.isLeft(now)) return unavailable(deps, req, reply, now.left, guid);
-      return notEligible(whyNotTaken(name, after, { minAgeMs, maxAttempts: deps.maxAttempts, now: now.right }));
+      return notEligible(whyNotTaken(name, after, { minAgeMs, maxAttempts, now: now.right }));
     }
     return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
   });
 }
 
 /** An action's body: `dryRun`, and `minAge` (serve's --min-age unless given, and never below it), or the E400. */
-function actionInput(req: ActionRequest, floorMs: number): E.Either<Reply, { dryRun: boolean; minAgeMs: number }> {
+function actionInput(req: ActionRequest, floorMs: number): E.Either<Reply, { dryRun: boolean; minAgeMs: number; maxAttempts?: number }> {
   const duplicate = (req.body as Record<symbol, unknown> | undefined)?.[DUPLICATE];
   if (typeof duplicate === 'string') return E.left(e400(duplicate, `${duplicate} is given more than once`));
   if (req.validationError) return E.left(validationReply(req.validationError));
@@ -320,11 +331,11 @@ function actionInput(req: ActionRequest, floorMs: number): E.Either<Reply, { dry
   // serve's --min-age is a floor, not a default a caller may lower: a 404 asked for too early is believed, and
   // the row is sent a second time (the min-age trap). More caution is allowed; less is refused before any read.
   if (minAgeMs < floorMs) return E.left(e400('minAge', `minAge must be at least serve's --min-age (${formatDuration(floorMs)})`));
-  return E.right({ dryRun: body.dryRun === true, minAgeMs });
+  return E.right({ dryRun: body.dryRun === true, minAgeMs, ...(body.maxAttempts === undefined ? {} : { maxAttempts: body.maxAttempts }) });
 }
 
 /** The command's own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry. */
-async function runOnGuid(deps: OperatorDeps, name: ActionName, req: ActionRequest, opts: { dryRun: boolean; minAgeMs: number }): Promise<ActionRun> {
+async function runOnGuid(deps: OperatorDeps, name: ActionName, req: ActionRequest, opts: { dryRun: boolean; minAgeMs: number; maxAttempts: number }): Promise<ActionRun> {
   const { store, account, metrics } = deps;
   const { guid } = req.params;
   const key = requestKey(req)?.name;
@@ -336,7 +347,7 @@ async function runOnGuid(deps: OperatorDeps, name: ActionName, req: ActionReques
       ? await resolveUnknown({ store, account, metrics }, { guid, key, minAgeMs: opts.minAgeMs, graceMs: deps.graceMs, dryRun: opts.dryRun, limit: 1, onRow })
       : await reprocessFailed(
           { store, account, metrics, monotonicNow: deps.monotonicNow, sendLog: req.log },
-          { guid, key, maxAttempts: deps.maxAttempts, timeoutMs: deps.timeoutMs, graceMs: deps.graceMs, minAgeMs: opts.minAgeMs, dryRun: opts.dryRun, limit: 1, onRow },
+          { guid, key, maxAttempts: opts.maxAttempts, timeoutMs: deps.timeoutMs, graceMs: deps.graceMs, minAgeMs: opts.minAgeMs, dryRun: opts.dryRun, limit: 1, onRow },
         );
   return { ...reported, ledgerErrors };
 }

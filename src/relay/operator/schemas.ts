@@ -91,10 +91,16 @@ export const transferRow = {
 
 export const timeline = {
   type: 'object',
-  required: ['guid', 'row', 'timeline'],
+  required: ['guid', 'row', 'blackHole', 'timeline'],
   properties: {
     guid: { type: 'string' },
     row: operatorRow,
+    blackHole: nullable({
+      type: 'object',
+      required: ['sent', 'absent', 'summary'],
+      description: 'the row was sent again and again into silence: no send answered, none refused, every inquiry absent (an account system that accepts connections and never answers); null otherwise',
+      properties: { sent: { type: 'integer', minimum: 2 }, absent: { type: 'integer', minimum: 1 }, summary: { type: 'string', examples: ['sent 5 times, every inquiry absent'] } },
+    }),
     timeline: {
       type: 'array',
       items: {
@@ -120,13 +126,14 @@ export const timeline = {
           },
           {
             type: 'object',
-            required: ['kind', 'at', 'key', 'code', 'fingerprintMatch'],
+            required: ['kind', 'at', 'key', 'code', 'fingerprintMatch', 'replayed'],
             properties: {
               kind: { const: 'request' },
               at: ms,
               key: nullable({ type: 'string' }),
               code: { type: 'string' },
               fingerprintMatch: { type: 'boolean' },
+              replayed: { type: 'boolean', description: 'the row was DONE when the request arrived: it got the stored answer, nothing was sent for it' },
             },
           },
         ],
@@ -158,7 +165,7 @@ export const ledgerPage = {
 
 export const stats = {
   type: 'object',
-  required: ['statuses', 'oldest', 'deadLetters', 'breaker', 'replies'],
+  required: ['statuses', 'oldest', 'deadLetters', 'blackHoles', 'breaker', 'replies'],
   properties: {
     statuses: {
       type: 'object',
@@ -180,6 +187,12 @@ export const stats = {
       description: 'FAILED rows at the attempt cap: reprocess will not send them again',
       properties: { maxAttempts: { type: 'integer' }, count: { type: 'integer', minimum: 0 } },
     },
+    blackHoles: {
+      type: 'object',
+      required: ['count', 'guids', 'more'],
+      description: 'dead letters sent every time into silence (each send unanswered, every inquiry absent): count, the first 20 GUIDs, and whether more than the 200 dead letters examined exist',
+      properties: { count: { type: 'integer', minimum: 0 }, guids: { type: 'array', items: { type: 'string' } }, more: { type: 'boolean' } },
+    },
     breaker: {
       type: 'object',
       required: ['state'],
@@ -191,8 +204,21 @@ export const stats = {
         trialAt: { ...ms, description: 'open: when one call is let through' },
       },
     },
+    continuity: {
+      type: 'object',
+      required: ['state', 'breaks', 'lastBreak'],
+      description: 'The continuity guard (CONTRACT.md §9): `window` while every GUID the ledger does not know is inquired about before its first send',
+      properties: {
+        state: { enum: ['off', 'watching', 'window'] },
+        breaks: { type: 'integer', minimum: 0, description: 'times this relay saw the ledger go back since it started' },
+        wentBackAt: { ...ms, description: 'window: when the ledger went back (the last time)' },
+        endsAt: { ...ms, description: 'window: when the window ends' },
+        lastBreak: nullable({ type: 'object', required: ['at', 'why'], properties: { at: ms, why: { type: 'string' } } }),
+      },
+    },
     replies: {
       type: 'object',
+      description: 'replies to channels (the channel API\'s routes, guidgate_replies_total{route="channel"}); operator and console replies are not counted here',
       required: ['windowSeconds', 'perCode', 'perMinute'],
       properties: {
         windowSeconds: { type: 'integer' },
@@ -201,7 +227,7 @@ export const stats = {
           type: 'array',
           minItems: 60,
           maxItems: 60,
-          description: "this process's replies per code in each of the last 60 clock minutes, oldest first; the last is the minute in progress",
+          description: "this process's replies to channels per code in each of the last 60 clock minutes, oldest first; the last is the minute in progress",
           items: { type: 'object', additionalProperties: { type: 'integer', minimum: 0 } },
         },
       },
@@ -215,6 +241,15 @@ export const actionBody = {
   properties: {
     dryRun: { type: 'boolean', description: 'list what would be done; inquire nothing, send nothing, change nothing' },
     minAge: { type: 'string', description: "the row's last Sent must be at least this old; serve's --min-age (60s unless set) is the default and the floor: a shorter one is E400 naming minAge, a longer one is allowed", examples: ['5m'] },
+  },
+} as const;
+
+/** The reprocess action's body: the action's, and the attempt cap to send under (a dead letter sent again). */
+export const reprocessBody = {
+  ...actionBody,
+  properties: {
+    ...actionBody.properties,
+    maxAttempts: { type: 'integer', minimum: 1, maximum: 1000, description: "send only while the row's attempts are below this; serve's --max-attempts unless given. Above it, a dead letter (FAILED at the cap) is sent again: the dead-letter runbook (docs/operating.md)", examples: [6] },
   },
 } as const;
 

@@ -14,6 +14,9 @@ export const isUniqueViolation = (err: unknown): boolean => sqlState(err) === '2
  */
 export const isRetryable = (err: unknown): boolean => sqlState(err) === '40001' || sqlState(err) === '40P01';
 
+/** A write on a server that is read-only (25006): a demoted primary, a standby. The transaction is rolled back. */
+export const isReadOnly = (err: unknown): boolean => sqlState(err) === '25006';
+
 /**
  * The connection, not the statement, failed: no SQLSTATE at all (socket closed, refused), a connection
  * exception (08…) or the server shutting the session down (57P01–57P03, a restart or pg_terminate_backend).

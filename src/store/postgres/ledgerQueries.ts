@@ -21,7 +21,10 @@ const FILTER = `
   AND ($6::text IS NULL OR guid > $6)
   AND ($7::bigint IS NULL OR NOT EXISTS (SELECT 1 FROM inquiry_schedule s
        WHERE s.guid = ledger.guid AND s.sent_at IS NOT DISTINCT FROM ledger.sent_at AND s.next_at > $7))
-  AND ($8::text IS NULL OR guid = $8)`;
+  AND ($8::text IS NULL OR guid = $8)
+  AND ($9::bigint IS NULL OR (updated_at, guid) < ($9, $10::text))
+  AND ($11::bigint IS NULL OR created_at >= $11)
+  AND ($12::bigint IS NULL OR created_at < $12)`;
 
 /**
  * The query's statement: the general one, or, when it asks only for unsettled states, the same with the partial
@@ -35,7 +38,11 @@ function filterFor(q: LedgerQuery): { name: string; where: string } {
 }
 
 function filterValues(q: LedgerQuery): unknown[] {
-  return [q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null, q.inquiryDueBy ?? null, q.guid ?? null];
+  return [
+    q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null, q.inquiryDueBy ?? null, q.guid ?? null,
+    q.beforeRow?.updatedAt ?? null, q.beforeRow?.guid ?? null,
+    q.createdFrom ?? null, q.createdBefore ?? null,
+  ];
 }
 
 export async function getLedger(db: Db, guid: string, rowToState: LedgerProjection['rowToState']): Promise<LedgerState | null> {
@@ -43,13 +50,14 @@ export async function getLedger(db: Db, guid: string, rowToState: LedgerProjecti
   return rows.length === 0 ? null : rowToState(rows[0]);
 }
 
-/** Rows matching `q`, in GUID order (byte order: the column's collation is "C", as SQLite compares). */
+/** Rows matching `q`, in GUID order (byte order: the column's collation is "C", as SQLite compares), or newest change first. */
 export async function queryLedger(db: Db, q: LedgerQuery, rowToState: LedgerProjection['rowToState']): Promise<LedgerState[]> {
   const limit = q.limit === undefined ? null : Math.max(0, Math.floor(q.limit));
   const filter = filterFor(q);
+  const updated = q.order === 'updated';
   const { rows } = await db.query({
-    name: `guidgate_query_ledger_${filter.name}`,
-    text: `SELECT * FROM ledger WHERE ${filter.where} ORDER BY guid LIMIT $9`,
+    name: `guidgate_query_ledger_${filter.name}${updated ? '_updated' : ''}`,
+    text: `SELECT * FROM ledger WHERE ${filter.where} ORDER BY ${updated ? 'updated_at DESC, guid DESC' : 'guid'} LIMIT $13`,
     values: [...filterValues(q), limit],
   });
   return rows.map((r) => rowToState(r));

@@ -8,7 +8,15 @@ import { redactData } from '../shared/purgeRedaction.js';
 
 /** A unit of work of the group commit: one caller's `execute` or `appendEvents`. */
 export type Unit =
-  | { readonly op: 'execute'; readonly guid: string; readonly command: Command; readonly now: number; readonly actor?: Actor | null }
+  | {
+      readonly op: 'execute';
+      readonly guid: string;
+      readonly command: Command;
+      readonly now: number;
+      readonly actor?: Actor | null;
+      /** The row as its caller saw it (null: none), decided on unread in a batch's first round (groupCommit.ts `trustedRows`). */
+      readonly seen?: LedgerState | null;
+    }
   | { readonly op: 'append'; readonly guid: string; readonly expectedSeq: number; readonly events: readonly NewEvent[]; readonly actor?: Actor | null };
 
 /** An event ready for the INSERT: everything that can throw in JS has already run. */

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { WRITE_DEADLINE_MARGIN_MS } from '../shared/writeDeadline.js';
+import { rotatingPool, type HostRotation } from './hosts.js';
 
 /** bigint columns (times in ms, counts, positions) as numbers; one beyond 2^53 stays a string and fails to decode. */
 function parseInt8(text: string): number | string {
@@ -17,13 +18,14 @@ export const sessionSettings = (settings: Record<string, number>): string =>
   Object.entries(settings).map(([name, ms]) => `-c ${name}=${Math.max(0, Math.floor(ms))}`).join(' ');
 
 /**
- * A pool of the store's: bigint columns as numbers, and a connection the server closes (restart,
+ * A pool of the store's: its connections to the writable primary among the URL's hosts (hosts.ts), bigint columns
+ * as numbers, and a connection the server closes (restart,
  * pg_terminate_backend) dropped without ending the process. An idle one is dropped by the pool, which connects a
  * new one on the next query; for one in use, the query in flight rejects (and the batch with it), and the
  * client's own 'error' event, emitted beside that, must not end the process either.
  */
-export function storePool(config: pg.PoolConfig): pg.Pool {
-  const pool = new pg.Pool({ ...config, types });
+export function storePool(config: pg.PoolConfig, rotation: HostRotation): pg.Pool {
+  const pool = rotatingPool({ ...config, types }, rotation);
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
@@ -51,11 +53,11 @@ export async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient) =
  * caller gives up sooner (its claim deadline); the check before COMMIT leaves its unit out (groupCommit.ts). Reads
  * and maintenance (rebuild, vacuum) use the other pool, without those limits.
  */
-export function boundedWritePool(config: pg.PoolConfig, lockTimeoutMs: number, deadlineMs: number): pg.Pool {
+export function boundedWritePool(config: pg.PoolConfig, rotation: HostRotation, lockTimeoutMs: number, deadlineMs: number): pg.Pool {
   return storePool({
     ...config,
     // At least 1 ms each: 0 would switch the timeout off.
     options: sessionSettings({ lock_timeout: lockTimeoutMs, statement_timeout: Math.max(1, deadlineMs), idle_in_transaction_session_timeout: Math.max(1, deadlineMs) }),
     query_timeout: Math.floor(deadlineMs) + WRITE_DEADLINE_MARGIN_MS,
-  });
+  }, rotation);
 }

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { actorsOf, type EventAudit, type NewEvent, type ProcessActor, type StoredEvent } from '../../events/codecs.js';
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
-import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, RequestRecord } from '../../events/store.js';
+import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, RequestRecord, SeenRow } from '../../events/store.js';
 import { orThrow, storeResult, type StoreResult } from '../../events/storeResult.js';
 import { writeHealth } from '../shared/writeHealth.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
@@ -20,14 +20,23 @@ import { listReconciliations, readReconciliation, reconciliationBreaksOf, record
 import { encodeRun, listBefore, recordedOf, runIdOf } from '../shared/reconciliationRows.js';
 import type { ReconcileResult } from '../../events/reconciliation.js';
 import { serverNow } from './serverClock.js';
+import { readDurability } from './durability.js';
+import { missingServerEvents, serverStanding } from './continuity.js';
 import { boundedWritePool, sessionSettings, storePool, withClient } from './pools.js';
+import { HostRotation, type HostEvent } from './hosts.js';
+import { parsePostgresUrl, PostgresUrlError } from './postgresUrl.js';
 
 /** True when `--db` names a PostgreSQL database rather than a SQLite file. */
 export const isPostgresUrl = (db: string): boolean => /^postgres(ql)?:\/\//i.test(db);
 
 export interface PostgresStoreOptions {
-  /** `postgres://user@host:port/dbname` (or `postgresql://`). */
+  /**
+   * `postgres://user@host:port/dbname` (or `postgresql://`), or several hosts (`h1:p1,h2:p2`, optionally with
+   * `target_session_attrs=read-write` or `primary`): every connection goes to the one that takes writes (hosts.ts).
+   */
   readonly url: string;
+  /** Told when no listed host takes writes (once per outage) and when writes go to a host (at start, after a change). */
+  readonly onHosts?: (event: HostEvent) => void;
   /** The inline projection written in every batch's transaction (the opener's: src/store/openStore.ts). */
   readonly projection: LedgerProjection;
   /**
@@ -71,8 +80,8 @@ export interface PostgresEventStore extends EventStore {
 }
 
 /** The pool of reads and maintenance, once the schema is up to date (`migrate`); if that fails, the pool is ended. */
-async function openMigrated(config: pg.PoolConfig, create: boolean): Promise<pg.Pool> {
-  const pool = storePool(config);
+async function openMigrated(config: pg.PoolConfig, rotation: HostRotation, create: boolean): Promise<pg.Pool> {
+  const pool = storePool(config, rotation);
   await atBoundary('open', () => withClient(pool, (client) => migrate(client, create))).catch(async (err: unknown) => {
     await pool.end().catch(() => undefined);
     throw err;
@@ -83,17 +92,38 @@ async function openMigrated(config: pg.PoolConfig, create: boolean): Promise<pg.
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresEventStore> {
   const { url, projection, clock, maxBatch = 512, maxInFlight = 2, poolSize = 10, connectTimeoutMs = 5000, lockTimeoutMs = 5000, applicationName = 'guidgate', create = true } = options;
   if (!isPostgresUrl(url)) throw new LedgerUnavailableError('not a PostgreSQL URL (postgres://… or postgresql://…)');
+  let hosts;
+  try {
+    hosts = parsePostgresUrl(url).hosts;
+  } catch (err) {
+    if (err instanceof PostgresUrlError) throw new LedgerUnavailableError(`bad PostgreSQL URL: ${err.message}`);
+    throw err;
+  }
+  // One rotation for both pools: a failover seen by a write moves the reads on too.
+  const rotation = new HostRotation(hosts, options.onHosts);
   const actorFor = actorsOf(options.actor);
-  const connection = { connectionString: url, connectionTimeoutMillis: connectTimeoutMs, application_name: applicationName };
-  const pool = await openMigrated({ ...connection, max: poolSize, options: sessionSettings({ lock_timeout: lockTimeoutMs }) }, create);
+  const connection = { connectionTimeoutMillis: connectTimeoutMs, application_name: applicationName };
+  const pool = await openMigrated({ ...connection, max: poolSize, options: sessionSettings({ lock_timeout: lockTimeoutMs }) }, rotation, create);
   const deadlineMs = writeDeadlineMs(lockTimeoutMs);
   const claimDeadlineMs = writeDeadlineMs(lockTimeoutMs, options.claimDeadlineMs);
-  const writePool = boundedWritePool({ ...connection, max: maxInFlight }, lockTimeoutMs, deadlineMs);
+  const writePool = boundedWritePool({ ...connection, max: maxInFlight }, rotation, lockTimeoutMs, deadlineMs);
   const writes = groupCommit(writePool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write'), projection });
   /** A unit for the group commit, given up (and left unwritten if not yet committed) at its deadline: a claim's, or the write deadline. */
   const submit = (unit: SubmittedUnit): Promise<AppendResult | ExecuteResult> =>
     submitWithDeadline((caller) => writes.submit(unit, caller), unit.op === 'execute' && recordsSent(unit.command) ? claimDeadlineMs : deadlineMs);
   let closed: Promise<void> | null = null;
+  // Every connection opened or lost, on either pool: what the continuity guard checks the server again after.
+  let connectionEvents = 0;
+  const connectionEvent = (): void => {
+    connectionEvents++;
+  };
+  for (const p of [pool, writePool]) {
+    p.on('connect', (client) => {
+      connectionEvent();
+      client.on('error', connectionEvent);
+    });
+    p.on('error', connectionEvent);
+  }
 
   const open = () => {
     if (closed !== null) throw new LedgerClosedError();
@@ -152,8 +182,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult> {
       return submitted({ op: 'append', guid, expectedSeq, events, actor: actorFor(audit) });
     },
-    execute(guid: string, command: Command, audit?: EventAudit): StoreResult<ExecuteResult> {
-      return submitted({ op: 'execute', guid, command, actor: actorFor(audit), ...(clock === undefined ? {} : { now: clock() }) });
+    execute(guid: string, command: Command, audit?: EventAudit, seen?: SeenRow): StoreResult<ExecuteResult> {
+      return submitted({ op: 'execute', guid, command, actor: actorFor(audit), ...(clock === undefined ? {} : { now: clock() }), ...(seen === undefined ? {} : { seen: seen.state }) });
     },
     now: (): StoreResult<number> => read('clock', clock === undefined ? () => serverNow(pool) : async () => clock()),
     recordRequests: (records: readonly RequestRecord[]) => watched('request records', () => recordRequests(pool, records)),
@@ -191,6 +221,13 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     spaceOnDisk: () => read('size', () => tablesBytes(pool)),
     rebuildProjection: () => maintain('rebuild', () => withClient(pool, (client) => rebuildProjection(client, projection))),
     verifyProjection: () => read('verify', () => withClient(pool, (client) => verifyProjection(client, projection))),
+    durability: () => read('durability', () => readDurability(pool, hosts.length)),
+    // Continuity (CONTRACT.md §9): read on the pool's connections; no mark beside a server's ledger (it would go back with it).
+    ledgerStanding: () => read('standing', () => serverStanding(pool)),
+    missingEvents: (keys) => read('read', () => missingServerEvents(pool, keys)),
+    connectionEvents: () => connectionEvents,
+    readMark: () => storeResult('continuity mark', async () => (open(), null)),
+    writeMark: () => storeResult('continuity mark', async () => open()),
     ping: () =>
       storeResult('ping', () => {
         open();

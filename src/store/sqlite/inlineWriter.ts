@@ -17,11 +17,25 @@ interface Queued {
   readonly caller: Caller;
 }
 
+/** The outcomes of a call (`recordOutcome`): what the relay does with one (answer the channel) is safe before its sync. */
+const OUTCOMES: ReadonlySet<string> = new Set(['RecordAnswer', 'RecordTimeout', 'RecordConnectFailure']);
+
+/**
+ * Whether a unit is settled only once its commit's WAL frames are on disk. Not an outcome of a call: if power is
+ * lost before the next sync, the row comes back SENT, the sweep makes it UNKNOWN and an inquiry settles it with the
+ * account system's own answer, the one the channel was given (docs/architecture.md, What a commit means); and
+ * nothing is sent on the strength of it, since a send needs its own Sent synced, which syncs every earlier frame.
+ * Everything else waits: a claim is called for once settled, and the rest (appends, maintenance, request records)
+ * is kept to the rule that a settled write is on disk.
+ */
+const needsSync = (op: WriteOp): boolean => !(op.op === 'execute' && OUTCOMES.has(op.command.type));
+
 /**
  * Writes on this thread: the units queued while the previous batch committed (and synced) share the next
  * transaction (group commit). With `wal` (synchronous=FULL, see walSync.ts) a committed batch's units are
- * settled only once fdatasync has put the WAL on disk, off the event loop; the next batch waits for that sync,
- * so one sync serves everyone who queued meanwhile. A write lock another connection holds is waited for by a
+ * settled only once fdatasync has put the WAL on disk, off the event loop (the outcomes of calls at once:
+ * `needsSync`); the next batch waits for that sync, so one sync serves everyone who queued meanwhile; a batch of
+ * outcomes only is not synced by itself, the next sync covers it. A write lock another connection holds is waited for by a
  * timer, never in SQLite's busy handler, which would stop this thread (the one that answers requests); a unit
  * that has waited the busy timeout fails as SQLite's own wait would, and one whose caller gave up (its deadline)
  * is dropped unwritten.
@@ -106,22 +120,31 @@ export function inlineWriter(
     }
     queue = queue.slice(batch.length);
     lockPauseMs = 0;
-    const settleAll = () => batch.forEach((b, i) => settle(b.pending, outcomes[i]!));
     if (o.wal === null || !outcomes.some((x) => x.ok)) {
-      settleAll();
+      batch.forEach((b, i) => settle(b.pending, outcomes[i]!));
       schedule();
       return;
     }
+    // An outcome is answered at its commit; everything else once the WAL is on disk (`needsSync`).
+    const held = batch.flatMap((b, i) => (needsSync(b.op) ? [i] : []));
+    batch.forEach((b, i) => {
+      if (!needsSync(b.op)) settle(b.pending, outcomes[i]!);
+    });
+    if (held.length === 0) {
+      schedule();
+      return;
+    }
+    const waiting = held.map((i) => batch[i]!);
     syncing = o.wal.sync().then(
       () => {
         // The file may have been replaced while the WAL was synced: then these commits went to a file nobody reads.
         const lostMeanwhile = o.fileLost();
-        if (lostMeanwhile !== null) failAll(batch, lostMeanwhile);
-        else settleAll();
+        if (lostMeanwhile !== null) failAll(waiting, lostMeanwhile);
+        else for (const i of held) settle(batch[i]!.pending, outcomes[i]!);
       },
       (err: unknown) => {
         broken = breakOnFailedSync(err);
-        failAll(batch, broken);
+        failAll(waiting, broken);
         failAll(queue, broken);
         queue = [];
       },

@@ -37,9 +37,22 @@ function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unkn
     where.push('NOT EXISTS (SELECT 1 FROM inquiry_schedule s WHERE s.guid = ledger.guid AND s.sent_at IS ledger.sent_at AND s.next_at > @inquiryDueBy)');
     params['inquiryDueBy'] = q.inquiryDueBy;
   }
+  if (q.createdFrom !== undefined) {
+    where.push('created_at >= @createdFrom');
+    params['createdFrom'] = q.createdFrom;
+  }
+  if (q.createdBefore !== undefined) {
+    where.push('created_at < @createdBefore');
+    params['createdBefore'] = q.createdBefore;
+  }
   if (q.afterGuid !== undefined) {
     where.push('guid > @afterGuid');
     params['afterGuid'] = q.afterGuid;
+  }
+  if (q.beforeRow !== undefined) {
+    where.push('(updated_at < @beforeUpdated OR (updated_at = @beforeUpdated AND guid < @beforeGuid))');
+    params['beforeUpdated'] = q.beforeRow.updatedAt;
+    params['beforeGuid'] = q.beforeRow.guid;
   }
   return { sql: where.length ? ` WHERE ${where.join(' AND ')}` : '', params };
 }
@@ -77,7 +90,7 @@ export function ledgerTable(db: Database.Database, projection: LedgerProjection)
     query(q: LedgerQuery): LedgerState[] {
       const filter = whereClause(q);
       if (filter === null) return [];
-      const sql = `${SELECT}${filter.sql} ORDER BY guid` + (q.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(q.limit))}` : '');
+      const sql = `${SELECT}${filter.sql} ORDER BY ${q.order === 'updated' ? 'updated_at DESC, guid DESC' : 'guid'}` + (q.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(q.limit))}` : '');
       return db.prepare(sql).raw(true).all(filter.params).map(decode);
     },
     count(q: LedgerQuery): number {

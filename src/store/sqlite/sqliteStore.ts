@@ -8,6 +8,7 @@ import { recordsSent, submitWithDeadline, writeDeadlineMs, type Caller } from '.
 import { writeHealth } from '../shared/writeHealth.js';
 import { encodeRun, recordedOf } from '../shared/reconciliationRows.js';
 import type { ReconcileResult } from '../../events/reconciliation.js';
+import { fileStanding, missingFileEvents, readFileMark, writeFileMark } from './continuityMark.js';
 import { fileBytes, reclaimSpace } from './fileSpace.js';
 import { watchOpenedFile, type FileWatch } from './fileWatch.js';
 import { inlineWriter } from './inlineWriter.js';
@@ -139,6 +140,12 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   // What ping asks once no write has settled for a while: a probe that writes a page, so it meets a full disk as a claim would.
   const health = writeHealth(() => write({ op: 'probe' }));
   const written = <T>(step: () => Promise<T>): StoreResult<T> => storeResult('write', step);
+  /** The continuity mark's file beside the ledger (continuityMark.ts). */
+  const beside = <T>(step: () => Promise<T>): StoreResult<T> =>
+    storeResult('continuity mark', () => {
+      if (closed) throw new LedgerClosedError();
+      return step();
+    });
 
   return {
     path,
@@ -177,6 +184,11 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     removeTombstones: (before: number) => written(() => write({ op: 'removeTombstones', before })),
     rebuildProjection: () => written(() => write({ op: 'rebuild' })),
     spaceOnDisk: () => onConnection('size', () => fileBytes(path)),
+    ledgerStanding: () => onConnection('standing', () => fileStanding(db, path)),
+    missingEvents: (keys) => onConnection('read', () => missingFileEvents(db, keys)),
+    connectionEvents: () => 0,
+    readMark: () => beside(() => (path === ':memory:' ? Promise.resolve(null) : readFileMark(path))),
+    writeMark: (mark) => beside(() => (path === ':memory:' ? Promise.resolve() : writeFileMark(path, mark))),
     reclaimSpace: () => storeResult('vacuum', () => reclaimSpace(db, path, onConnection)),
     ping() {
       return storeResult('ping', async () => {

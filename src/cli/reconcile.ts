@@ -1,0 +1,172 @@
+import type { Command } from 'commander';
+import type { EventStore } from '../events/store.js';
+import type { ReportFormat, ReconcileWindow, ReconcileProgress, JournalInput, ColumnNames } from '../reconcile/index.js';
+import type { RecordRun } from '../settle/reconcileRun.js';
+import { accountUrlFlag, concurrencyFlag, dbFlag, flag, graceFlag, jsonFlag, timeoutFlag } from './options.js';
+import { err, setExit, type Exit } from './output.js';
+import { startProgress, type Progress } from './progress.js';
+import { withLedger } from './withLedger.js';
+
+export interface ReconcileCliOptions {
+  from?: string; to?: string; pending?: string;
+  accountUrl?: string; journal?: string; columns?: string;
+  settle?: boolean; json?: boolean; csv?: boolean; showAccounts?: boolean;
+  db: string; timeout: number; grace: number; concurrency: number;
+}
+
+/** What the options say, checked before the ledger is opened: a bad one is bad usage (exit 2) naming the flag. */
+interface Plan {
+  readonly window: ReconcileWindow;
+  readonly columns: ColumnNames | undefined;
+  readonly format: ReportFormat;
+}
+
+/**
+ * Where a finished run is recorded in the ledger (CONTRACT.md §8: window, source, SHA-256, counts, breaks with the
+ * run that first saw them). The store's run record plugs in here (`async (run) => orThrow(store.recordReconciliation(run))`);
+ * until it exists, runs are not recorded and the breaks are printed as they are found.
+ */
+export function recordRunIn(_store: EventStore): RecordRun | undefined {
+  return undefined;
+}
+
+async function plan(o: ReconcileCliOptions): Promise<Plan> {
+  const { parseWindow, parseColumns, journalFormatOf, ReconcileUsageError } = await import('../reconcile/index.js');
+  const window = parseWindow({ from: o.from, to: o.to, pending: o.pending });
+  if (o.journal === undefined && o.accountUrl === undefined) {
+    throw new ReconcileUsageError('--journal', 'give --journal FILE, or --account-url URL to read GET {url}/journal');
+  }
+  if (o.journal !== undefined && journalFormatOf(o.journal) === null) {
+    throw new ReconcileUsageError('--journal', `cannot tell the format of ${o.journal}: name it .csv, .ndjson or .jsonl`);
+  }
+  if (o.settle === true && o.accountUrl === undefined) {
+    throw new ReconcileUsageError('--settle', 'needs --account-url: the inquiries go to the account system');
+  }
+  if (o.json === true && o.csv === true) throw new ReconcileUsageError('--csv', 'give --json or --csv, not both');
+  let columns: ColumnNames | undefined;
+  if (o.columns !== undefined) {
+    if (o.journal === undefined || journalFormatOf(o.journal) !== 'csv') {
+      throw new ReconcileUsageError('--columns', "maps a CSV journal's header names: give it with --journal FILE.csv");
+    }
+    columns = parseColumns(o.columns);
+  }
+  return { window, columns, format: o.json === true ? 'json' : o.csv === true ? 'csv' : 'terminal' };
+}
+
+/** The journal's progress on stderr: its bytes while read and staged, then the entries while compared. */
+function reconcileProgress(): { update(p: ReconcileProgress): void; stop(): void } {
+  let phase: ReconcileProgress['phase'] | null = null;
+  let bar: Progress | null = null;
+  return {
+    update(p) {
+      if (p.phase !== phase) {
+        bar?.stop();
+        phase = p.phase;
+        bar = startProgress(`reconcile: ${p.phase === 'journal' ? 'reading the journal' : 'comparing'}`, { unit: p.phase === 'journal' ? 'bytes' : 'entries' });
+      }
+      bar!.update(p.done, p.total ?? p.done);
+    },
+    stop() {
+      bar?.stop();
+    },
+  };
+}
+
+export async function runReconcile(o: ReconcileCliOptions, usage: (message: string) => never): Promise<Exit> {
+  const rec = await import('../reconcile/index.js');
+  let p: Plan;
+  try {
+    p = await plan(o);
+  } catch (e) {
+    if (e instanceof rec.ReconcileUsageError) usage(`guidgate reconcile: ${e.message}`);
+    throw e;
+  }
+  return withLedger('reconcile', o.db, async (store) => {
+    const { reconcileRun, settlementLine } = await import('../settle/reconcileRun.js');
+    const report = rec.reportWriter(p.format, process.stdout, { showAccounts: o.showAccounts === true });
+    const given = o.journal ?? `${o.accountUrl}/journal`;
+    const notFinished = async (e: Error & { code?: string }, started: boolean): Promise<Exit> => {
+      if (!started) await report.start({ window: p.window, source: given });
+      await report.fail(e);
+      err(`guidgate reconcile: the run did not finish: ${e.message}`);
+      return 1;
+    };
+    let journal: JournalInput;
+    try {
+      journal =
+        o.journal !== undefined
+          ? await rec.openJournalFile(o.journal)
+          : await rec.openJournalUrl(o.accountUrl!, rec.journalRange(p.window), { timeoutMs: Math.max(o.timeout, 60_000) });
+    } catch (e) {
+      if (rec.isReconcileError(e)) return notFinished(e, false);
+      throw e;
+    }
+    const account = o.settle === true ? (await import('../account/accountClient.js')).createAccountClient({ baseUrl: o.accountUrl!, timeoutMs: o.timeout, connections: o.concurrency }) : undefined;
+    const progress = reconcileProgress();
+    await report.start({ window: p.window, source: journal.source });
+    const record = recordRunIn(store);
+    try {
+      const run = await reconcileRun({
+        store,
+        window: p.window,
+        journal,
+        columns: p.columns,
+        // Recorded, the breaks are printed once the ledger has said since which run each is open (firstSeen).
+        onBreak: record === undefined ? (b) => report.write(b) : undefined,
+        onProgress: (q) => progress.update(q),
+        settle: account === undefined ? undefined : { account, graceMs: o.grace, concurrency: o.concurrency },
+        record,
+      });
+      progress.stop();
+      if (record !== undefined) for (const b of run.breaks) await report.write(b);
+      const settled = run.settlements;
+      if (p.format === 'json') {
+        await report.end(run.summary, o.settle === true ? { settled } : undefined);
+      } else {
+        await report.end(run.summary);
+        // The terminal form says what --settle did after the summary; the CSV form keeps stdout to the breaks.
+        const say = p.format === 'terminal' ? (l: string) => void process.stdout.write(`${l}\n`) : err;
+        if (o.settle === true) {
+          say(settled.length === 0 ? 'settle: nothing to settle (no unsettled_in_ledger or rejected_in_ledger break)' : `settle: ${settled.length} inquired`);
+          for (const s of settled) say(settlementLine(s));
+        }
+      }
+      if (run.summary.breaks > 0) {
+        err(`guidgate reconcile: ${run.summary.breaks} break${run.summary.breaks === 1 ? '' : 's'} (P1 ${run.summary.severities.P1}, P2 ${run.summary.severities.P2})`);
+        return 1;
+      }
+      return 0;
+    } catch (e) {
+      progress.stop();
+      if (rec.isReconcileError(e)) return notFinished(e, true);
+      await report.fail(e as Error);
+      throw e;
+    } finally {
+      await journal.close();
+      await account?.close();
+    }
+  });
+}
+
+export function registerReconcile(program: Command): void {
+  const command = program
+    .command('reconcile')
+    .description("compare the ledger with the account system's journal over a window; one line per break, then the summary (exit 1 on a break)")
+    .addOption(flag('--from <time>', 'start of the window, inclusive: ms since the epoch or ISO 8601 with an offset (2024-05-01T00:00:00+08:00)'))
+    .addOption(flag('--to <time>', 'end of the window, exclusive (same forms as --from)'))
+    .addOption(flag('--pending <duration>', 'a transfer sent this close to --to may be posted after it: not yet a break (default: 1h)'))
+    .addOption(accountUrlFlag().makeOptionMandatory(false))
+    .addOption(flag('--journal <file>', 'the journal as a file: CSV with a header (.csv) or NDJSON (.ndjson, .jsonl); read instead of GET {account-url}/journal'))
+    .addOption(flag('--columns <map>', "a CSV journal's own header names: guid=TXN_NO,amount=AMT,…"))
+    .addOption(flag('--settle', 'inquire about every unsettled_in_ledger and rejected_in_ledger GUID, whatever its age, and record the answer as resolve does (never sends a transfer)'))
+    .addOption(jsonFlag('print one JSON object: {window, source, sha256, counts, breaks, …}'))
+    .addOption(flag('--csv', 'print the breaks as CSV (header, one row per break)'))
+    .addOption(flag('--show-accounts', 'print account numbers whole (masked to their last 4 characters by default)'))
+    .addOption(timeoutFlag('deadline of one inquiry (--settle)'))
+    .addOption(concurrencyFlag('inquiries in flight at once (--settle)'))
+    .addOption(graceFlag("grace of the orphan sweep before a SENT row is inquired about (as serve's --grace)"))
+    .addOption(dbFlag());
+  command.action(async (o: ReconcileCliOptions) => {
+    setExit(await runReconcile(o, (message) => command.error(message, { exitCode: 2, code: 'guidgate.usage' })));
+  });
+}

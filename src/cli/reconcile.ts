@@ -23,11 +23,14 @@ interface Plan {
 
 /**
  * Where a finished run is recorded in the ledger (CONTRACT.md §8: window, source, SHA-256, counts, breaks with the
- * run that first saw them). The store's run record plugs in here (`async (run) => orThrow(store.recordReconciliation(run))`);
- * until it exists, runs are not recorded and the breaks are printed as they are found.
+ * run that first saw them): the store's `recordReconciliation` (`recordIn`), which gives back each break's first-seen
+ * run for the report; a ledger that cannot record it fails the run (exit 1).
  */
-export function recordRunIn(_store: EventStore): RecordRun | undefined {
-  return undefined;
+export function recordRunIn(store: EventStore): RecordRun {
+  return async (run) => {
+    const { recordIn } = await import('../settle/reconciliations.js');
+    return recordIn(store)(run);
+  };
 }
 
 async function plan(o: ReconcileCliOptions): Promise<Plan> {

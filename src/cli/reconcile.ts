@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import type { EventStore } from '../events/store.js';
-import { orThrow } from '../events/storeResult.js';
 import type { ReportFormat, ReconcileWindow, ReconcileProgress, JournalInput, ColumnNames } from '../reconcile/index.js';
 import type { RecordRun } from '../settle/reconcileRun.js';
 import { accountUrlFlag, concurrencyFlag, dbFlag, flag, graceFlag, jsonFlag, timeoutFlag } from './options.js';
@@ -24,10 +23,14 @@ interface Plan {
 
 /**
  * Where a finished run is recorded in the ledger (CONTRACT.md §8: window, source, SHA-256, counts, breaks with the
- * run that first saw them): the store's run record, which gives each break its first-seen run.
+ * run that first saw them): the store's `recordReconciliation` (`recordIn`), which gives back each break's first-seen
+ * run for the report; a ledger that cannot record it fails the run (exit 1).
  */
 export function recordRunIn(store: EventStore): RecordRun {
-  return async (run) => orThrow(store.recordReconciliation(run));
+  return async (run) => {
+    const { recordIn } = await import('../settle/reconciliations.js');
+    return recordIn(store)(run);
+  };
 }
 
 async function plan(o: ReconcileCliOptions): Promise<Plan> {

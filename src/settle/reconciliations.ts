@@ -26,11 +26,9 @@ export const viewJson = (value: unknown): string => toJson(value);
 
 /**
  * Where a finished run is recorded (the `record` hook of the reconcile command's run): the ledger's
- * `recordReconciliation`, a ledger failure thrown as its StoreError (the run then could not finish: exit 1). The run
- * as recorded (its id, each break's first-seen run) is the store's to read back: `reconciliation(id)`.
+ * `recordReconciliation`, a ledger failure thrown as its StoreError (the run then could not finish: exit 1). Gives
+ * back the run as recorded: its id, and its breaks with the run that first saw each.
  */
-export function recordIn(store: Pick<ReconciliationLog, 'recordReconciliation'>): (run: ReconcileResult) => Promise<void> {
-  return async (run) => {
-    await orThrow(store.recordReconciliation(run));
-  };
+export function recordIn(store: Pick<ReconciliationLog, 'recordReconciliation'>): (run: ReconcileResult) => Promise<RecordedReconciliation> {
+  return (run) => orThrow(store.recordReconciliation(run));
 }

@@ -790,6 +790,25 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect((await orThrow(store.reconciliations({ limit: 10, beforeId: r3.id }))).map((r) => r.id)).toEqual([r2.id, r1.id]);
       });
 
+      it('runs recorded at once from two stores on one ledger: one after the other, the later one seeing the earlier one\'s breaks', async () => {
+        const f = await fresh();
+        const [one, two] = [await open(f), await open(f)];
+        const dir = tmp();
+        const records = Array.from({ length: 50 }, (_, i) => sentRecord(`g-${String(i).padStart(2, '0')}`, 1100 + i));
+        const run = await runOver(dir, records, [], W);
+        for (let round = 0; round < 3; round++) {
+          const [a, b] = await Promise.all([orThrow(one.recordReconciliation(run)), orThrow(two.recordReconciliation(run))]);
+          const [earlier, later] = Number(a.id) < Number(b.id) ? [a, b] : [b, a];
+          const first = (await orThrow(one.reconciliation(later.id)))!.breaks.map((x) => x.firstSeen);
+          expect(new Set(first)).toEqual(new Set([round === 0 ? earlier.id : (await orThrow(one.reconciliation(earlier.id)))!.breaks[0]!.firstSeen]));
+          expect(first).toHaveLength(50);
+        }
+        // Six runs, every break first seen in the first of them.
+        const all = await orThrow(one.reconciliations({ limit: 10 }));
+        expect(all).toHaveLength(6);
+        expect((await orThrow(one.reconciliationBreaks('g-07'))).map((h) => h.break.firstSeen)).toEqual(Array(6).fill(all[5]!.id));
+      });
+
       it('a malformed run is refused before anything of it is written: a Left, no run, no break', async () => {
         const store = await open(await fresh());
         const run = await runOver(tmp(), [sentRecord('a', 1100)], [], W);

@@ -48,6 +48,7 @@ async function post(url: string, body: string): Promise<string> {
 }
 
 interface JsonRun {
+  sha256: string | null;
   counts: Record<string, number>;
   severities: { P1: number; P2: number };
   breaks: Array<{ guid: string; category: string; severity: string; firstSeen: string | null }>;
@@ -91,16 +92,29 @@ describe('guidgate reconcile: journal files, exit codes and bad input', () => {
       ['g-2', 'amount_mismatch', 'P1'], ['g-3', 'missing_in_journal', 'P2'], ['g-9', 'missing_in_ledger', 'P2'],
     ]);
     expect(run.counts['matched']).toBe(1);
-    // Every run is recorded: the first (the terminal run above) saw these breaks first, and this one says so.
-    const firstRun = run.breaks[0]!.firstSeen;
-    expect(firstRun).not.toBeNull();
-    expect(run.breaks.map((b) => b.firstSeen)).toEqual([firstRun, firstRun, firstRun]);
 
     const c = await cli(['reconcile', '--db', db, '--journal', file, ...around(), '--csv']);
     expect(c.code).toBe(1);
     expect(c.stdout.trimEnd().split('\r\n').map((l) => l.split(',').slice(0, 3).join(','))).toEqual([
       'guid,category,severity', 'g-2,amount_mismatch,P1', 'g-3,missing_in_journal,P2', 'g-9,missing_in_ledger,P2',
     ]);
+
+    // Each run is recorded in the ledger (window, source, SHA-256, counts), each break with the run that first saw it.
+    const store = await openStore(db);
+    try {
+      const runs = await orThrow(store.reconciliations({ limit: 10 }));
+      expect(runs).toHaveLength(3);
+      expect(runs.map((x) => [x.summary.source, x.summary.sha256, x.summary.counts.matched])).toEqual(Array(3).fill([file, run.sha256, 1]));
+      const last = (await orThrow(store.reconciliation(runs[0]!.id)))!;
+      expect(last.breaks.map((b) => [b.guid, b.category, b.firstSeen])).toEqual([['g-2', 'amount_mismatch', runs[2]!.id], ['g-3', 'missing_in_journal', runs[2]!.id], ['g-9', 'missing_in_ledger', runs[2]!.id]]);
+      // --json printed them so: the second run's breaks first seen in the first.
+      expect(run.breaks.map((b) => b.firstSeen)).toEqual(Array(3).fill(runs[2]!.id));
+    } finally {
+      await store.close();
+    }
+    const history = await cli(['history', 'g-9', '--db', db]);
+    expect(history.code).toBe(0);
+    expect(history.stdout).toMatch(/reconciled +run \d+ over .*missing_in_ledger P2/);
   }, 30_000);
 
   it("--columns reads a core's own CSV header names, ISO times with an offset included", async () => {

@@ -12,14 +12,13 @@ describe('recordIn: a finished run recorded in the ledger', () => {
   const tmp = useTempDir();
   const window = { from: 1000, to: 2000, pendingMs: 0 };
 
-  it('records the engine\'s result as it is; read back with its summary and breaks, first-seen runs filled', async () => {
+  it('records the engine\'s result as it is; given back as the ledger reads it, first-seen runs filled', async () => {
     const dir = tmp();
     const store = openSqliteStore({ projection: ledgerProjection, path: join(dir, 'ledger.db') });
     try {
       const result = await runOver(dir, [sentRecord('a', 1100), sentRecord('b', 1200)], [{ guid: 'b', appliedAt: 1210 }, { guid: 'c', appliedAt: 1300 }], window);
-      await recordIn(store)(result);
-      const [head] = await orThrow(store.reconciliations({ limit: 1 }));
-      const recorded = (await orThrow(store.reconciliation(head!.id)))!;
+      const recorded = await recordIn(store)(result);
+      expect(await orThrow(store.reconciliation(recorded.id))).toEqual(recorded);
       expect(recorded.summary).toEqual(result.summary);
       expect(recorded.breaks.map((b) => [b.guid, b.category, b.firstSeen])).toEqual([['a', 'missing_in_journal', recorded.id], ['c', 'missing_in_ledger', recorded.id]]);
     } finally {

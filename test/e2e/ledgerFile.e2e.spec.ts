@@ -203,9 +203,11 @@ describe('guidgate check', () => {
     const cells = await corrupted('cells.db', (b, at) => b.fill(0xa5, at + pageSize - 200, at + pageSize - 100));
     expect(cells).toMatchObject({ code: 1, report: { ok: false } });
     expect(cells.report.problems.join('\n')).toMatch(/Tree \d+ page \d+|malformed/);
-    // The page headers: SQLite cannot walk the tree and refuses.
+    // The page headers: SQLite cannot read those pages: it refuses the file, or names each page it cannot
+    // initialise (which of the two depends on which tree the middle pages belong to).
     const headers = await corrupted('headers.db', (b, at) => b.fill(0xa5, at, at + 16));
-    expect(headers).toMatchObject({ code: 1, report: { ok: false, problems: [expect.stringMatching(/malformed/)] } });
+    expect(headers).toMatchObject({ code: 1, report: { ok: false } });
+    expect(headers.report.problems.join('\n')).toMatch(/malformed|page \d+: btreeInitPage\(\) returns error code 11/);
 
     const missing = await check(join(tmp(), 'nope.db'));
     expect([missing.code, missing.stdout]).toEqual([1, expect.stringMatching(/no ledger at/)]);

@@ -8,6 +8,7 @@ import { ledgerTime } from '../events/policy.js';
 import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { monotonicNow, timedWrite, type MonotonicClock, type TimedWrite } from './sendWindow.js';
+import type { Context } from '../telemetry/tracing.js';
 
 export interface ResendDeps {
   readonly store: EventLog & LedgerClock;
@@ -17,6 +18,8 @@ export interface ResendDeps {
   readonly metrics?: Metrics | undefined;
   /** What the send window is measured on (sendWindow.ts); default `performance.now`. */
   readonly monotonicNow?: MonotonicClock | undefined;
+  /** The trace the inquiry belongs to (the channel request's span, or the claim's kept trace). */
+  readonly trace?: Context | undefined;
 }
 
 /**
@@ -28,7 +31,7 @@ export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, mi
   if (E.isLeft(time)) return time;
   const at = time.right;
   if (!oldEnoughToAsk(row, at, minAgeMs)) return E.right({ inquiry: { seq: row.lastSeq, at, answer: { kind: 'unknown' } }, httpStatus: null });
-  const answer = await deps.account.inquire(row.guid);
+  const answer = await deps.account.inquire(row.guid, { parent: deps.trace });
   deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
   const inquiry: ResendInquiry = {
     seq: row.lastSeq,

@@ -6,6 +6,8 @@ import { ledgerTime } from '../events/policy.js';
 import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { sweepOrphans } from './sweepOrphans.js';
+import { inRowSpan } from './claimTrace.js';
+import type { Context, Tracing } from '../telemetry/tracing.js';
 import { ledgerFailed, runOverRows, unmetCondition, type LedgerFailures, type RowFilter, type RowRunOptions } from './rows.js';
 
 export interface ResolveSummary extends LedgerFailures {
@@ -35,6 +37,8 @@ export interface ResolveDeps {
   readonly clock?: (() => number | Promise<number>) | undefined;
   /** Inquiries by outcome and the settlement lag (serve's settler). */
   readonly metrics?: Pick<Metrics, 'inquiry' | 'settled'> | undefined;
+  /** Where each row's span goes; default none recorded (each inquiry still continues the claim's trace). */
+  readonly tracing?: Tracing | undefined;
 }
 
 /** A dry run also sweeps nothing (it reports what the sweep would do); `guid` restricts the sweep too. */
@@ -133,8 +137,8 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
   }
   summary.swept = { neverSent: swept.right.neverSent, orphaned: swept.right.orphaned };
 
-  const settle = async (row: LedgerState, progressed: (outcome: ResolveRowOutcome, detail?: string) => void): Promise<void> => {
-    const answer = await account.inquire(row.guid);
+  const settle = async (row: LedgerState, progressed: (outcome: ResolveRowOutcome, detail?: string) => void, trace: Context): Promise<void> => {
+    const answer = await account.inquire(row.guid, { parent: trace });
     deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
     // One read of the ledger's clock per row, once the answer is in: the time the answer is recorded at.
     const answeredAt = await clock();
@@ -177,6 +181,9 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     return progressed(answer.kind, answer.kind === 'processed' ? answer.code : undefined);
   };
 
-  await runOverRows<ResolveRowOutcome>(store, filter, opts, summary, settle, { holder: opts.leaseHolder, signal: opts.signal });
+  // Each inquiry continues the trace of the transfer's first request (CONTRACT.md §10).
+  const traced = (row: LedgerState, progressed: (outcome: ResolveRowOutcome, detail?: string) => void): Promise<void> =>
+    inRowSpan(deps, 'guidgate resolve', row, progressed, (trace, p) => settle(row, p, trace));
+  await runOverRows<ResolveRowOutcome>(store, filter, opts, summary, traced, { holder: opts.leaseHolder, signal: opts.signal });
   return summary;
 }

@@ -104,6 +104,13 @@ export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () =>
     labelNames: ['reason'],
     registers: [registry],
   });
+  const spansDropped = new Counter({
+    name: 'guidgate_trace_spans_dropped_total',
+    help: 'Spans not exported (tracing on): queue-full, the batch queue was full (a collector slower than the relay, or down); export-failed, an export to the collector failed or timed out',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  for (const reason of ['queue-full', 'export-failed']) spansDropped.inc({ reason }, 0);
   const maxAttempts = opts.maxAttempts;
   if (maxAttempts !== undefined) {
     new Gauge({
@@ -143,6 +150,10 @@ export function createMetrics(store: LedgerReadModel & LedgerClock, clock: () =>
     /** A definite answer kept as a StaleAnswer: for an `older` attempt than the row's, or for its `current` one once settled. */
     staleAnswer(attempt: 'older' | 'current'): void {
       staleAnswers.inc({ attempt });
+    },
+    /** Spans the exporter lost (src/telemetry/tracing.ts). */
+    spansDropped(reason: 'queue-full' | 'export-failed', n: number): void {
+      spansDropped.inc({ reason }, n);
     },
     requestRecordsLost(n: number): void {
       recordsLost.inc(n);

@@ -14,6 +14,7 @@ import { startSweeper } from '../settle/sweeper.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { startSettler } from '../settle/settler.js';
+import { startTracing } from '../telemetry/tracing.js';
 
 export interface ServeOptions {
   readonly port: number;
@@ -50,6 +51,8 @@ export interface ServeOptions {
   readonly accountCa?: Buffer;
   /** Run `guidgate check` (quick_check over every page) before opening the ledger; refuse to start if it fails. */
   readonly check?: boolean;
+  /** Where the OpenTelemetry variables are read (default `process.env`). */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 /** After `close()` starts, connections still open this long past the call timeout are cut (slow bodies, keep-alive). */
@@ -73,8 +76,10 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const ledger = await openServedLedger(opts, out);
   const { store } = ledger;
   const { url: accountUrl, simulator } = await accountSystemUrl(opts, out);
-  const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
   const metrics = createMetrics(store, Date.now, { maxAttempts: opts.maxAttempts });
+  // Spans exported only when an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT); the trace context is passed on always.
+  const tracing = startTracing({ ...(opts.env === undefined ? {} : { env: opts.env }), onLoss: (why, n) => metrics.spansDropped(why, n) });
+  const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, tracing, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
   const minAgeMs = opts.minAgeMs ?? DEFAULTS.minAgeMs;
   const breaker = createBreaker({ failures: opts.breakerFailures ?? DEFAULTS.breakerFailures, cooldownMs: opts.breakerCooldownMs ?? DEFAULTS.breakerCooldownMs, clock: Date.now, metrics });
   const app = buildApp({
@@ -86,6 +91,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     minAgeMs,
     graceMs: opts.graceMs,
     breaker,
+    tracing,
     logger: { level: opts.logLevel },
     ...(opts.keys === undefined ? {} : { keys: opts.keys.keys }),
     ...(opts.tls === undefined ? {} : { https: httpsOptions(opts.tls) }),
@@ -101,7 +107,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const settleEveryMs = opts.settleEveryMs ?? DEFAULTS.settleEveryMs;
   const settler = settleEveryMs > 0
     ? startSettler(
-        { store, account, metrics, clock: Date.now, log: (summary) => app.log.info({ ...summary }, 'settled in the background') },
+        { store, account, metrics, tracing, clock: Date.now, log: (summary) => app.log.info({ ...summary }, 'settled in the background') },
         { everyMs: settleEveryMs, minAgeMs, graceMs: opts.graceMs, concurrency: DEFAULTS.concurrency },
       )
     : null;
@@ -118,6 +124,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
       await account.close();
       await store.close();
       await simulator?.close();
+      await tracing.shutdown();
     },
   });
   return { url, app, simulator, close };

@@ -51,6 +51,8 @@ export interface Tracing {
   /** True when spans are recorded and exported (an OTLP endpoint is set). */
   readonly exporting: boolean;
   readonly tracer: Tracer;
+  /** Exports what is queued now (best effort); nothing to do when not exporting. */
+  flush(): Promise<void>;
   /** Exports what is queued (best effort) and stops the exporter; nothing to do when not exporting. */
   shutdown(): Promise<void>;
 }
@@ -96,6 +98,7 @@ class PropagatingTracer implements Tracer {
 export const propagating: Tracing = {
   exporting: false,
   tracer: new PropagatingTracer(),
+  flush: () => Promise.resolve(),
   shutdown: () => Promise.resolve(),
 };
 
@@ -134,6 +137,7 @@ export function startTracing(options: TracingOptions = {}): Tracing {
   return {
     exporting: true,
     tracer: provider.getTracer('guidgate', packageRoot()?.version),
+    flush: () => provider.forceFlush().catch(() => undefined),
     shutdown: () => provider.shutdown().catch(() => undefined),
   };
 }

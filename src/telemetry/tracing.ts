@@ -184,10 +184,14 @@ export function traceHeaders(ctx: Context, into: Record<string, string> = {}): R
   return into;
 }
 
-/** The span of `ctx` as a claim keeps it; undefined when there is none. */
+/**
+ * The span of `ctx` as a claim keeps it; undefined when there is none. Its `tracestate` is at most 512 characters
+ * (the propagator's parser keeps no more of the channel's header, as W3C Trace Context allows).
+ */
 export function keptTrace(ctx: Context): KeptTrace | undefined {
   const headers = traceHeaders(ctx);
-  return headers.traceparent === undefined ? undefined : { traceparent: headers.traceparent, ...(headers.tracestate === undefined ? {} : { tracestate: headers.tracestate }) };
+  if (headers.traceparent === undefined) return undefined;
+  return { traceparent: headers.traceparent, ...(headers.tracestate === undefined ? {} : { tracestate: headers.tracestate }) };
 }
 
 /** A span started under `parent`, and the context whose children it parents. */

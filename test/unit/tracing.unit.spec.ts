@@ -38,4 +38,13 @@ describe('tracing off: propagation without the SDK (src/telemetry/tracing.ts)', 
     expect(later).not.toBe(kept.traceparent);
     expect(traceHeaders(startSpan(propagating, 'z', SpanKind.CLIENT, keptContext({ traceparent: 'bad' })).context).traceparent).not.toContain('4bf92f35');
   });
+
+  it('a claim keeps at most 512 characters of tracestate, however long the channel sends it', () => {
+    const members = (n: number) => Array.from({ length: n }, (_, i) => `k${i}=${'v'.repeat(40)}`).join(',');
+    const short = continuedContext({ traceparent: PARENT, tracestate: members(5) });
+    expect(keptTrace(short)!.tracestate).toBe(members(5));
+    const long = continuedContext({ traceparent: PARENT, tracestate: members(30) });
+    expect(members(30).length).toBeGreaterThan(1000);
+    expect(keptTrace(long)!.tracestate!.length).toBeLessThanOrEqual(512);
+  });
 });

@@ -21,10 +21,8 @@ import {
   createNoopMeter,
   isSpanContextValid,
   trace,
-  type Attributes,
   type Context,
   type Counter,
-  type Link,
   type Meter,
   type MeterProvider,
   type Span,
@@ -39,7 +37,7 @@ import { defaultResource, detectResources, envDetector, resourceFromAttributes }
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import { packageRoot } from '../shared/packageRoot.js';
 
-export { ROOT_CONTEXT, SpanKind, SpanStatusCode, type Context, type Span, type Attributes };
+export { ROOT_CONTEXT, SpanKind, SpanStatusCode, type Context, type Span };
 
 /** What a span of ours may say. Never an account number, a body or a token (CONTRACT.md §10). */
 export type SpanAttributes = Readonly<Record<string, string | number | boolean | undefined>>;
@@ -204,8 +202,8 @@ export interface StartedSpan {
  * Starts a span. Attributes that are undefined are left out; on a span that is not recorded none is even looked at
  * (so the caller may build them cheaply, but should not compute costly ones: use `span.isRecording()`).
  */
-export function startSpan(tracing: Tracing, name: string, kind: SpanKind, parent: Context, attributes?: SpanAttributes, links?: Link[]): StartedSpan {
-  const span = tracing.tracer.startSpan(name, { kind, ...(links === undefined ? {} : { links }) }, parent);
+export function startSpan(tracing: Tracing, name: string, kind: SpanKind, parent: Context, attributes?: SpanAttributes): StartedSpan {
+  const span = tracing.tracer.startSpan(name, { kind }, parent);
   if (attributes !== undefined && span.isRecording()) setAttributes(span, attributes);
   return { span, context: trace.setSpan(parent, span) };
 }
@@ -223,10 +221,4 @@ export function setAttributes(span: Span, attributes: SpanAttributes): void {
 export function logIds(ctx: Context): { trace_id: string; span_id: string } | Record<string, never> {
   const sc = trace.getSpanContext(ctx);
   return sc === undefined ? {} : { trace_id: sc.traceId, span_id: sc.spanId };
-}
-
-/** The link to a kept trace, for a span that is not its child. */
-export function linkTo(ctx: Context): Link[] | undefined {
-  const sc = trace.getSpanContext(ctx);
-  return sc === undefined ? undefined : [{ context: sc }];
 }

@@ -19,6 +19,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { CallFailedReason, CallUnknownReason } from '../events/codecs.js';
 import { decodeDefinite, namesGuid } from './accountAnswer.js';
 import { classifyFailure } from './classifyFailure.js';
+import { propagating, ROOT_CONTEXT, SpanKind, SpanStatusCode, setAttributes, startSpan, traceHeaders, type Context, type Tracing } from '../telemetry/tracing.js';
 
 export type CallOutcome =
   | { kind: 'definite'; code: string; body: string; status: 200; latencyMs: number } // decodeDefinite: HTTP 200, a definite code, no other GUID
@@ -48,6 +49,17 @@ export interface AccountClientOptions {
   connections?: number;
   /** CA certificates (PEM) an `https://` account system's certificate must chain to, instead of the system's. */
   ca?: string | Buffer;
+  /** Where the calls' client spans go (CONTRACT.md §10); default: none recorded, the trace context still passed on. */
+  tracing?: Tracing;
+}
+
+/**
+ * The trace a call belongs to: its span is a child of `parent`'s (a channel request's, a settle run's for a row),
+ * and the account system gets a `traceparent` naming it. `attempt`: the POST's attempt, 1 for the first send.
+ */
+export interface CallTrace {
+  readonly parent?: Context | undefined;
+  readonly attempt?: number | undefined;
 }
 
 export interface AccountClient {
@@ -55,9 +67,9 @@ export interface AccountClient {
    * POST {base}/transfer with `body` byte for byte (a string is sent as its UTF-8 bytes). `guid` is the
    * transfer's GUID: an answer naming another GUID is not definite.
    */
-  transfer(body: string | Uint8Array, guid: string): Promise<CallOutcome>;
+  transfer(body: string | Uint8Array, guid: string, trace?: CallTrace): Promise<CallOutcome>;
   /** GET {base}/transfer/{guid}. Never `failed`: a GET is harmless, so every doubt is `unknown`. */
-  inquire(guid: string): Promise<InquiryOutcome>;
+  inquire(guid: string, trace?: CallTrace): Promise<InquiryOutcome>;
   close(): Promise<void>;
 }
 
@@ -206,18 +218,52 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
   });
 
   const transferPath = joinPath(base.pathname, '/transfer');
+  const tracing = opts.tracing ?? propagating;
+  const server = { 'server.address': base.hostname.replace(/^\[|\]$/g, ''), 'server.port': Number(base.port || (base.protocol === 'https:' ? 443 : 80)) };
 
-  async function transfer(body: string | Uint8Array, guid: string): Promise<CallOutcome> {
+  /** The call's client span (child of the caller's), and the headers that name it to the account system. */
+  const callSpan = (method: 'GET' | 'POST', template: string, guid: string, trace: CallTrace | undefined, headers: Record<string, string>) => {
+    const attempt = trace?.attempt;
+    const started = startSpan(tracing, `${method} ${template}`, SpanKind.CLIENT, trace?.parent ?? ROOT_CONTEXT, {
+      'http.request.method': method,
+      ...server,
+      'url.template': template,
+      'guidgate.guid': guid,
+      'guidgate.attempt': attempt,
+      // OpenTelemetry's HTTP conventions: the ordinal of a resend, set only on one.
+      'http.request.resend_count': attempt !== undefined && attempt > 1 ? attempt - 1 : undefined,
+    });
+    traceHeaders(started.context, headers);
+    return started.span;
+  };
+
+  /** Ends a call's span with what it came to (`status`: the HTTP status, when an answer came). */
+  const endCall = (span: ReturnType<typeof callSpan>, outcome: string, status: number | undefined, errorType?: string): void => {
+    if (span.isRecording()) {
+      setAttributes(span, { 'http.response.status_code': status, 'guidgate.outcome': outcome, 'error.type': errorType });
+      if (errorType !== undefined) span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    span.end();
+  };
+
+  async function transfer(body: string | Uint8Array, guid: string, trace?: CallTrace): Promise<CallOutcome> {
     const t0 = performance.now();
     const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    const span = callSpan('POST', '/transfer', guid, trace, headers);
     const result = await exchange(pool, {
       method: 'POST',
       path: transferPath,
-      headers: { 'content-type': 'application/json' },
+      headers,
       body: bytes,
       timeoutMs,
     });
-    const latencyMs = performance.now() - t0;
+    const outcome = classifyTransfer(result, guid, performance.now() - t0);
+    endCall(span, outcome.kind, result.type === 'response' ? result.status : undefined, outcome.kind === 'definite' ? undefined : outcome.reason);
+    return outcome;
+  }
+
+  function classifyTransfer(result: Exchange, guid: string, latencyMs: number): CallOutcome {
     switch (result.type) {
       case 'response': {
         const d = decodeDefinite(result.status, result.bytes, guid);
@@ -241,14 +287,22 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
     }
   }
 
-  async function inquire(guid: string): Promise<InquiryOutcome> {
+  async function inquire(guid: string, trace?: CallTrace): Promise<InquiryOutcome> {
+    const headers: Record<string, string> = { accept: 'application/json' };
+    const span = callSpan('GET', '/transfer/{guid}', guid, trace, headers);
     const result = await exchange(pool, {
       method: 'GET',
       path: joinPath(base.pathname, `/transfer/${encodeURIComponent(guid)}`),
-      headers: { accept: 'application/json' },
+      headers,
       body: null,
       timeoutMs: inquiryTimeoutMs,
     });
+    const answer = classifyInquiry(result, guid);
+    endCall(span, answer.kind, result.type === 'response' ? result.status : undefined, answer.kind === 'unknown' ? (answer.reached ? 'non-definite' : 'unreachable') : undefined);
+    return answer;
+  }
+
+  function classifyInquiry(result: Exchange, guid: string): InquiryOutcome {
     switch (result.type) {
       case 'response': {
         if (result.status === 404) return namesGuid(result.bytes, guid) ? { kind: 'absent' } : { kind: 'unknown', reached: true, detail: 'HTTP 404 without a JSON body naming the GUID', status: 404 };

@@ -3,6 +3,7 @@ import type { EventStore } from '../events/store.js';
 import type { LedgerState } from '../events/state.js';
 import type { LedgerFailures } from '../settle/rows.js';
 import type { AccountClient } from '../account/accountClient.js';
+import type { Tracing } from '../telemetry/tracing.js';
 import { interruptedExit, interruptible } from './interrupt.js';
 import { age, err, guidsByOutcome, iso, out, printJson, type Exit } from './output.js';
 import { startProgress } from './progress.js';
@@ -30,7 +31,7 @@ export interface RowCommand<S extends { readonly dryRun: boolean } & LedgerFailu
   readonly failureLabel: string;
   /** A command that sends: the deadline of its claims (src/store/shared/writeDeadline.ts), the send window of its --grace. */
   readonly claimDeadlineMs?: number;
-  run(deps: { store: EventStore; account: AccountClient }, hooks: RowRunHooks): Promise<S>;
+  run(deps: { store: EventStore; account: AccountClient; tracing: Tracing }, hooks: RowRunHooks): Promise<S>;
   exitCode(summary: S): Exit;
   summaryLine(summary: S): string;
   dryRunLine(summary: S): string;
@@ -38,14 +39,18 @@ export interface RowCommand<S extends { readonly dryRun: boolean } & LedgerFailu
   dryRunNotes?(summary: S): string[];
 }
 
-async function withAccount<T>(url: string, timeoutMs: number, concurrency: number, work: (account: AccountClient) => Promise<T>): Promise<T> {
+async function withAccount<T>(url: string, timeoutMs: number, concurrency: number, work: (account: AccountClient, tracing: Tracing) => Promise<T>): Promise<T> {
   // undici and the relay's code are loaded only by the commands that call the account system.
   const { createAccountClient } = await import('../account/accountClient.js');
-  const account = createAccountClient({ baseUrl: url, timeoutMs, connections: Math.max(1, concurrency) });
+  // Spans exported as serve exports them (OTEL_EXPORTER_OTLP_ENDPOINT); the trace context is passed on always.
+  const { startTracing } = await import('../telemetry/tracing.js');
+  const tracing = startTracing();
+  const account = createAccountClient({ baseUrl: url, timeoutMs, connections: Math.max(1, concurrency), tracing });
   try {
-    return await work(account);
+    return await work(account, tracing);
   } finally {
     await account.close();
+    await tracing.shutdown();
   }
 }
 
@@ -61,14 +66,14 @@ function candidateLine(row: LedgerState, now: number): string {
 export function runRowCommand<S extends { readonly dryRun: boolean } & LedgerFailures>(o: RowCliOptions, command: RowCommand<S>): Promise<Exit> {
   const name = command.name;
   return withLedger(name, o.db, (store) =>
-    withAccount(o.accountUrl, o.timeout, o.concurrency, async (account) => {
+    withAccount(o.accountUrl, o.timeout, o.concurrency, async (account, tracing) => {
       const { operatorRow } = await import('../events/policy.js');
       const progress = startProgress(name);
       const stop = interruptible(name);
       const listed: LedgerState[] = [];
       const named = guidsByOutcome();
       let firstFailure: string | undefined;
-      const summary = await command.run({ store, account }, {
+      const summary = await command.run({ store, account, tracing }, {
         dryRun: o.dryRun,
         signal: stop.signal,
         onProgress: (d, t) => progress.update(d, t),

@@ -33,10 +33,19 @@ const withDetail = <P extends t.Props>(props: P) => t.intersection([t.type(props
  * `request` and `response` are the raw bytes (as UTF-8 text) the relay sent and received; purge sets them to
  * null in the log itself so that only the tombstone survives.
  */
-/** `channel`: the name of the key that claimed the GUID (CONTRACT.md §6); absent when `serve` ran without keys. */
+/**
+ * The trace context of the claim's request (CONTRACT.md §10): the W3C headers of guidgate's span for it, so that the
+ * calls made later for the same transfer (the settler, `resolve`, `reprocess`) continue its trace.
+ */
+export const ClaimTrace = t.intersection([t.type({ traceparent: t.string }), t.partial({ tracestate: t.string })]);
+export type ClaimTrace = t.TypeOf<typeof ClaimTrace>;
+/**
+ * `channel`: the name of the key that claimed the GUID (CONTRACT.md §6); absent when `serve` ran without keys.
+ * `trace`: the claim's trace context; absent in claims written before it was kept (and by `Claim` without one).
+ */
 export const ClaimedData = t.intersection([
   t.type({ request: t.union([t.string, t.null]), fingerprint: t.string }),
-  t.partial({ channel: t.string }),
+  t.partial({ channel: t.string, trace: ClaimTrace }),
 ]);
 export const SentData = t.type({ attempt: PositiveInt, timeoutMs: NonNegativeInt });
 export const AnsweredData = t.type({

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import * as E from 'fp-ts/lib/Either.js';
-import { isDefiniteCode, type CallFailedReason, type CallUnknownReason, type NewEvent } from './codecs.js';
+import { isDefiniteCode, type CallFailedReason, type CallUnknownReason, type ClaimTrace, type NewEvent } from './codecs.js';
 import { mayHaveArrived, type LedgerState } from './state.js';
 import { DEFAULTS } from '../shared/defaults.js';
 
@@ -51,8 +51,8 @@ export type Command =
    * A channel request: a new GUID is claimed and marked Sent in one step; a FAILED one is sent again. In the
    * continuity window a new GUID comes with `firstSend`, the inquiry made about it first.
    */
-  | ({ type: 'Submit'; request: string; fingerprint: string; channel?: string; firstSend?: FirstSendInquiry } & ResendRules)
-  | { type: 'Claim'; request: string; fingerprint: string; channel?: string }
+  | ({ type: 'Submit'; request: string; fingerprint: string; channel?: string; trace?: ClaimTrace; firstSend?: FirstSendInquiry } & ResendRules)
+  | { type: 'Claim'; request: string; fingerprint: string; channel?: string; trace?: ClaimTrace }
   /** Resend the stored bytes of a RECEIVED or FAILED row (reprocess). */
   | ({ type: 'Send' } & ResendRules)
   | { type: 'RecordAnswer'; attempt: number; code: string; response: string; latencyMs: number }
@@ -95,9 +95,9 @@ export function isSameClaim(state: LedgerState, fingerprint: string, channel: st
   return state.fingerprint === fingerprint && (channel === undefined || state.channel === channel);
 }
 
-function claimedEvent(command: { request: string; fingerprint: string; channel?: string }, now: number): NewEvent {
-  const { request, fingerprint, channel } = command;
-  return { type: 'Claimed', at: now, data: { request, fingerprint, ...(channel === undefined ? {} : { channel }) } };
+function claimedEvent(command: { request: string; fingerprint: string; channel?: string; trace?: ClaimTrace }, now: number): NewEvent {
+  const { request, fingerprint, channel, trace } = command;
+  return { type: 'Claimed', at: now, data: { request, fingerprint, ...(channel === undefined ? {} : { channel }), ...(trace === undefined ? {} : { trace }) } };
 }
 
 /** SHA-256 (hex) of an answer's UTF-8 bytes: what a tombstone (and a StaleAnswer on one) keeps of it. */

@@ -19,6 +19,8 @@ import { DEFAULTS } from '../shared/defaults.js';
 import { maskAccount } from '../shared/maskAccount.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, replyRoute, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
+import { describeRequest, requestSpan, requestSpans } from './requestSpans.js';
+import { propagating } from '../telemetry/tracing.js';
 import { transferView } from '../events/policy.js';
 import { GUID_PATTERN, isJsonMediaType } from '../contract/transferRequest.js';
 
@@ -30,7 +32,7 @@ const MAX_PARAM_LENGTH = 3 * 128;
  * What the relay's routes run on: the channel's POST's own (`graceMs` is also the grace of the operator API's
  * resolve, `minAgeMs` its floor) and the HTTP server's.
  */
-export interface AppDeps extends Pick<RelayDeps, 'account' | 'metrics' | 'timeoutMs' | 'maxAttempts' | 'minAgeMs' | 'graceMs' | 'monotonicNow' | 'breaker'> {
+export interface AppDeps extends Pick<RelayDeps, 'account' | 'metrics' | 'timeoutMs' | 'maxAttempts' | 'minAgeMs' | 'graceMs' | 'monotonicNow' | 'breaker' | 'tracing'> {
   /** The continuity guard (CONTRACT.md §9): the send path asks it, `/v1/stats` shows it. None: not watched. */
   readonly continuity?: (ContinuityGate & { view(): ContinuityView }) | undefined;
   readonly store: EventStore;
@@ -108,7 +110,10 @@ function replySender(metrics: Pick<Metrics, 'reply'>): SendReply {
 /** The relay's HTTP surface, separate from the process that listens (tests use it with real sockets too). */
 export function buildApp(deps: AppDeps): FastifyInstance {
   const send = replySender(deps.metrics);
-  const app = createServer(deps, send);
+  // Every request's server span, continuing the channel's trace context; its ids in every line of its logger.
+  const spans = requestSpans(deps.tracing ?? propagating);
+  const app = createServer(deps, send, spans.childLoggerFactory);
+  spans.register(app);
   const connections = guardConnections(app.server, {
     maxConnections: deps.maxConnections ?? DEFAULTS.maxConnections,
     maxPerAddress: deps.maxConnectionsPerAddress ?? DEFAULTS.maxConnectionsPerAddress,
@@ -148,13 +153,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     minAgeMs: deps.minAgeMs ?? DEFAULTS.minAgeMs,
     graceMs: deps.graceMs ?? DEFAULTS.graceMs,
     monotonicNow: deps.monotonicNow,
+    tracing: deps.tracing,
     send,
   }));
   return app;
 }
 
 /** Fastify with the contract's limits and time limits, and the contract's shape for what is refused below the routes. */
-function createServer(deps: AppDeps, send: SendReply): FastifyInstance {
+function createServer(deps: AppDeps, send: SendReply, childLoggerFactory: NonNullable<FastifyServerOptions['childLoggerFactory']>): FastifyInstance {
   const bodyTimeoutMs = deps.bodyTimeoutMs ?? DEFAULTS.bodyTimeoutMs;
   // The HTTPS server has the same request API; fastify's types only tell them apart by a type parameter.
   const serverTimeouts = {
@@ -166,6 +172,7 @@ function createServer(deps: AppDeps, send: SendReply): FastifyInstance {
     logger: deps.logger ?? false,
     // One line per transfer is written by the route itself (guid, code, latency, masked accounts).
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory,
     bodyLimit: BODY_LIMIT,
     // Let SIGTERM finish in-flight calls, but not wait on idle keep-alive sockets.
     forceCloseConnections: 'idle',
@@ -230,7 +237,10 @@ function registerChannelRoutes(app: FastifyInstance, deps: AppDeps, parts: { sen
     if (Array.isArray(header)) return send(reply, codeReply('E400', undefined, { message: 'Idempotency-Key given more than once', field: 'Idempotency-Key' }));
     const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     const key = requestKey(req)?.name;
-    const { reply: r, request, known } = await relayTransfer(relayDeps, body, header, key);
+    const { reply: r, request, known, decision } = await relayTransfer(relayDeps, body, header, key, {
+      trace: requestSpan(req)?.context, log: ledgerLog(req.log), sendLog: req.log,
+    });
+    describeRequest(req, { 'guidgate.guid': request?.guid, 'guidgate.code': r.code, 'guidgate.decision': decision });
     // Every request for a GUID the ledger has, resends and refusals included: buffered, written in batches.
     if (request !== undefined && known !== undefined) {
       requests.record({ guid: request.guid, at: arrivedAt, key: key ?? null, code: r.code, fingerprintMatch: known.fingerprintMatch });

@@ -13,6 +13,7 @@ import { sendAudit, sendClaimed, type SendLogger, type SendResult } from '../set
 import { monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from '../settle/sendWindow.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { decodeTransferRequest, type TransferRequest } from '../contract/transferRequest.js';
+import { keptTrace, propagating, ROOT_CONTEXT, SpanKind, startSpan, type Context, type Tracing } from '../telemetry/tracing.js';
 
 export interface RelayDeps {
   readonly store: EventLog & LedgerReadModel & LedgerClock;
@@ -36,7 +37,29 @@ export interface RelayDeps {
   readonly sendLog?: SendLogger | undefined;
   /** The continuity guard (CONTRACT.md §9): asked before a GUID the ledger does not know is claimed. None: never asked. */
   readonly continuity?: ContinuityGate | undefined;
+  /** Where the ledger writes' spans go (CONTRACT.md §10); default: none recorded, the trace context still passed on. */
+  readonly tracing?: Tracing | undefined;
 }
+
+/** What belongs to one channel request rather than to the relay: its trace and its logger (whose lines name the trace). */
+export interface RequestScope {
+  /** The context of the request's server span: the ledger writes and the account calls are its children. */
+  readonly trace?: Context | undefined;
+  /** In place of `RelayDeps.log` and `sendLog` for this request. */
+  readonly log?: ((line: Record<string, unknown>) => void) | undefined;
+  readonly sendLog?: SendLogger | undefined;
+}
+
+/**
+ * What the relay decided for a request, as its span says (`guidgate.decision`): `claimed` (a new GUID, sent),
+ * `resent` (a FAILED row sent again), `replayed` (answered from the ledger), `in-progress`, `refused` (the ledger's
+ * row answers it: E904, E905, the attempt cap, a held resend, UNKNOWN), `breaker-open`, `invalid` (E400),
+ * `ledger-unavailable` (E503), `withheld` (claimed, not sent: the continuity guard's check after the claim).
+ */
+export type Decision = 'claimed' | 'resent' | 'replayed' | 'in-progress' | 'refused' | 'breaker-open' | 'invalid' | 'ledger-unavailable' | 'withheld';
+
+/** The decision of a request the row answered as it stands. */
+const answeredFromRow = (reply: Reply): Decision => (reply.replayed ? 'replayed' : reply.code === 'E903' ? 'in-progress' : 'refused');
 
 export interface RelayResult {
   readonly reply: Reply;
@@ -47,6 +70,7 @@ export interface RelayResult {
    * is the one the GUID was claimed with. What the request record (src/relay/requestRecorder.ts) keeps.
    */
   readonly known?: { readonly fingerprintMatch: boolean };
+  readonly decision: Decision;
 }
 
 const auditsByDeps = new WeakMap<RelayDeps, Map<string | undefined, EventAudit>>();
@@ -68,18 +92,20 @@ const knownAs = (state: LedgerState | null, request: TransferRequest): Pick<Rela
  * account system is called; a ledger that cannot be written means no call at all. `channel`: the name of the key
  * the request came with (keys on); a GUID claimed under another key is E904 and shows nothing.
  */
-export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey: string | undefined, channel?: string): Promise<RelayResult> {
+export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey: string | undefined, channel?: string, scope: RequestScope = {}): Promise<RelayResult> {
   const decoded = decodeTransferRequest(raw, idempotencyKey);
-  if (E.isLeft(decoded)) return { reply: codeReply('E400', undefined, { message: decoded.left.message, field: decoded.left.field }) };
+  if (E.isLeft(decoded)) return { reply: codeReply('E400', undefined, { message: decoded.left.message, field: decoded.left.field }), decision: 'invalid' };
   const request = decoded.right;
   const { store, maxAttempts } = deps;
+  const log = scope.log ?? deps.log;
+  const trace = scope.trace ?? ROOT_CONTEXT;
   const submit: Extract<Command, { type: 'Submit' }> = {
     type: 'Submit', request: request.body, fingerprint: request.fingerprint, ...(channel === undefined ? {} : { channel }), timeoutMs: deps.timeoutMs, maxAttempts,
     ...(deps.minAgeMs === undefined ? {} : { minAgeMs: deps.minAgeMs }),
   };
 
   const read = await store.getLedger(request.guid);
-  if (E.isLeft(read)) return { reply: ledgerUnavailableReply(request.guid, read.left, deps.log), request };
+  if (E.isLeft(read)) return { reply: ledgerUnavailableReply(request.guid, read.left, log), request, decision: 'ledger-unavailable' };
   const existing = read.right;
   const known = knownAs(existing, request);
   // The common resend paths answer from one read and never touch the write path: `decide` on the row read
@@ -89,7 +115,10 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   if (existing !== null) {
     const refused = decide(existing, submit, 0);
     mayHaveArrived = E.isLeft(refused) && refused.left.reason === 'needs-inquiry';
-    if (E.isLeft(refused) && !mayHaveArrived) return { reply: replyForRefusal(request.guid, refused.left, maxAttempts), request, ...known };
+    if (E.isLeft(refused) && !mayHaveArrived) {
+      const reply = replyForRefusal(request.guid, refused.left, maxAttempts);
+      return { reply, request, ...known, decision: answeredFromRow(reply) };
+    }
   }
 
   // A GUID the ledger does not know, while the ledger may have gone back (CONTRACT.md §9): inquired about first.
@@ -97,7 +126,7 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   let gateSeen: ClaimGate = { breaks: 0, connections: 0 };
   if (existing === null && deps.continuity !== undefined) {
     const gate = await deps.continuity.beforeFirstClaim();
-    if (E.isLeft(gate)) return { reply: ledgerUnavailableReply(request.guid, gate.left, deps.log), request };
+    if (E.isLeft(gate)) return { reply: ledgerUnavailableReply(request.guid, gate.left, log), request, decision: 'ledger-unavailable' };
     ({ window } = gate.right);
     gateSeen = gate.right;
   }
@@ -107,52 +136,67 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   const permit = deps.breaker === undefined ? null : deps.breaker.permit();
   if (deps.breaker !== undefined && permit === null) {
     return mayHaveArrived
-      ? { reply: codeReply('E901', request.guid, { message: 'outcome unknown; the account system is unavailable (breaker open), so it was not asked: resend later' }), request, ...known }
+      ? { reply: codeReply('E901', request.guid, { message: 'outcome unknown; the account system is unavailable (breaker open), so it was not asked: resend later' }), request, ...known, decision: 'breaker-open' }
       : {
           reply: withRetryAfter(codeReply('E902', request.guid, { message: 'not sent; the account system is unavailable (breaker open), resend later' }), breakerRetryAfterS(deps.breaker.remainingMs())),
-          request, ...known,
+          request, ...known, decision: 'breaker-open',
         };
   }
 
   // Past the replay path: the key and the flags in force go into the actor of every event this request writes.
   const audit = auditOf(deps, channel);
-  const settleDeps = { store, account: deps.account, clock: deps.clock, metrics: deps.metrics, monotonicNow: deps.monotonicNow };
+  // The claim keeps this request's trace context, for the calls made later for the same transfer (CONTRACT.md §10).
+  const write = startSpan(deps.tracing ?? propagating, 'ledger claim', SpanKind.INTERNAL, trace, { 'guidgate.guid': request.guid, 'guidgate.resend': existing !== null });
+  const settleDeps = { store, account: deps.account, clock: deps.clock, metrics: deps.metrics, monotonicNow: deps.monotonicNow, trace: write.context };
   const { startedAt, result } = existing === null
     ? window === null
-      ? await timedWrite(deps.monotonicNow ?? monotonicNow, () => store.execute(request.guid, submit, audit, { state: null }))
-      : await claimAfterInquiry(settleDeps, request.guid, submit, window.wentBackAt, audit)
+      ? await timedWrite(deps.monotonicNow ?? monotonicNow, () => store.execute(request.guid, claimWithTrace(submit, scope.trace), audit, { state: null }))
+      : await claimAfterInquiry(settleDeps, request.guid, claimWithTrace(submit, scope.trace), window.wentBackAt, audit)
     : await resendAfterInquiry(settleDeps, existing, submit, audit);
+  write.span.end();
   if (E.isLeft(result)) {
     permit?.done(null);
-    return { reply: ledgerUnavailableReply(request.guid, result.left, deps.log, existing?.attempts), request, ...known };
+    return { reply: ledgerUnavailableReply(request.guid, result.left, log, existing?.attempts), request, ...known, decision: 'ledger-unavailable' };
   }
   // Someone moved first (another request, another process), or the inquiry before a resend said no: answer
   // from the state as it is now.
   if (result.right.kind === 'refused') {
     permit?.done(null);
-    return { reply: replyForRefusal(request.guid, result.right.refusal, maxAttempts), request, ...knownAs(result.right.refusal.state, request) };
+    const reply = replyForRefusal(request.guid, result.right.refusal, maxAttempts);
+    return { reply, request, ...knownAs(result.right.refusal.state, request), decision: answeredFromRow(reply) };
   }
   const claimed = result.right.state;
   // The inquiry before the resend (or before the first send, in the continuity window) found it processed: DONE,
   // and the stored answer is the reply.
   if (claimed.status !== 'SENT') {
     permit?.done(null);
-    return { reply: replyForState(claimed), request, ...knownAs(claimed, request) };
+    return { reply: replyForState(claimed), request, ...knownAs(claimed, request), decision: 'replayed' };
   }
   // Claimed outside the window on a server that may have changed since the last check: sent only once a check made
   // after the claim finds the server known (CONTRACT.md §9); else the row stays SENT, never called, for the sweep and
   // the inquiry to settle.
   if (existing === null && window === null && deps.continuity !== undefined && !(await deps.continuity.afterFirstClaim(gateSeen))) {
     permit?.done(null);
-    return { reply: codeReply('E901', request.guid, { message: CONTINUITY_CLAIMED_MESSAGE }), request, ...knownAs(claimed, request) };
+    return { reply: codeReply('E901', request.guid, { message: CONTINUITY_CLAIMED_MESSAGE }), request, ...knownAs(claimed, request), decision: 'withheld' };
   }
-  const sent = await sendClaimed({ ...deps, sendWindowMs: sendWindowMs(deps.graceMs ?? DEFAULTS.graceMs) }, { state: claimed, startedAt }, permit ?? undefined, audit);
+  const sent = await sendClaimed(
+    { ...deps, sendLog: scope.sendLog ?? deps.sendLog, sendWindowMs: sendWindowMs(deps.graceMs ?? DEFAULTS.graceMs) },
+    { state: claimed, startedAt, trace },
+    permit ?? undefined,
+    audit,
+  );
   // The call was made and its outcome is not in the ledger (E901 to the channel): the operator must hear of it,
   // with the store's error, since the account system may have applied it.
   if (sent.sent && E.isLeft(sent.recorded)) {
-    deps.log?.({ guid: sent.guid, reply: 'E901', call: sent.call.kind, error: sent.recorded.left.code, cause: sent.recorded.left.message, what: 'sent, but the outcome could not be recorded' });
+    log?.({ guid: sent.guid, reply: 'E901', call: sent.call.kind, error: sent.recorded.left.code, cause: sent.recorded.left.message, what: 'sent, but the outcome could not be recorded' });
   }
-  return { reply: replyForSend(sent), request, ...knownAs(claimed, request) };
+  return { reply: replyForSend(sent), request, ...knownAs(claimed, request), decision: existing === null ? 'claimed' : 'resent' };
+}
+
+/** The Submit of a new GUID with the trace context its claim keeps (none without a request span). */
+function claimWithTrace(submit: Extract<Command, { type: 'Submit' }>, trace: Context | undefined): Extract<Command, { type: 'Submit' }> {
+  const kept = trace === undefined ? undefined : keptTrace(trace);
+  return kept === undefined ? submit : { ...submit, trace: kept };
 }
 
 /** The channel's reply to a send (CONTRACT.md §2): the call's outcome if it was recorded, else the ledger's. */

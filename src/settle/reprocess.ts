@@ -8,6 +8,8 @@ import { sendAudit, sendClaimed, type SendLogger, type SendResult } from './send
 import { resendAfterInquiry } from './resendAfterInquiry.js';
 import { sendWindowMs, type MonotonicClock } from './sendWindow.js';
 import { DEFAULTS } from '../shared/defaults.js';
+import { inRowSpan } from './claimTrace.js';
+import type { Context, Tracing } from '../telemetry/tracing.js';
 import { ledgerFailed, runOverRows, unmetCondition, type LedgerFailures, type RowFilter, type RowRunOptions } from './rows.js';
 
 export interface ReprocessSummary extends LedgerFailures {
@@ -51,6 +53,8 @@ export interface ReprocessDeps {
   readonly monotonicNow?: MonotonicClock | undefined;
   /** Where a withheld send and a stale answer are logged. */
   readonly sendLog?: SendLogger | undefined;
+  /** Where each row's span goes; default none recorded (each call still continues the claim's trace). */
+  readonly tracing?: Tracing | undefined;
 }
 
 export interface ReprocessOptions extends RowRunOptions<ReprocessRowOutcome> {
@@ -145,9 +149,9 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
   const filter = reprocessSelection(opts);
   const audit = sendAudit(opts, opts.key);
 
-  const resend = async (row: LedgerState, progressed: (outcome: ReprocessRowOutcome, detail?: string) => void): Promise<void> => {
+  const resend = async (row: LedgerState, progressed: (outcome: ReprocessRowOutcome, detail?: string) => void, trace: Context): Promise<void> => {
     const send = { type: 'Send', timeoutMs: opts.timeoutMs, maxAttempts: opts.maxAttempts, ...(opts.minAgeMs === undefined ? {} : { minAgeMs: opts.minAgeMs }) } as const;
-    const { startedAt, result: executed } = await resendAfterInquiry({ store, account, metrics, clock: deps.clock, monotonicNow: deps.monotonicNow }, row, send, audit);
+    const { startedAt, result: executed } = await resendAfterInquiry({ store, account, metrics, clock: deps.clock, monotonicNow: deps.monotonicNow, trace }, row, send, audit);
     if (E.isLeft(executed)) {
       // Nothing was sent: the Sent is not durable, so the account system is not called.
       return progressed('ledger-error', ledgerFailed(summary, executed.left));
@@ -169,7 +173,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
       return progressed('found', claimed.code ?? 'DONE');
     }
 
-    const sent = await sendClaimed({ store, account, metrics, monotonicNow: deps.monotonicNow, sendLog: deps.sendLog, sendWindowMs: windowMs }, { state: claimed, startedAt }, undefined, audit);
+    const sent = await sendClaimed({ store, account, metrics, monotonicNow: deps.monotonicNow, sendLog: deps.sendLog, sendWindowMs: windowMs, tracing: deps.tracing }, { state: claimed, startedAt, trace }, undefined, audit);
     const counted = countSend(sent);
     // The store's error when there is one (its code and cause), else what countSend says.
     if (counted.outcome === 'ledger-error') ledgerFailed(summary, sent.sent && E.isLeft(sent.recorded) ? `${sent.recorded.left.code}: ${counted.detail}: ${sent.recorded.left.message}` : counted.detail);
@@ -177,8 +181,11 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
     return progressed(counted.outcome, counted.detail);
   };
 
+  // Each call continues the trace of the transfer's first request (CONTRACT.md §10).
+  const traced = (row: LedgerState, progressed: (outcome: ReprocessRowOutcome, detail?: string) => void): Promise<void> =>
+    inRowSpan(deps, 'guidgate reprocess', row, progressed, (trace, p) => resend(row, p, trace));
   if (opts.guids === undefined) {
-    await runOverRows<ReprocessRowOutcome>(store, filter, opts, summary, resend);
+    await runOverRows<ReprocessRowOutcome>(store, filter, opts, summary, traced);
     return summary;
   }
   // Named rows: the same run, restricted to each GUID in turn (the selection, the lease, the inquiry first, the
@@ -192,7 +199,7 @@ export async function reprocessFailed(deps: ReprocessDeps, opts: ReprocessOption
       if (outcome === 'not-leased') heldElsewhere = true;
       opts.onRow?.(row, outcome, detail);
     };
-    await runOverRows<ReprocessRowOutcome>(store, { ...filter, guid }, { ...opts, guid, onRow }, summary, resend);
+    await runOverRows<ReprocessRowOutcome>(store, { ...filter, guid }, { ...opts, guid, onRow }, summary, traced);
     if (summary.candidates > before || summary.ledgerErrors > 0) continue;
     const row = await store.getLedger(guid);
     if (E.isLeft(row)) ledgerFailed(summary, row.left);

@@ -8,6 +8,7 @@ import { ledgerTime } from '../events/policy.js';
 import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { monotonicNow, timedWrite, type MonotonicClock, type TimedWrite } from './sendWindow.js';
+import type { Context } from '../telemetry/tracing.js';
 
 export interface ResendDeps {
   readonly store: EventLog & LedgerClock;
@@ -17,6 +18,8 @@ export interface ResendDeps {
   readonly metrics?: Metrics | undefined;
   /** What the send window is measured on (sendWindow.ts); default `performance.now`. */
   readonly monotonicNow?: MonotonicClock | undefined;
+  /** The trace the inquiry belongs to (the channel request's span, or the claim's kept trace). */
+  readonly trace?: Context | undefined;
 }
 
 /**
@@ -33,8 +36,8 @@ export async function inquireBeforeResend(deps: ResendDeps, row: LedgerState, mi
 }
 
 /** One inquiry (GET /transfer/{guid}), counted: its answer as `decide` takes it, and its HTTP status for the actor. */
-async function ask(deps: Pick<ResendDeps, 'account' | 'metrics'>, guid: string): Promise<{ answer: ResendInquiry['answer']; httpStatus: number | null }> {
-  const answer = await deps.account.inquire(guid);
+async function ask(deps: Pick<ResendDeps, 'account' | 'metrics' | 'trace'>, guid: string): Promise<{ answer: ResendInquiry['answer']; httpStatus: number | null }> {
+  const answer = await deps.account.inquire(guid, { parent: deps.trace });
   deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
   return {
     answer: answer.kind === 'processed' ? { kind: 'processed', code: answer.code, response: answer.body } : { kind: answer.kind },

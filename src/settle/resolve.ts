@@ -6,6 +6,8 @@ import { ledgerTime } from '../events/policy.js';
 import { inquiryHttpStatus, type AccountClient } from '../account/accountClient.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { sweepOrphans } from './sweepOrphans.js';
+import { inRowSpan } from './claimTrace.js';
+import type { Context, Tracing } from '../telemetry/tracing.js';
 import { ledgerFailed, pagedRows, runOverRows, unmetCondition, type LedgerFailures, type RowFilter, type RowRunOptions } from './rows.js';
 
 export interface ResolveSummary extends LedgerFailures {
@@ -40,6 +42,8 @@ export interface ResolveDeps {
   readonly clock?: (() => number | Promise<number>) | undefined;
   /** Inquiries by outcome and the settlement lag (serve's settler). */
   readonly metrics?: Pick<Metrics, 'inquiry' | 'settled'> | undefined;
+  /** Where each row's span goes; default none recorded (each inquiry still continues the claim's trace). */
+  readonly tracing?: Tracing | undefined;
 }
 
 /** A dry run also sweeps nothing (it reports what the sweep would do); `guid` restricts the sweep too. */
@@ -138,8 +142,8 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
   }
   summary.swept = { neverSent: swept.right.neverSent, orphaned: swept.right.orphaned };
 
-  const settle = async (row: LedgerState, progressed: (outcome: ResolveRowOutcome, detail?: string) => void): Promise<void> => {
-    const r = await inquireAndRecord(deps, row, { minAgeMs: opts.minAgeMs, key: opts.key });
+  const settle = async (row: LedgerState, progressed: (outcome: ResolveRowOutcome, detail?: string) => void, trace: Context): Promise<void> => {
+    const r = await inquireAndRecord(deps, row, { minAgeMs: opts.minAgeMs, key: opts.key, trace });
     switch (r.outcome) {
       case 'ledger-error':
         return progressed('ledger-error', ledgerFailed(summary, r.error));
@@ -161,7 +165,10 @@ export async function resolveUnknown(deps: ResolveDeps, opts: ResolveOptions): P
     return progressed(r.outcome, r.detail);
   };
 
-  await runOverRows<ResolveRowOutcome>(store, filter, opts, summary, settle, { holder: opts.leaseHolder, signal: opts.signal });
+  // Each inquiry continues the trace of the transfer's first request (CONTRACT.md §10).
+  const traced = (row: LedgerState, progressed: (outcome: ResolveRowOutcome, detail?: string) => void): Promise<void> =>
+    inRowSpan(deps, 'guidgate resolve', row, progressed, (trace, p) => settle(row, p, trace));
+  await runOverRows<ResolveRowOutcome>(store, filter, opts, summary, traced, { holder: opts.leaseHolder, signal: opts.signal });
   if (dryRun && summary.ledgerErrors === 0) {
     try {
       summary.tooYoung = await tooYoung(store, now, opts);
@@ -211,10 +218,16 @@ export type InquiryRecorded =
 export async function inquireAndRecord(
   deps: Pick<ResolveDeps, 'store' | 'account' | 'clock' | 'metrics'>,
   row: LedgerState,
-  opts: { readonly minAgeMs: number; readonly key?: string | undefined; readonly params?: Readonly<Record<string, string | number | boolean | null>> | undefined },
+  opts: {
+    readonly minAgeMs: number;
+    readonly key?: string | undefined;
+    readonly params?: Readonly<Record<string, string | number | boolean | null>> | undefined;
+    /** The trace the inquiry continues (the row's span, a child of its claim's kept trace: CONTRACT.md §10). */
+    readonly trace?: Context | undefined;
+  },
 ): Promise<InquiryRecorded> {
   const { store, account } = deps;
-  const answer = await account.inquire(row.guid);
+  const answer = await account.inquire(row.guid, { parent: opts.trace });
   deps.metrics?.inquiry(answer.kind === 'unknown' && !answer.reached ? 'unreachable' : answer.kind);
   // One read of the ledger's clock per row, once the answer is in: the time the answer is recorded at.
   const answeredAt = await ledgerTime(store, deps.clock);

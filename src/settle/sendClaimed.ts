@@ -8,6 +8,7 @@ import type { Metrics } from '../telemetry/metrics.js';
 import { recordOutcome, type Recorded } from './recordOutcome.js';
 import { monotonicNow, type MonotonicClock } from './sendWindow.js';
 import { DEFAULTS } from '../shared/defaults.js';
+import { propagating, ROOT_CONTEXT, SpanKind, startSpan, type Context, type Tracing } from '../telemetry/tracing.js';
 
 /** Where a send's alarms go (a pino logger fits): a send withheld, an answer the row had moved past. */
 export interface SendLogger {
@@ -25,6 +26,8 @@ export interface SendDeps {
   readonly monotonicNow?: MonotonicClock | undefined;
   /** Where a withheld send and a stale answer are logged; without it only the metrics count them. */
   readonly sendLog?: SendLogger | undefined;
+  /** Where the ledger write's span goes (the account call's goes through the account client); default none recorded. */
+  readonly tracing?: Tracing | undefined;
 }
 
 /** Leave to make one call, from the breaker (src/relay/breaker.ts): told how the call ended (null: no call was made after all). */
@@ -52,6 +55,8 @@ export type SendResult =
 export interface Claim {
   readonly state: LedgerState;
   readonly startedAt: number;
+  /** The trace the send belongs to (the channel request's span, or the claim's kept trace): its spans are children of it. */
+  readonly trace?: Context | undefined;
 }
 
 /**
@@ -82,10 +87,13 @@ export async function sendClaimed(
     );
     return { sent: false, guid, why: 'claim-too-slow', elapsedMs, windowMs: deps.sendWindowMs };
   }
-  const call = await deps.account.transfer(claimed.request, guid);
+  const parent = claim.trace ?? ROOT_CONTEXT;
+  const call = await deps.account.transfer(claimed.request, guid, { parent, attempt });
   permit?.done(call.kind);
   deps.metrics.call(call.kind, call.latencyMs);
+  const write = startSpan(deps.tracing ?? propagating, 'ledger record outcome', SpanKind.INTERNAL, parent, { 'guidgate.guid': guid, 'guidgate.attempt': attempt });
   const recorded = await recordOutcome(deps.store, claimed, call, audit);
+  write.span.end();
   if (E.isRight(recorded) && recorded.right.recorded === false && recorded.right.stale !== undefined) staleAnswerAlarm(deps, guid, recorded.right.stale);
   return { sent: true, guid, call, recorded };
 }

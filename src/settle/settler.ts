@@ -3,6 +3,7 @@ import type { AccountClient } from '../account/accountClient.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { resolveUnknown, type ResolveSummary } from './resolve.js';
 import { leaseHolder } from './rows.js';
+import type { Tracing } from '../telemetry/tracing.js';
 
 export interface SettlerDeps {
   readonly store: EventLog & LedgerReadModel & InquirySchedule & RowLeases & LedgerClock;
@@ -12,6 +13,8 @@ export interface SettlerDeps {
   readonly clock: () => number;
   /** One line per run that settled or swept something, and per failed run. */
   readonly log: (summary: ResolveSummary) => void;
+  /** Where each row's span goes (CONTRACT.md §10); default none recorded. */
+  readonly tracing?: Tracing | undefined;
 }
 
 export interface SettlerOptions {
@@ -37,7 +40,7 @@ export interface Settler {
 /** One settle run: `resolve` on the rows whose next inquiry is due; stamps the run's end in the metrics. */
 export async function settleOnce(deps: Omit<SettlerDeps, 'log'>, opts: Omit<SettlerOptions, 'everyMs'>, signal?: AbortSignal): Promise<ResolveSummary> {
   const summary = await resolveUnknown(
-    { store: deps.store, account: deps.account, metrics: deps.metrics },
+    { store: deps.store, account: deps.account, metrics: deps.metrics, tracing: deps.tracing },
     { minAgeMs: opts.minAgeMs, graceMs: opts.graceMs, concurrency: opts.concurrency, onlyDue: true, signal, leaseHolder: opts.leaseHolder },
   );
   deps.metrics.settleRunFinished(deps.clock());

@@ -158,6 +158,13 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
     registers: [registry],
   });
   continuityBreaks.inc(0);
+  const spansDropped = new Counter({
+    name: 'guidgate_trace_spans_dropped_total',
+    help: 'Spans not exported (tracing on): queue-full, the batch queue was full (a collector slower than the relay, or down); export-failed, an export to the collector failed or timed out',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  for (const reason of ['queue-full', 'export-failed']) spansDropped.inc({ reason }, 0);
   const maxAttempts = opts.maxAttempts;
   if (maxAttempts !== undefined) {
     new Gauge({
@@ -224,6 +231,10 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
     /** The continuity guard saw the ledger go back (src/settle/continuityGuard.ts). */
     continuityBreak(): void {
       continuityBreaks.inc();
+    },
+    /** Spans the exporter lost (src/telemetry/tracing.ts). */
+    spansDropped(reason: 'queue-full' | 'export-failed', n: number): void {
+      spansDropped.inc({ reason }, n);
     },
     requestRecordsLost(n: number): void {
       recordsLost.inc(n);

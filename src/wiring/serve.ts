@@ -18,6 +18,7 @@ import { readBlackHoleDeadLetters } from '../settle/stats.js';
 import { orThrow } from '../events/storeResult.js';
 import { gatedStore, watchDurability, type DurabilityWatch } from './durability.js';
 import { startContinuityGuard, type ContinuityLog } from '../settle/continuityGuard.js';
+import { startTracing } from '../telemetry/tracing.js';
 
 export interface ServeOptions {
   readonly port: number;
@@ -58,6 +59,8 @@ export interface ServeOptions {
   readonly check?: boolean;
   /** PostgreSQL: new transfers E503 and /healthz 503 while the primary has no synchronous standby (CONTRACT.md §9). */
   readonly requireSyncStandby?: boolean;
+  /** Where the OpenTelemetry variables are read (default `process.env`). */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 /** After `close()` starts, connections still open this long past the call timeout are cut (slow bodies, keep-alive). */
@@ -87,12 +90,14 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   let durability: DurabilityWatch | null = null;
   const base = opts.requireSyncStandby === true ? gatedStore(ledger.store, () => (durability === null ? 'the durability report is not read yet' : durability.refusal())) : ledger.store;
   const { url: accountUrl, simulator } = await accountSystemUrl(opts, out);
-  const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
   const metrics = createMetrics(base, Date.now, {
     maxAttempts: opts.maxAttempts,
     processMetrics: true,
     blackHoleDeadLetters: async () => (await orThrow(readBlackHoleDeadLetters(base, { maxAttempts: opts.maxAttempts }))).guids,
   });
+  // Spans exported only when an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT); the trace context is passed on always.
+  const tracing = startTracing({ ...(opts.env === undefined ? {} : { env: opts.env }), onLoss: (why, n) => metrics.spansDropped(why, n) });
+  const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, tracing, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
   // The continuity guard (CONTRACT.md §9) watches the ledger for going back; everything writes through its store.
   // Said on `out` until the app's log exists (a going back seen at start), then in the app's log.
   const early = (line: Record<string, unknown>, message: string): void => out(`${message} ${JSON.stringify(line)}`);
@@ -117,6 +122,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     graceMs: opts.graceMs,
     breaker,
     continuity,
+    tracing,
     logger: { level: opts.logLevel },
     ...(opts.keys === undefined ? {} : { keys: opts.keys.keys }),
     ...(opts.tls === undefined ? {} : { https: httpsOptions(opts.tls) }),
@@ -139,7 +145,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   const settleEveryMs = opts.settleEveryMs ?? DEFAULTS.settleEveryMs;
   const settler = settleEveryMs > 0
     ? startSettler(
-        { store, account, metrics, clock: Date.now, log: (summary) => app.log.info({ ...summary }, 'settled in the background') },
+        { store, account, metrics, tracing, clock: Date.now, log: (summary) => app.log.info({ ...summary }, 'settled in the background') },
         { everyMs: settleEveryMs, minAgeMs, graceMs: opts.graceMs, concurrency: DEFAULTS.concurrency },
       )
     : null;
@@ -159,6 +165,7 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
       await continuity.stop();
       await store.close();
       await simulator?.close();
+      await tracing.shutdown();
     },
   });
   return { url, app, simulator, close };

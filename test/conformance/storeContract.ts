@@ -233,6 +233,19 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(stream[2]!.data).toMatchObject({ response });
         expect((await orThrow(store.readAll(-1, 10))).map((e) => e.seq)).toEqual([0, 1, 2]);
       });
+
+      it("a claim's trace context (CONTRACT.md §10) comes back from the log, and a claim without one (as written before #30) still reads", async () => {
+        const store = await open(await fresh());
+        const trace = { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', tracestate: 'congo=t61rcWkgMzE' };
+        await orThrow(store.execute('t', { type: 'Submit', request: '{"guid":"t"}', fingerprint: 'fp', timeoutMs: 3000, maxAttempts: 3, trace }));
+        await orThrow(store.execute('old', submit('fp', '{"guid":"old"}')));
+        const [claimedWith] = await orThrow(store.readStream('t'));
+        expect(claimedWith!.data).toEqual({ request: '{"guid":"t"}', fingerprint: 'fp', trace });
+        const [claimedWithout] = await orThrow(store.readStream('old'));
+        expect(claimedWithout!.data).toEqual({ request: '{"guid":"old"}', fingerprint: 'fp' });
+        // Kept in the log only: the row is the same with or without it.
+        expect(await orThrow(store.verifyProjection())).toEqual([]);
+      });
     });
 
     describe('batch isolation', () => {

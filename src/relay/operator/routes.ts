@@ -8,6 +8,7 @@ import { toStoreError } from '../../events/storeResult.js';
 import { listLedger } from '../../settle/ledger.js';
 import { reprocessFailed, whyReprocessLeavesOut } from '../../settle/reprocess.js';
 import { resolveUnknown, whyResolveLeavesOut } from '../../settle/resolve.js';
+import type { Tracing } from '../../telemetry/tracing.js';
 import { topLevelMembers } from '../../json/topLevelMembers.js';
 import { DEFAULTS } from '../../shared/defaults.js';
 import { formatDuration, parseDuration } from '../../shared/duration.js';
@@ -43,6 +44,8 @@ export interface OperatorDeps {
   readonly graceMs: number;
   /** What a reprocess's send window is measured on; default `performance.now`. */
   readonly monotonicNow?: MonotonicClock | undefined;
+  /** Where a resolve's or reprocess's row span goes (it continues the claim's trace, CONTRACT.md §10). */
+  readonly tracing?: Tracing | undefined;
   /** Sends a reply in the contract's shape (and counts it). */
   readonly send: (reply: FastifyReply, r: Reply) => FastifyReply;
 }
@@ -336,7 +339,7 @@ function actionInput(req: ActionRequest, floorMs: number): E.Either<Reply, { dry
 
 /** The command's own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry. */
 async function runOnGuid(deps: OperatorDeps, name: ActionName, req: ActionRequest, opts: { dryRun: boolean; minAgeMs: number; maxAttempts: number }): Promise<ActionRun> {
-  const { store, account, metrics } = deps;
+  const { store, account, metrics, tracing } = deps;
   const { guid } = req.params;
   const key = requestKey(req)?.name;
   // The command reports the row through onRow (`not-leased`: selected, but another run held it or it moved).
@@ -344,9 +347,9 @@ async function runOnGuid(deps: OperatorDeps, name: ActionName, req: ActionReques
   const onRow = (row: LedgerState, outcome: string, detail?: string) => void (reported = { row, outcome, detail });
   const { ledgerErrors } =
     name === 'resolve'
-      ? await resolveUnknown({ store, account, metrics }, { guid, key, minAgeMs: opts.minAgeMs, graceMs: deps.graceMs, dryRun: opts.dryRun, limit: 1, onRow })
+      ? await resolveUnknown({ store, account, metrics, tracing }, { guid, key, minAgeMs: opts.minAgeMs, graceMs: deps.graceMs, dryRun: opts.dryRun, limit: 1, onRow })
       : await reprocessFailed(
-          { store, account, metrics, monotonicNow: deps.monotonicNow, sendLog: req.log },
+          { store, account, metrics, monotonicNow: deps.monotonicNow, sendLog: req.log, tracing },
           { guid, key, maxAttempts: opts.maxAttempts, timeoutMs: deps.timeoutMs, graceMs: deps.graceMs, minAgeMs: opts.minAgeMs, dryRun: opts.dryRun, limit: 1, onRow },
         );
   return { ...reported, ledgerErrors };

@@ -9,6 +9,7 @@ import {
   type ReconcileSummary, type ReconcileWindow,
 } from '../reconcile/index.js';
 import { inquireAndRecord, type InquiryRecorded } from './resolve.js';
+import { claimContext } from './claimTrace.js';
 import { forEachBounded, pagedRows } from './rows.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { sweepOrphans } from './sweepOrphans.js';
@@ -179,7 +180,9 @@ async function settleOne(store: ReconcileRunOptions['store'], w: SettleWith, b: 
     row = await read();
     if (row === null) return done('gone', null, 'no row any more');
   }
-  const r = await inquireAndRecord({ store, account: w.account }, row, { minAgeMs: 0, key: w.key, params: { reconcile: b.category } });
+  // The inquiry continues the trace of the transfer's first request, kept with its claim (CONTRACT.md §10).
+  const trace = await claimContext(store, b.guid);
+  const r = await inquireAndRecord({ store, account: w.account }, row, { minAgeMs: 0, key: w.key, params: { reconcile: b.category }, trace });
   if (r.outcome === 'ledger-error') throw r.error;
   const after = await read();
   return done(r.outcome, after, r.detail ?? null, r.answered);

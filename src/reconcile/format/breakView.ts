@@ -20,15 +20,8 @@ export interface LedgerView {
   readonly currency: string | null;
 }
 
-export interface EntryView {
-  readonly ref: string;
-  readonly from: string;
-  readonly to: string;
-  readonly amount: bigint;
-  readonly currency: string | null;
-  readonly appliedAt: number;
-  readonly line: number;
-}
+/** A posting as a break shows it: the journal's entry without the GUID the break already names. */
+export type EntryView = Omit<JournalEntry, 'guid'>;
 
 /** A break as every format shows it: plain values (amounts still exact BigInts), accounts masked unless asked. */
 export interface BreakView {

@@ -172,10 +172,10 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
     permit?.done(null);
     return { reply: replyForState(claimed), request, ...knownAs(claimed, request), decision: 'replayed' };
   }
-  // Claimed outside the window on a server that may have changed since the last check: sent only once a check made
-  // after the claim finds the server known (CONTRACT.md §9); else the row stays SENT, never called, for the sweep and
-  // the inquiry to settle.
-  if (existing === null && window === null && deps.continuity !== undefined && !(await deps.continuity.afterFirstClaim(gateSeen))) {
+  // A new GUID's claim, on a server that may have changed since the last check: sent only once a check made after the
+  // claim finds the server known (CONTRACT.md §9); else the row stays SENT, never called, for the sweep and the
+  // inquiry to settle. Inside the window too: the inquiry before the claim cannot see a going back after it.
+  if (existing === null && deps.continuity !== undefined && !(await deps.continuity.afterFirstClaim(gateSeen))) {
     permit?.done(null);
     return { reply: codeReply('E901', request.guid, { message: CONTINUITY_CLAIMED_MESSAGE }), request, ...knownAs(claimed, request), decision: 'withheld' };
   }

@@ -55,7 +55,7 @@ export interface ContinuityGate {
    */
   beforeFirstClaim(): StoreResult<{ readonly window: { readonly wentBackAt: number } | null } & ClaimGate>;
   /**
-   * After a GUID the ledger did not know was claimed outside the window, before it is sent: where the server can
+   * After a GUID the ledger did not know was claimed (in the window or not), before it is sent: where the server can
    * change under the connection, a check that started after the claim was acknowledged (shared by the claims
    * waiting at the time) says whether the claim went to the server known. `true`: send; `false`: the ledger went back
    * since `beforeFirstClaim` (`breaks` is what it said), or could not be checked, so the claim may stand on a server

@@ -13,6 +13,10 @@ import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { startContinuityGuard, type ContinuityGuard } from '../../src/settle/continuityGuard.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { createAccountClient } from '../../src/account/accountClient.js';
+import { relayTransfer } from '../../src/relay/relayTransfer.js';
+import { startSimulator } from '../../src/simulator/index.js';
+import { createMetrics } from '../../src/telemetry/metrics.js';
 import { useCleanup } from '../support/cleanup.js';
 import { useTempDir } from '../support/tmp.js';
 
@@ -108,5 +112,30 @@ describe('the continuity guard on a real ledger', () => {
     const third = await guarded(3_600_000, path);
     expect(third.breaks()).toBe(0);
     expect(third.guard.view()).toMatchObject({ state: 'window' });
+  });
+
+  it('inside the window, a claim the inquiry cleared is still not sent when the ledger went back again after it (found in review: a second failover between the inquiry and the claim)', async () => {
+    const g = await guarded();
+    g.as.server = 'pg:1/timeline 2';
+    await orThrow(g.guard.check());
+    expect(g.guard.view()).toMatchObject({ state: 'window', breaks: 1 });
+    const sim = cleanup.use(await startSimulator({ port: 0 }));
+    const account = cleanup.use(createAccountClient({ baseUrl: sim.url, timeoutMs: 2000 }));
+    // The claim commits, then the server changes again (another promotion) and the guard's timer sees it before the send.
+    const store: EventStore = {
+      ...g.guard.store,
+      execute: async (...args: Parameters<EventStore['execute']>) => {
+        const result = await g.guard.store.execute(...args);
+        g.as.server = 'pg:1/timeline 3';
+        await orThrow(g.guard.check());
+        return result;
+      },
+    };
+    const deps = { store, account, metrics: createMetrics(store, Date.now), timeoutMs: 2000, maxAttempts: 3, minAgeMs: 0, graceMs: 60_000, continuity: g.guard };
+    const r = await relayTransfer(deps, Buffer.from(JSON.stringify({ guid: 'W-1', from: 'ACC-1', to: 'ACC-2', amount: 5 })), undefined);
+    expect([r.reply.code, r.decision]).toEqual(['E901', 'withheld']);
+    expect(sim.guidStats('W-1').calls).toBe(0);
+    expect(g.breaks()).toBe(2);
+    expect(await orThrow(g.inner.getLedger('W-1'))).toMatchObject({ status: 'SENT' });
   });
 });

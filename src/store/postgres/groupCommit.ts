@@ -61,8 +61,9 @@ async function atServerTime(client: pg.ClientBase, units: readonly SubmittedUnit
  * those whose every unit brings the same one (a GUID with an `appendEvents`, a unit without `seen` or two different
  * rows is read and locked as usual). The write's compare-and-set tells whether the row still is what was seen: the
  * UPDATE moves it only from the seen `last_seq`, the INSERT of a new row does nothing over a row that exists. A GUID
- * that loses there, or whose units were not all written (a refusal or an error decided on a row that may be out of
- * date), is locked and decided again in the next round, so the result is the one without `seen`.
+ * that loses there, or that the round wrote nothing for (only refusals or errors, decided on a row that may be out of
+ * date), is locked and decided again in the next round, so the result is the one without `seen`. (A GUID written and
+ * won had the row seen, so the refusals beside it in the batch stand.)
  */
 function trustedRows(units: readonly SubmittedUnit[]): Map<string, LedgerState | null> {
   const trusted = new Map<string, LedgerState | null>();

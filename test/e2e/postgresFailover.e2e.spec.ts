@@ -14,7 +14,7 @@ import { openStore } from '../../src/store/openStore.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { cli, transferBody } from '../support/commandsSeed.js';
 import { clustersForTests, isWritable, startAutoFailoverFormation } from '../support/pgCluster.js';
-import { sigkillAndWait } from '../support/settle.js';
+import { expectSettledOnceEach, sigkillAndWait } from '../support/settle.js';
 import { startServe } from '../support/serveProcess.js';
 import { useCleanup } from '../support/cleanup.js';
 import { sleep, waitFor } from '../support/waitFor.js';
@@ -116,13 +116,7 @@ describe.skipIf(!available)('PostgreSQL failover under a resending load (pg_auto
     const store = await openStore(db, { create: false });
     try {
       await waitFor(async () => (await orThrow(store.countLedger({ statuses: ['RECEIVED', 'SENT', 'UNKNOWN', 'FAILED'] }))) === 0, { timeoutMs: 60_000, intervalMs: 250, what: 'every row settled by the relays' });
-      const stats = sim.stats();
-      expect(stats.doubleApplied).toEqual([]);
-      for (const g of guids) {
-        const row = await orThrow(store.getLedger(g));
-        if (row === null) expect(stats.calls[g] ?? 0, g).toBe(0);
-        else expect([row.status, stats.applied[g] ?? 0], g).toEqual(['DONE', 1]);
-      }
+      await expectSettledOnceEach(store, sim, guids);
       expect(await orThrow(store.verifyProjection())).toEqual([]);
     } finally {
       await store.close();

@@ -10,7 +10,7 @@ import { openPostgresStore } from '../../src/store/postgres/postgresStore.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { cli, transferBody } from '../support/commandsSeed.js';
 import { admin, postgresForTests, useTestDatabases } from '../support/pg.js';
-import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
+import { expectSettledOnceEach, settleWithCommands, sigkillAndWait } from '../support/settle.js';
 import { startServe } from '../support/serveProcess.js';
 import { useCleanup } from '../support/cleanup.js';
 import { sleep, waitFor } from '../support/waitFor.js';
@@ -107,14 +107,7 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
 
     const store = await openPostgresStore({ projection: ledgerProjection, url: db });
     try {
-      const stats = sim.stats();
-      expect(stats.doubleApplied).toEqual([]);
-      for (const g of guids) {
-        const row = await orThrow(store.getLedger(g));
-        // Never claimed (every copy got E503 or never arrived): never called. Claimed: settled, applied once.
-        if (row === null) expect(stats.calls[g] ?? 0, g).toBe(0);
-        else expect([row.status, stats.applied[g] ?? 0], g).toEqual(['DONE', 1]);
-      }
+      await expectSettledOnceEach(store, sim, guids);
       expect(await orThrow(store.countLedger({ statuses: ['RECEIVED', 'SENT', 'UNKNOWN', 'FAILED'] }))).toBe(0);
       expect(await orThrow(store.verifyProjection())).toEqual([]);
     } finally {

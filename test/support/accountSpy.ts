@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { Socket } from 'node:net';
 import { request } from 'undici';
 import type { SeenCall } from './otlpReceiver.js';
+import { listenOnLoopback } from './loopback.js';
 
 export interface AccountSpy {
   /** Point the relay's --account-url here. */
@@ -19,7 +19,6 @@ const one = (v: string | string[] | undefined): string | undefined => (Array.isA
  */
 export async function startAccountSpy(target: string): Promise<AccountSpy> {
   const calls: SeenCall[] = [];
-  const sockets = new Set<Socket>();
   const server: Server = createServer((req: IncomingMessage, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -40,18 +39,6 @@ export async function startAccountSpy(target: string): Promise<AccountSpy> {
       })();
     });
   });
-  server.on('connection', (s: Socket) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `http://127.0.0.1:${port}`,
-    calls,
-    async close() {
-      for (const s of sockets) s.destroy();
-      await new Promise((r) => server.close(r));
-    },
-  };
+  const listening = await listenOnLoopback(server);
+  return { url: listening.url, calls, close: listening.close };
 }

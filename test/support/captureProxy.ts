@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import { Agent, request } from 'undici';
+import { listenOnLoopback } from './loopback.js';
 
 /** What the proxy does to the first POST of a GUID (later ones are always forwarded and answered). */
 export type FirstSendFault = 'black-hole' | 'drop-answer';
@@ -40,7 +40,6 @@ function guidOf(body: Buffer): string {
 export async function startCaptureProxy(target: string, faultFor: (guid: string) => FirstSendFault | undefined): Promise<CaptureProxy> {
   const upstream = new Agent({ pipelining: 1 });
   const bodies = new Map<string, Buffer[]>();
-  const sockets = new Set<Socket>();
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const body = await readBody(req);
@@ -80,19 +79,12 @@ export async function startCaptureProxy(target: string, faultFor: (guid: string)
   const server = createServer((req, res) => {
     handle(req, res).catch(() => req.socket.destroy());
   });
-  server.on('connection', (s: Socket) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  const listening = await listenOnLoopback(server);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: listening.url,
     bodies,
     async close() {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await listening.close();
       await upstream.close();
     },
   };

@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { Socket } from 'node:net';
+import { listenOnLoopback } from './loopback.js';
 
 /** One span as the OTLP/JSON payload has it, its attributes flattened to values. */
 export interface ReceivedSpan {
@@ -39,8 +39,6 @@ const flat = (kvs: readonly KeyValue[] | undefined): Record<string, string | num
  */
 export async function startOtlpReceiver(answer: 'ok' | 'never' = 'ok'): Promise<OtlpReceiver> {
   const payloads: Buffer[] = [];
-  const sockets = new Set<Socket>();
-  let accepted = 0;
   const server: Server = createServer((req: IncomingMessage, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -49,15 +47,9 @@ export async function startOtlpReceiver(answer: 'ok' | 'never' = 'ok'): Promise<
       if (answer === 'ok') res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
     });
   });
-  server.on('connection', (s: Socket) => {
-    accepted++;
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
+  const listening = await listenOnLoopback(server);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: listening.url,
     payloads,
     spans() {
       const out: ReceivedSpan[] = [];
@@ -79,11 +71,8 @@ export async function startOtlpReceiver(answer: 'ok' | 'never' = 'ok'): Promise<
       }
       return out;
     },
-    connections: () => accepted,
-    async close() {
-      for (const s of sockets) s.destroy();
-      await new Promise((r) => server.close(r));
-    },
+    connections: listening.accepted,
+    close: listening.close,
   };
 }
 

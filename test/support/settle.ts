@@ -3,6 +3,23 @@ import { expect } from 'vitest';
 import { cli } from './commandsSeed.js';
 import { exited } from './serveProcess.js';
 import { waitFor } from './waitFor.js';
+import type { LedgerReadModel } from '../../src/events/store.js';
+import { orThrow } from '../../src/events/storeResult.js';
+import type { Simulator } from '../../src/simulator/index.js';
+
+/**
+ * At most once, every GUID: nothing applied twice; a GUID never claimed (every copy got E503 or never arrived) never
+ * called; a claimed one settled DONE and applied exactly once.
+ */
+export async function expectSettledOnceEach(store: Pick<LedgerReadModel, 'getLedger'>, sim: Pick<Simulator, 'stats'>, guids: readonly string[]): Promise<void> {
+  const stats = sim.stats();
+  expect(stats.doubleApplied).toEqual([]);
+  for (const g of guids) {
+    const row = await orThrow(store.getLedger(g));
+    if (row === null) expect(stats.calls[g] ?? 0, g).toBe(0);
+    else expect([row.status, stats.applied[g] ?? 0], g).toEqual(['DONE', 1]);
+  }
+}
 
 /**
  * What an operator runs after an outage or a crash, as processes: `resolve` (every UNKNOWN row, after the

@@ -216,16 +216,8 @@ const median = (xs: readonly number[]): number => {
 /** The median of the values that are there; null when any is missing. */
 const medianOf = (xs: ReadonlyArray<number | null>): number | null => (xs.some((x) => x === null) || xs.length === 0 ? null : median(xs as number[]));
 
-interface Figures {
-  rps: number;
-  p50: number;
-  p99: number;
-  relayUs: number | null;
-  serverUs: number | null;
-  stubUs: number | null;
-  loadGeneratorUs: number;
-  forwards: number;
-  failed: number;
+/** A load's figures as medians over the rounds, and their ratios to the naive relay's. */
+interface Figures extends Load {
   /** Medians of the ratios to the naive relay's new-GUID load of the same round. */
   rpsRatio: number;
   p99Ratio: number;

@@ -315,6 +315,11 @@ export interface ReplyContext {
   readonly rowFingerprint: string | null;
   /** The states the row passed through while the request was answered (see statesBetween). */
   readonly states: readonly MState[];
+  /**
+   * There was no row when the request was sent: the relay may have read it absent even when another request's
+   * claim made the row before the reply (then `states` begins with that claim's RECEIVED).
+   */
+  readonly absentBefore: boolean;
   readonly maxAttempts: number;
   /** The first definite answer any channel got for this GUID, if one did (checked against a purged row). */
   readonly firstDefinite: string | undefined;
@@ -373,7 +378,7 @@ export function judgeReply(r: ObservedReply, ctx: ReplyContext): string[] {
     case 'E902':
       if (breakerRefusal(json)) {
         // §7: the breaker answers before the claim, so only a request that would have been sent gets it.
-        if (!some((s) => s.status === 'FAILED' && s.attempts < ctx.maxAttempts) && ctx.states.length > 0) say('the breaker refuses only what would be sent (a new GUID, or FAILED under the cap)');
+        if (!some((s) => s.status === 'FAILED' && s.attempts < ctx.maxAttempts) && !ctx.absentBefore) say('the breaker refuses only what would be sent (a new GUID, or FAILED under the cap)');
         break;
       }
       if (!some((s) => s.status === 'FAILED')) say('E902 only for FAILED');

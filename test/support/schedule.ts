@@ -609,6 +609,7 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
       requestFingerprint: req.fingerprint,
       rowFingerprint: after?.fingerprint ?? null,
       states: between.states,
+      absentBefore: before === null,
       maxAttempts: sc.maxAttempts,
       firstDefinite: firstDefinite.get(guid),
     })) violate(`${guid} ${v}: ${why}`);

@@ -27,7 +27,9 @@ export function soakSeconds(): number | null {
 export function propertyBudget(defaultSeconds: number, minRuns: number): Budget {
   const soak = soakSeconds();
   const seconds = soak ?? defaultSeconds;
-  return { seconds, ms: seconds * 1000, numRuns: 1_000_000, testTimeoutMs: seconds * 1000 + 120_000, soak: soak !== null, minRuns };
+  // A replay (GUIDGATE_PROPERTY_REPLAY) is one run.
+  const replaying = replayOf(process.env['GUIDGATE_PROPERTY_REPLAY']) !== null;
+  return { seconds, ms: seconds * 1000, numRuns: 1_000_000, testTimeoutMs: seconds * 1000 + 120_000, soak: soak !== null, minRuns: replaying ? 1 : minRuns };
 }
 
 /**
@@ -36,12 +38,33 @@ export function propertyBudget(defaultSeconds: number, minRuns: number): Budget 
  * off by the time limit is no failure; a counter-example is, with fast-check's report.
  */
 export async function checkWithinBudget<Ts extends [unknown, ...unknown[]]>(property: fc.IAsyncProperty<Ts>, budget: Budget): Promise<void> {
+  const replay = replayOf(process.env['GUIDGATE_PROPERTY_REPLAY']);
+  if (replay !== null) {
+    await fc.assert(property, { ...replay, numRuns: 1, endOnFailure: true, includeErrorInReport: true });
+    return;
+  }
   const started = Date.now();
-  await fc.assert(property, { numRuns: budget.minRuns });
+  await fc.assert(property, { numRuns: budget.minRuns, includeErrorInReport: true });
   const left = budget.ms - (Date.now() - started);
   if (left <= 0) return;
-  const more = await fc.check(property, { interruptAfterTimeLimit: left, markInterruptAsFailure: false, numRuns: budget.numRuns });
-  if (more.failed && more.counterexample !== null) throw new Error(await fc.asyncDefaultReportMessage(more));
+  const more = await fc.check(property, {
+    interruptAfterTimeLimit: left,
+    markInterruptAsFailure: false,
+    numRuns: budget.numRuns,
+    includeErrorInReport: true,
+  });
+  if (more.failed && more.counterexample !== null) throw new Error(await fc.asyncDefaultReportMessage(more), { cause: more.errorInstance });
+}
+
+/**
+ * `GUIDGATE_PROPERTY_REPLAY=SEED:PATH` (the seed and path of a failure's report) runs that one counter-example
+ * again instead of the budget. Schedules over real processes and clocks may not fail the same way twice.
+ */
+function replayOf(raw: string | undefined): { seed: number; path: string } | null {
+  if (raw === undefined || raw.trim() === '') return null;
+  const m = /^(-?\d+):([\d:]+)$/.exec(raw.trim());
+  if (m === null) throw new Error(`GUIDGATE_PROPERTY_REPLAY must be SEED:PATH as a failure's report gives them (e.g. 779928300:5), got ${raw}`);
+  return { seed: Number(m[1]), path: m[2]! };
 }
 
 /**

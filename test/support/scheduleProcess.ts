@@ -476,7 +476,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
     lastReply.set(`${guid}/${v}`, code);
     if (after !== null && classOf(g, after.fingerprint) === null) violate(`${guid}: ledger fingerprint is not the contract fingerprint of anything sent`);
     const ledgerStalled = w.stalledDuring(sentAt, Date.now());
-    for (const why of judgeReply(r, { requestFingerprint: req.fingerprint, rowFingerprint: after?.fingerprint ?? null, states: between.states, maxAttempts: RELAY.maxAttempts, firstDefinite: firstDefinite.get(guid), ledgerStalled })) {
+    for (const why of judgeReply(r, { requestFingerprint: req.fingerprint, rowFingerprint: after?.fingerprint ?? null, states: between.states, absentBefore: before === null, maxAttempts: RELAY.maxAttempts, firstDefinite: firstDefinite.get(guid), ledgerStalled })) {
       violate(`${guid} ${v}: ${why}`);
     }
     if (isDefinite(code)) {

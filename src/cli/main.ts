@@ -5,7 +5,7 @@
 import { Command, CommanderError } from 'commander';
 import { registerCheckCommand } from './check.js';
 import { registerDemo } from './demo.js';
-import { applyBooleanEnv, checkDbUrl } from './options.js';
+import { applyBooleanEnv, checkDbUrl, checkTracingEnv } from './options.js';
 import { endQuietlyOnClosedPipe, escapeControls } from './output.js';
 import { registerHistory } from './history.js';
 import { registerKeysCommand } from './keys.js';
@@ -30,6 +30,7 @@ const program = new Command('guidgate')
   .hook('preAction', (_program, command) => {
     applyBooleanEnv(command);
     checkDbUrl(command);
+    checkTracingEnv(command);
   });
 
 registerServe(program);

@@ -4,6 +4,7 @@ import { DEFAULTS } from '../shared/defaults.js';
 import { formatDuration, parseDuration } from '../shared/duration.js';
 import { MIN_GRACE_MS } from '../settle/sendWindow.js';
 import { postgresUrlProblem } from '../store/postgres/postgresUrl.js';
+import { tracingSettingsProblem } from '../telemetry/otlpSettings.js';
 
 /** Each boolean flag's environment variable (commander's own `.env()` is used for the others). */
 const booleanVariables = new WeakMap<Option, string>();
@@ -128,6 +129,19 @@ export function checkDbUrl(command: Command): void {
   if (typeof db !== 'string' || !/^postgres(ql)?:\/\//i.test(db)) return;
   const problem = postgresUrlProblem(db);
   if (problem !== null) command.error(`error: --db: ${problem}`, { exitCode: 2, code: 'guidgate.db' });
+}
+/** The commands that export spans when an OTLP endpoint is set (the others only pass the trace context on). */
+const EXPORTING_COMMANDS = new Set(['serve', 'resolve', 'reprocess']);
+
+/**
+ * For the commands that export spans, OpenTelemetry variables asking for an export guidgate cannot make (an OTLP
+ * protocol other than http/protobuf or http/json) are bad usage, exit 2, naming the variable: before anything is
+ * opened or called.
+ */
+export function checkTracingEnv(command: Command): void {
+  if (!EXPORTING_COMMANDS.has(command.name())) return;
+  const problem = tracingSettingsProblem();
+  if (problem !== null) command.error(`error: ${problem}`, { exitCode: 2, code: 'guidgate.tracing' });
 }
 export const accountUrlFlag = () => flag('--account-url <url>', 'base URL of the account system').argParser(urlArg).makeOptionMandatory();
 export const limitFlag = (what = 'handle at most this many rows') => flag('--limit <n>', what).argParser(intArg(1));

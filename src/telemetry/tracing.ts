@@ -32,10 +32,12 @@ import {
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { BasicTracerProvider, BatchSpanProcessor, RandomIdGenerator } from '@opentelemetry/sdk-trace-base';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as OtlpProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import { packageRoot } from '../shared/packageRoot.js';
+import { exportRequested, otlpProtocol } from './otlpSettings.js';
 
 export { ROOT_CONTEXT, SpanKind, SpanStatusCode, type Context, type Span };
 
@@ -107,17 +109,10 @@ export interface TracingOptions {
   readonly onLoss?: (why: SpanLoss, spans: number) => void;
 }
 
-/** Whether the environment asks for export: an OTLP endpoint set, and the SDK not disabled. */
-export function exportRequested(env: NodeJS.ProcessEnv = process.env): boolean {
-  const set = (name: string): boolean => (env[name] ?? '').trim() !== '';
-  if ((env.OTEL_SDK_DISABLED ?? '').trim().toLowerCase() === 'true') return false;
-  if ((env.OTEL_TRACES_EXPORTER ?? '').trim().toLowerCase() === 'none') return false;
-  return set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') || set('OTEL_EXPORTER_OTLP_ENDPOINT');
-}
-
 /**
  * Tracing as the OpenTelemetry variables say: `propagating` (nothing started) without an OTLP endpoint, else the
- * SDK exporting over OTLP/HTTP. The SDK reads its own variables (endpoint, headers, timeout, `OTEL_BSP_*`,
+ * SDK exporting over OTLP/HTTP, in protobuf unless `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL` says `http/json`
+ * (otlpSettings.ts; the command line refuses another value before this runs). The SDK reads its own variables (endpoint, headers, timeout, `OTEL_BSP_*`,
  * `OTEL_TRACES_SAMPLER(_ARG)`); `OTEL_SERVICE_NAME` defaults to guidgate, `OTEL_RESOURCE_ATTRIBUTES` adds to it.
  */
 export function startTracing(options: TracingOptions = {}): Tracing {
@@ -126,7 +121,11 @@ export function startTracing(options: TracingOptions = {}): Tracing {
   const resource = defaultResource()
     .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'guidgate', [ATTR_SERVICE_VERSION]: packageRoot()?.version ?? 'unknown' }))
     .merge(detectResources({ detectors: [envDetector] }));
-  const processor = new BatchSpanProcessor(new OTLPTraceExporter(), {
+  const protocol = otlpProtocol(env);
+  if ('problem' in protocol) throw new Error(protocol.problem);
+  // The exporters read the endpoint, headers and timeout from process.env themselves.
+  const exporter = protocol.protocol === 'http/json' ? new OtlpJsonExporter() : new OtlpProtobufExporter();
+  const processor = new BatchSpanProcessor(exporter, {
     // The batch processor reports what it drops (a full queue) and what an export lost through its self-observability
     // meter: only that counter is listened to.
     selfObsMeterProvider: lossMeter(options.onLoss),

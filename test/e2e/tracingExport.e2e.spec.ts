@@ -1,4 +1,6 @@
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { cli } from '../support/commandsSeed.js';
 import { describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type ReceivedSpan } from '../support/otlpReceiver.js';
 import { httpRequest, transfer } from '../support/relayHarness.js';
@@ -32,16 +34,20 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 
 /**
  * Export over OTLP/HTTP (CONTRACT.md §10) from the real relay process to a collector on loopback that decodes the
- * JSON payloads the exporter sends.
+ * payloads the exporter sends, in either encoding.
  */
 describe('spans exported over OTLP/HTTP', () => {
   const tmp = useTempDir();
   const cleanup = useCleanup();
 
-  it('exports the server span with what the relay decided, its children, and no account number anywhere; the log line names the trace', async () => {
+  it.each([
+    { encoding: 'protobuf (the default)', protocol: undefined, contentType: 'application/x-protobuf' },
+    { encoding: 'JSON (OTEL_EXPORTER_OTLP_PROTOCOL=http/json)', protocol: 'http/json', contentType: 'application/json' },
+  ])('in $encoding: exports the server span with what the relay decided, its children, and no account number anywhere; the log line names the trace', async ({ protocol, contentType }) => {
     const receiver = cleanup.use(await startOtlpReceiver('ok'));
     const relay = serveProcess(tmp(), {
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '50', OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=test,team=payments',
+      ...(protocol === undefined ? {} : { OTEL_EXPORTER_OTLP_PROTOCOL: protocol }),
     }, cleanup);
     const url = await relay.ready;
     const body = transfer({ from: FROM, to: TO });
@@ -77,6 +83,7 @@ describe('spans exported over OTLP/HTTP', () => {
     expect(call!.attributes).toMatchObject({ 'http.request.method': 'POST', 'server.address': '127.0.0.1', 'http.response.status_code': 200, 'guidgate.outcome': 'definite', 'guidgate.attempt': 1 });
     expect(byName(spans, 'ledger record outcome')[0]!.parentSpanId).toBe(first!.spanId);
 
+    expect(new Set(receiver.contentTypes)).toEqual(new Set([contentType]));
     // Nothing of the request but its GUID: no account number, no amount, in any byte of any payload.
     const bytes = Buffer.concat(receiver.payloads).toString('utf8');
     expect(bytes).toContain(guid);
@@ -117,5 +124,22 @@ describe('spans exported over OTLP/HTTP', () => {
     const metrics = await httpRequest(`${onUrl}/metrics`, { method: 'GET' });
     const dropped = Number(/guidgate_trace_spans_dropped_total\{reason="queue-full"\} (\d+)/.exec(metrics.body)?.[1]);
     expect(dropped).toBeGreaterThan(0);
+  });
+});
+
+describe('an export guidgate cannot make', () => {
+  const under = useTempDir();
+  it('an OTLP protocol other than http/protobuf or http/json is exit 2 naming the variable, for the commands that export; nothing opened', async () => {
+    const tmp = under();
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' };
+    const runs = await Promise.all([['serve'], ['resolve', '--account-url', 'http://127.0.0.1:9'], ['reprocess', '--account-url', 'http://127.0.0.1:9']].map((c) => cli([...c, '--db', join(tmp, `${c[0]}.db`)], env, { killAfterMs: 20_000 })));
+    for (const r of runs) {
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toContain("OTEL_EXPORTER_OTLP_PROTOCOL='grpc' is not an OTLP protocol guidgate exports with (http/protobuf, http/json)");
+    }
+    expect(readdirSync(tmp)).toEqual([]);
+    // A command that exports nothing is not held up by it: it goes on to say there is no ledger.
+    const stats = await cli(['stats', '--db', join(tmp, 'stats.db')], env);
+    expect([stats.code, stats.stderr.trim()]).toEqual([1, `guidgate stats: no ledger at ${join(tmp, 'stats.db')}`]);
   });
 });

@@ -1,7 +1,8 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { listenOnLoopback } from './loopback.js';
+import { decodeTraceRequest } from './otlpProtobuf.js';
 
-/** One span as the OTLP/JSON payload has it, its attributes flattened to values. */
+/** One span as the OTLP payload has it (either encoding), its attributes flattened to values. */
 export interface ReceivedSpan {
   readonly traceId: string;
   readonly spanId: string;
@@ -19,6 +20,8 @@ export interface OtlpReceiver {
   readonly url: string;
   /** Every request body as it arrived, bytes untouched. */
   readonly payloads: Buffer[];
+  /** The content type of each request, in the order of `payloads`. */
+  readonly contentTypes: string[];
   /** The spans of every payload so far, decoded. */
   spans(): ReceivedSpan[];
   /** Connections accepted so far (a silent collector answers none of them). */
@@ -33,28 +36,34 @@ const flat = (kvs: readonly KeyValue[] | undefined): Record<string, string | num
   Object.fromEntries((kvs ?? []).map(({ key, value }) => [key, value.stringValue ?? (value.intValue !== undefined ? Number(value.intValue) : undefined) ?? value.boolValue ?? value.doubleValue ?? '']));
 
 /**
- * A collector on loopback that speaks OTLP/HTTP with JSON payloads (what @opentelemetry/exporter-trace-otlp-http
- * sends): `answer` decides whether it answers (200, `{}`) or accepts each request and never answers (a collector
+ * A collector on loopback that speaks OTLP/HTTP, protobuf (`application/x-protobuf`, what guidgate sends by default)
+ * or JSON (`application/json`, OTEL_EXPORTER_OTLP_PROTOCOL=http/json) payloads: `answer` decides whether it answers (200, `{}`) or accepts each request and never answers (a collector
  * that hangs).
  */
 export async function startOtlpReceiver(answer: 'ok' | 'never' = 'ok'): Promise<OtlpReceiver> {
   const payloads: Buffer[] = [];
+  const contentTypes: string[] = [];
   const server: Server = createServer((req: IncomingMessage, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       payloads.push(Buffer.concat(chunks));
-      if (answer === 'ok') res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      contentTypes.push(req.headers['content-type'] ?? '');
+      if (answer !== 'ok') return;
+      // An empty ExportTraceServiceResponse in the request's encoding.
+      if (req.headers['content-type'] === 'application/x-protobuf') res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+      else res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
     });
   });
   const listening = await listenOnLoopback(server);
   return {
     url: listening.url,
     payloads,
+    contentTypes,
     spans() {
       const out: ReceivedSpan[] = [];
-      for (const p of payloads) {
-        const doc = JSON.parse(p.toString('utf8')) as {
+      for (const [i, p] of payloads.entries()) {
+        const doc = (contentTypes[i] === 'application/x-protobuf' ? decodeTraceRequest(p) : JSON.parse(p.toString('utf8'))) as {
           resourceSpans?: { resource?: { attributes?: KeyValue[] }; scopeSpans?: { spans?: { traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; attributes?: KeyValue[]; links?: { traceId: string; spanId: string }[]; startTimeUnixNano: string }[] }[] }[];
         };
         for (const rs of doc.resourceSpans ?? []) {

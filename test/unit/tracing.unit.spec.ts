@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { continuedContext, exportRequested, keptContext, keptTrace, propagating, SpanKind, startSpan, startTracing, traceHeaders } from '../../src/telemetry/tracing.js';
+import { exportRequested, otlpProtocol, tracingSettingsProblem } from '../../src/telemetry/otlpSettings.js';
+import { continuedContext, keptContext, keptTrace, propagating, SpanKind, startSpan, startTracing, traceHeaders } from '../../src/telemetry/tracing.js';
 
 const PARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 
@@ -13,6 +14,17 @@ describe('tracing off: propagation without the SDK (src/telemetry/tracing.ts)', 
     expect(exportRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'none' })).toBe(false);
     // Nothing started without one: the propagating tracing itself.
     expect(startTracing({ env: {} })).toBe(propagating);
+  });
+
+  it('exports in protobuf unless OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL says http/json; another value is a problem naming the variable, only when exporting', () => {
+    expect(otlpProtocol({})).toEqual({ protocol: 'http/protobuf' });
+    expect(otlpProtocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' })).toEqual({ protocol: 'http/json' });
+    expect(otlpProtocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: ' http/protobuf ' })).toEqual({ protocol: 'http/protobuf' });
+    expect(otlpProtocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).toEqual({ problem: expect.stringContaining("OTEL_EXPORTER_OTLP_PROTOCOL='grpc'") as unknown });
+    expect(otlpProtocol({ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'json', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' })).toEqual({ problem: expect.stringContaining('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') as unknown });
+    expect(tracingSettingsProblem({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).toBeNull();
+    expect(tracingSettingsProblem({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' })).toMatch(/OTEL_EXPORTER_OTLP_PROTOCOL='grpc' is not an OTLP protocol guidgate exports with \(http\/protobuf, http\/json\)/);
+    expect(() => startTracing({ env: { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' } })).toThrow(/OTEL_EXPORTER_OTLP_PROTOCOL/);
   });
 
   it('a span continues the header it is given under an id of its own, keeps its flags and tracestate; none or an invalid one: a new trace', () => {

@@ -141,6 +141,32 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
     await store.close();
   });
 
+  it("the ledger's standing (the continuity mark's position) counts only what is on disk: an outcome answered before its sync is not in it until the next sync", async () => {
+    const held = heldSync();
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
+    const logPosition = () => (store.db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'events'").pluck().get() as number | undefined) ?? 0;
+    const position = async () => (await orThrow(store.ledgerStanding())).position;
+    const a = store.execute('a', submit());
+    await waitFor(() => held.asked() === 1);
+    held.release();
+    const claimed = await orThrow(a);
+    if (claimed.kind !== 'applied') throw new Error('claim refused');
+    const synced = logPosition();
+    expect(await position()).toBe(synced);
+    // Answered at its commit, not synced: a power cut now could take it away, so the standing stays where the disk is.
+    await orThrow(store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }, undefined, { state: claimed.state }));
+    expect(logPosition()).toBeGreaterThan(synced);
+    expect(await position()).toBe(synced);
+    // The next claim's sync covers it: once that is on disk, the standing is the log's again.
+    const b = store.execute('b', submit());
+    await waitFor(() => held.asked() === 1);
+    expect(await position()).toBe(synced);
+    held.release();
+    await orThrow(b);
+    expect(await position()).toBe(logPosition());
+    await store.close();
+  });
+
   it('a failed sync fails its batch and every write after it (the ledger may have lost them), and ping says why', async () => {
     const held = heldSync();
     const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });

@@ -3,6 +3,7 @@ import { LedgerUnavailableError } from '../../events/errors.js';
 import type { LedgerProjection } from '../../events/store.js';
 import type { Caller } from '../shared/writeDeadline.js';
 import type { WalSync } from './walSync.js';
+import { logPosition } from './continuityMark.js';
 import { createWriteEngine, type WriteOp } from './writeEngine.js';
 import { settle, type Pending, type Writer } from './writer.js';
 
@@ -51,6 +52,12 @@ export function inlineWriter(
   let syncing: Promise<void> | null = null;
   /** Set once a sync failed: what was committed since the last good one may not be on disk, so nothing more is written. */
   let broken: string | null = null;
+  /**
+   * Commits not yet synced (an outcome batch answered at its commit), and the log's position when the last sync
+   * started: what is on disk meanwhile (the continuity mark must not get ahead of it).
+   */
+  let unsynced = false;
+  let syncedPosition = logPosition(db);
   let lockPauseMs = 0;
   let idle: (() => void) | null = null;
   let closing: Promise<void> | null = null;
@@ -131,12 +138,17 @@ export function inlineWriter(
       if (!needsSync(b.op)) settle(b.pending, outcomes[i]!);
     });
     if (held.length === 0) {
+      unsynced = true;
       schedule();
       return;
     }
     const waiting = held.map((i) => batch[i]!);
+    // Nothing is written until this sync ends: everything up to here is on disk once it has.
+    const position = logPosition(db);
     syncing = o.wal.sync().then(
       () => {
+        syncedPosition = position;
+        unsynced = false;
         // The file may have been replaced while the WAL was synced: then these commits went to a file nobody reads.
         const lostMeanwhile = o.fileLost();
         if (lostMeanwhile !== null) failAll(waiting, lostMeanwhile);
@@ -166,6 +178,7 @@ export function inlineWriter(
         if (syncing === null) schedule();
       }),
     problem: () => broken,
+    durablePosition: () => (unsynced ? syncedPosition : null),
     close() {
       // Everything queued is written (and synced) first.
       closing ??= new Promise<void>((resolve) => {

@@ -184,7 +184,7 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     removeTombstones: (before: number) => written(() => write({ op: 'removeTombstones', before })),
     rebuildProjection: () => written(() => write({ op: 'rebuild' })),
     spaceOnDisk: () => onConnection('size', () => fileBytes(path)),
-    ledgerStanding: () => onConnection('standing', () => fileStanding(db, path)),
+    ledgerStanding: () => onConnection('standing', () => fileStanding(db, path, w.durablePosition())),
     missingEvents: (keys) => onConnection('read', () => missingFileEvents(db, keys)),
     connectionEvents: () => 0,
     readMark: () => beside(() => (path === ':memory:' ? Promise.resolve(null) : readFileMark(path))),

@@ -84,6 +84,8 @@ export function threadWriter(options: { path: string; synchronous: Synchronous; 
       });
     },
     problem: () => broken,
+    // The thread's connection syncs in every COMMIT (SQLite's own synchronous=FULL): what it committed is on disk.
+    durablePosition: () => null,
     close() {
       if (closing !== null) return closing;
       if (broken !== null) return worker.terminate().then(() => undefined);

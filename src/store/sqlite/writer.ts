@@ -12,6 +12,11 @@ export interface Writer {
   submit(op: WriteOp, caller: Caller): Promise<unknown>;
   /** Why this writer writes nothing any more, or null while it works. */
   problem(): string | null;
+  /**
+   * The highest log position known to be on disk while this writer has commits that may not be (an outcome
+   * answered at its commit, whose sync is the next batch's); null when every commit it made is on disk.
+   */
+  durablePosition(): number | null;
   close(): Promise<void>;
 }
 

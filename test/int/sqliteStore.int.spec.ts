@@ -146,8 +146,12 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
     const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
     const logPosition = () => (store.db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'events'").pluck().get() as number | undefined) ?? 0;
     const position = async () => (await orThrow(store.ledgerStanding())).position;
+    const opened = logPosition();
     const a = store.execute('a', submit());
     await waitFor(() => held.asked() === 1);
+    // Committed, its sync still out: not on disk yet (found in review).
+    expect(logPosition()).toBeGreaterThan(opened);
+    expect(await position()).toBe(opened);
     held.release();
     const claimed = await orThrow(a);
     if (claimed.kind !== 'applied') throw new Error('claim refused');
@@ -164,7 +168,31 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
     held.release();
     await orThrow(b);
     expect(await position()).toBe(logPosition());
+    // A failed sync: what it was to cover stays out (found in review).
+    const goodUpTo = logPosition();
+    const c = store.execute('c', submit());
+    await waitFor(() => held.asked() === 1);
+    held.fail(new Error('EIO: i/o error'));
+    await expectLeft(c, 'LEDGER_UNAVAILABLE', /ledger sync failed/);
+    expect(logPosition()).toBeGreaterThan(goodUpTo);
+    expect(await position()).toBe(goodUpTo);
     await store.close();
+  });
+
+  it('closing syncs an outcome answered at its commit and left unsynced: the next process counts what is in the file as on disk', async () => {
+    const held = heldSync();
+    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
+    const a = store.execute('a', submit());
+    await waitFor(() => held.asked() === 1);
+    held.release();
+    const claimed = await orThrow(a);
+    if (claimed.kind !== 'applied') throw new Error('claim refused');
+    await orThrow(store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }, undefined, { state: claimed.state }));
+    expect(held.asked()).toBe(0);
+    const closing = store.close();
+    await waitFor(() => held.asked() === 1);
+    held.release();
+    await closing;
   });
 
   it('a failed sync fails its batch and every write after it (the ledger may have lost them), and ping says why', async () => {

@@ -53,8 +53,9 @@ export function inlineWriter(
   /** Set once a sync failed: what was committed since the last good one may not be on disk, so nothing more is written. */
   let broken: string | null = null;
   /**
-   * Commits not yet synced (an outcome batch answered at its commit), and the log's position when the last sync
-   * started: what is on disk meanwhile (the continuity mark must not get ahead of it).
+   * Commits not yet known to be on disk (an outcome batch answered at its commit, a batch whose sync is out or
+   * failed), and the log's position when the last good sync started: what is on disk meanwhile (the continuity
+   * mark must not get ahead of it). At open, what is in the file (walSync syncs the WAL as it opens it).
    */
   let unsynced = false;
   let syncedPosition = logPosition(db);
@@ -143,8 +144,9 @@ export function inlineWriter(
       return;
     }
     const waiting = held.map((i) => batch[i]!);
-    // Nothing is written until this sync ends: everything up to here is on disk once it has.
+    // Nothing is written until this sync ends: everything up to here is on disk once it has (not before).
     const position = logPosition(db);
+    unsynced = true;
     syncing = o.wal.sync().then(
       () => {
         syncedPosition = position;
@@ -180,12 +182,15 @@ export function inlineWriter(
     problem: () => broken,
     durablePosition: () => (unsynced ? syncedPosition : null),
     close() {
-      // Everything queued is written (and synced) first.
+      // Everything queued is written (and synced) first, outcomes answered at their commit included.
       closing ??= new Promise<void>((resolve) => {
         idle = () => {
           idle = null;
-          o.wal?.close();
-          resolve();
+          const last = unsynced && broken === null && o.wal !== null ? o.wal.sync().catch(() => undefined) : Promise.resolve();
+          void last.then(() => {
+            o.wal?.close();
+            resolve();
+          });
         };
         schedule();
       });

@@ -84,7 +84,8 @@ export function threadWriter(options: { path: string; synchronous: Synchronous; 
       });
     },
     problem: () => broken,
-    // The thread's connection syncs in every COMMIT (SQLite's own synchronous=FULL): what it committed is on disk.
+    // At FULL (and EXTRA) the thread's connection syncs in every COMMIT: what it committed is on disk. At NORMAL
+    // nothing is synced per commit, and a power cut may take claims too: the mark then rightly sees the loss.
     durablePosition: () => null,
     close() {
       if (closing !== null) return closing;

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { type Command, InvalidArgumentError } from 'commander';
 import * as E from 'fp-ts/lib/Either.js';
 import type { KeysCommandError } from '../relay/auth/keysAdmin.js';
@@ -36,9 +37,15 @@ export function registerKeysCommand(program: Command): void {
     .addOption(flag('--scopes <scopes>', 'transfer, read, admin (several separated by commas)').argParser(scopesArg).makeOptionMandatory())
     .addOption(keysFlag())
     .action(async (name: string, o: { scopes: Scope[]; keys: string }, cmd: Command) => {
-      const result = (await lib()).addKey(o.keys, name, o.scopes);
-      // The token alone on its line, so that `TOKEN=$(guidgate keys add …)` takes exactly it.
-      if (E.isRight(result)) process.stdout.write(`${result.right}\n`);
+      const { addKey, newFileOwnerNote } = await lib();
+      const existed = existsSync(o.keys);
+      const result = addKey(o.keys, name, o.scopes);
+      // The token alone on its line, so that `TOKEN=$(guidgate keys add …)` takes exactly it; a note on stderr.
+      if (E.isRight(result)) {
+        process.stdout.write(`${result.right}\n`);
+        const note = newFileOwnerNote(o.keys, existed);
+        if (note !== null) process.stderr.write(`guidgate keys: ${note}\n`);
+      }
       finish(cmd, result);
     });
 

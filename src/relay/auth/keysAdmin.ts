@@ -1,4 +1,4 @@
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fchownSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import { formatKeyLine, isKeyLine, isKeyName, newToken, parseKeysFile, SCOPES, tokenHash, type Scope } from './keysFile.js';
@@ -67,11 +67,23 @@ function readRequired(path: string): E.Either<KeysCommandError, KeysFileText> {
   return existing.right === null ? failed(`no keys file at ${path}`) : E.right(existing.right);
 }
 
+/**
+ * What to tell whoever made a new keys file as root: the file is root's and 0600, so a `serve` running as its own
+ * user (deploy/guidgate.service) cannot read it until it is given to that user. Null when there is nothing to say.
+ */
+export function newFileOwnerNote(path: string, existedBefore: boolean): string | null {
+  if (existedBefore || process.getuid?.() !== 0) return null;
+  return `created ${path} owned by root (mode 0600): give it to the user serve runs as, or serve cannot read it (chown guidgate:guidgate ${path})`;
+}
+
 export function listKeys(path: string): E.Either<KeysCommandError, readonly KeyListing[]> {
   return E.map((file: KeysFileText) => file.keys)(readRequired(path));
 }
 
-/** Removes the key's line and keeps every other line (comments too) as it was; the file is replaced whole. */
+/**
+ * Removes the key's line and keeps every other line (comments too) as it was; the file is replaced whole, with the
+ * old file's owner.
+ */
 export function removeKey(path: string, name: string): E.Either<KeysCommandError, void> {
   const file = readRequired(path);
   if (E.isLeft(file)) return file;
@@ -79,9 +91,12 @@ export function removeKey(path: string, name: string): E.Either<KeysCommandError
   const kept = file.right.text.split('\n').filter((line) => !(isKeyLine(line) && line.trim().split(/[ \t]+/)[0] === name));
   const temp = `${path}.${process.pid}.tmp`;
   try {
+    const owner = statSync(path);
     const fd = openSync(temp, 'wx', 0o600);
     try {
       writeSync(fd, kept.join('\n'));
+      // The new file keeps the old one's owner (root editing the service user's file), as an append does.
+      if (process.getuid?.() === 0 && (owner.uid !== 0 || owner.gid !== 0)) fchownSync(fd, owner.uid, owner.gid);
     } finally {
       closeSync(fd);
     }

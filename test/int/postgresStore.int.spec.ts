@@ -17,6 +17,8 @@ import { sleep, waitFor } from '../support/waitFor.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { groupCommit } from '../../src/store/postgres/groupCommit.js';
+import { coalescedGetLedger } from '../../src/store/postgres/ledgerQueries.js';
+import { ledgerTypes } from '../../src/store/postgres/pools.js';
 import { startHoldingProxy } from '../support/pgHoldingProxy.js';
 
 const submit = (fp = 'fp'): Command => ({ type: 'Submit', request: '{"guid":"g"}', fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
@@ -48,6 +50,30 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
   const dbs = useTestDatabases();
   beforeEach(() => dbs.reset());
   const open = (extra: Partial<PostgresStoreOptions> = {}) => openPostgresStore({ projection: ledgerProjection, url: dbs.url(), ...extra });
+
+  it('the row reads of one turn of the event loop are one query, each call given its own row; a row that does not decode fails its own callers only', async () => {
+    const store = await open();
+    await orThrow(store.execute('g1', submit()));
+    await orThrow(store.execute('g2', submit('fp2')));
+    await store.close();
+    const pool = new pg.Pool({ connectionString: dbs.url(), max: 2, types: ledgerTypes });
+    try {
+      const queries: string[] = [];
+      const counting = { query: ((q: { name?: string }) => (queries.push(q.name ?? '?'), pool.query(q as pg.QueryConfig))) as pg.Pool['query'] } as pg.Pool;
+      const get = coalescedGetLedger(counting, ledgerProjection.rowToState);
+      const [a, b, again, none] = await Promise.all([get('g1'), get('g2'), get('g1'), get('absent')]);
+      expect([a?.guid, a?.fingerprint, b?.guid, b?.fingerprint, again?.guid, none]).toEqual(['g1', 'fp', 'g2', 'fp2', 'g1', null]);
+      expect(queries).toEqual(['guidgate_get_ledgers']);
+      // A write acknowledged before a call is seen by it: the next turn's reads are a query of their own.
+      await pool.query("UPDATE ledger SET status = 'NOT-A-STATUS' WHERE guid = 'g2'");
+      const [good, bad] = await Promise.allSettled([get('g1'), get('g2')]);
+      expect(good).toMatchObject({ status: 'fulfilled', value: { guid: 'g1' } });
+      expect(bad).toMatchObject({ status: 'rejected', reason: { name: 'LedgerCorruptError' } });
+      expect(queries).toHaveLength(2);
+    } finally {
+      await pool.end();
+    }
+  });
 
   it('migrates a fresh database to the current version: logged tables, synchronous_commit on', async () => {
     const store = await open();

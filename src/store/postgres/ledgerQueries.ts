@@ -45,9 +45,52 @@ function filterValues(q: LedgerQuery): unknown[] {
   ];
 }
 
-export async function getLedger(db: Db, guid: string, rowToState: LedgerProjection['rowToState']): Promise<LedgerState | null> {
-  const { rows } = await db.query({ name: 'guidgate_get_ledger', text: 'SELECT * FROM ledger WHERE guid = $1', values: [guid] });
-  return rows.length === 0 ? null : rowToState(rows[0]);
+/** Reads of one row per GUID in one query at most. */
+const MAX_READ_BATCH = 256;
+
+/**
+ * The store's `getLedger`, the calls made in one turn of the event loop read in one query (`guid = ANY`): a relay reads the
+ * row of every channel request before it decides, a round trip each otherwise. Each read still starts after its
+ * call was made, so it sees every write acknowledged before the call. A row that does not decode fails its own
+ * callers only; a failed query fails the calls it carried.
+ */
+export function coalescedGetLedger(db: Db, rowToState: LedgerProjection['rowToState']): (guid: string) => Promise<LedgerState | null> {
+  let waiting = new Map<string, Array<{ resolve: (s: LedgerState | null) => void; reject: (e: unknown) => void }>>();
+  const flush = (): void => {
+    const calls = waiting;
+    waiting = new Map();
+    const guids = [...calls.keys()];
+    for (let i = 0; i < guids.length; i += MAX_READ_BATCH) {
+      const chunk = guids.slice(i, i + MAX_READ_BATCH);
+      const settle = (guid: string, how: (c: { resolve: (s: LedgerState | null) => void; reject: (e: unknown) => void }) => void) => calls.get(guid)!.forEach(how);
+      db.query({ name: 'guidgate_get_ledgers', text: 'SELECT * FROM ledger WHERE guid = ANY($1::text[])', values: [chunk] }).then(
+        ({ rows }) => {
+          const found = new Map<string, unknown>(rows.map((r: { guid: string }) => [r.guid, r]));
+          for (const guid of chunk) {
+            const row = found.get(guid);
+            let state: LedgerState | null;
+            try {
+              state = row === undefined ? null : rowToState(row);
+            } catch (err) {
+              settle(guid, (c) => c.reject(err));
+              continue;
+            }
+            settle(guid, (c) => c.resolve(state));
+          }
+        },
+        (err: unknown) => {
+          for (const guid of chunk) settle(guid, (c) => c.reject(err));
+        },
+      );
+    }
+  };
+  return (guid) =>
+    new Promise((resolve, reject) => {
+      if (waiting.size === 0) setImmediate(flush);
+      const calls = waiting.get(guid);
+      if (calls === undefined) waiting.set(guid, [{ resolve, reject }]);
+      else calls.push({ resolve, reject });
+    });
 }
 
 /** Rows matching `q`, in GUID order (byte order: the column's collation is "C", as SQLite compares), or newest change first. */

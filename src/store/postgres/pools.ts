@@ -8,7 +8,8 @@ function parseInt8(text: string): number | string {
   return Number.isSafeInteger(n) ? n : text;
 }
 const INT8_OID = 20;
-const types = {
+/** How the store's pools read values (bigint as numbers), for every connection that reads ledger rows. */
+export const ledgerTypes = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
     oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
 };
@@ -25,7 +26,7 @@ export const sessionSettings = (settings: Record<string, number>): string =>
  * client's own 'error' event, emitted beside that, must not end the process either.
  */
 export function storePool(config: pg.PoolConfig, rotation: HostRotation): pg.Pool {
-  const pool = rotatingPool({ ...config, types }, rotation);
+  const pool = rotatingPool({ ...config, types: ledgerTypes }, rotation);
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;

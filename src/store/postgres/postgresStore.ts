@@ -8,7 +8,7 @@ import { writeHealth } from '../shared/writeHealth.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
 import { groupCommit, type SubmittedUnit } from './groupCommit.js';
 import { recordsSent, submitWithDeadline, writeDeadlineMs } from '../shared/writeDeadline.js';
-import { countByStatus, countLedger, getLedger, queryLedger } from './ledgerQueries.js';
+import { coalescedGetLedger, countByStatus, countLedger, queryLedger } from './ledgerQueries.js';
 import { recordUnclearInquiry } from './inquirySchedule.js';
 import { rebuildProjection, reclaimSpace, removeTombstones, tablesBytes, verifyProjection } from './maintenance.js';
 import { leaseRows, releaseLeases } from './leases.js';
@@ -140,6 +140,8 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
    * A read runs once more on a new connection when its connection was found dead (the pool had not yet
    * noticed a restart): reading twice changes nothing.
    */
+  /** The row reads of one turn of the event loop, one query (a relay reads the row of every request). */
+  const readRow = coalescedGetLedger(pool, projection.rowToState);
   const read = <T>(what: string, fn: () => Promise<T>): StoreResult<T> =>
     maintain(what, async () => {
       try {
@@ -190,7 +192,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     readRequests: (guid: string) => read('read', () => readRequests(pool, guid)),
     readStream: (guid: string): StoreResult<StoredEvent[]> => read('read', () => readStream(pool, guid)),
     readAll: (afterPosition: number, limit: number): StoreResult<StoredEvent[]> => read('read', () => readAll(pool, afterPosition, limit)),
-    getLedger: (guid: string) => read('read', () => getLedger(pool, guid, projection.rowToState)),
+    getLedger: (guid: string) => read('read', () => readRow(guid)),
     queryLedger: (query: LedgerQuery) => read('read', () => queryLedger(pool, query, projection.rowToState)),
     countLedger: (query: LedgerQuery) => read('read', () => countLedger(pool, query)),
     countByStatus: () => read('read', () => countByStatus(pool)),

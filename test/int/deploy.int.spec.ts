@@ -135,10 +135,11 @@ describe('deploy/: the systemd unit and its environment file', () => {
     expect(readFileSync(join(root, 'etc', 'group'), 'utf8')).toMatch(/^guidgate:x:\d+:$/m);
   });
 
-  // The docs' keys step: `keys add` as root makes the file 0600 and root's; the chown the docs give is what lets
-  // the service's user read it, after every keys command (remove writes a new file). Tried with `nobody`.
+  // The docs' keys step: `keys add` as root makes the file 0600 and root's, and says so; the chown the docs give is
+  // what lets the service's user read it; later keys commands keep that owner (remove writes a new file with the
+  // old one's owner). Tried with `nobody`.
   const asRoot = process.getuid?.() === 0 && spawnSync('runuser', ['--help']).status === 0;
-  it.skipIf(!asRoot)('a keys file made by root is readable by the service\'s user only after the documented chown', () => {
+  it.skipIf(!asRoot)('a keys file made by root is readable by the service\'s user after the documented chown, which add and remove keep', () => {
     expect(DEPLOYING).toContain('chown guidgate:guidgate /etc/guidgate/keys');
     const dir = tmp();
     chmodSync(dir, 0o755);
@@ -147,18 +148,22 @@ describe('deploy/: the systemd unit and its environment file', () => {
     const readable = () => spawnSync('runuser', ['-u', 'nobody', '--', 'test', '-r', keys]).status === 0;
     const chown = () => expect(spawnSync('chown', ['nobody:nogroup', keys]).status).toBe(0);
 
-    expect(guidgate('add', 'ops', '--scopes', 'read,admin').status).toBe(0);
+    const first = guidgate('add', 'ops', '--scopes', 'read,admin');
+    expect(first.status).toBe(0);
+    expect(first.stdout).toMatch(/^gg_[A-Za-z0-9_-]{43}\n$/);
+    expect(first.stderr).toBe(`guidgate keys: created ${keys} owned by root (mode 0600): give it to the user serve runs as, or serve cannot read it (chown guidgate:guidgate ${keys})\n`);
     expect(statSync(keys).mode & 0o777).toBe(0o600);
     expect(readable()).toBe(false);
     chown();
     expect(readable()).toBe(true);
-    // add appends: the owner stays.
-    expect(guidgate('add', 'pay', '--scopes', 'transfer').status).toBe(0);
+    // add appends: the owner stays, and nothing more is said.
+    const second = guidgate('add', 'pay', '--scopes', 'transfer');
+    expect([second.status, second.stderr]).toEqual([0, '']);
     expect(readable()).toBe(true);
-    // remove writes the file anew, as root: chown again.
-    expect(guidgate('remove', 'pay').status).toBe(0);
-    expect(readable()).toBe(false);
-    chown();
+    // remove writes the file anew, as root, with the old file's owner and mode.
+    expect(guidgate('remove', 'ops').status).toBe(0);
     expect(readable()).toBe(true);
+    expect(statSync(keys).mode & 0o777).toBe(0o600);
+    expect(guidgate('list').stdout).toBe('pay\ttransfer\n');
   });
 });

@@ -81,7 +81,10 @@ export function coalescedGetLedger(db: Db, rowToState: LedgerProjection['rowToSt
         (err: unknown) => {
           for (const guid of chunk) settle(guid, (c) => c.reject(err));
         },
-      );
+      ).catch((err: unknown) => {
+        // Whatever went wrong in reading the answer: no caller is left waiting (a settled one ignores this).
+        for (const guid of chunk) settle(guid, (c) => c.reject(err));
+      });
     }
   };
   return (guid) =>

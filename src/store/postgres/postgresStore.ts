@@ -136,12 +136,12 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
         return fn();
       }),
     );
+  /** The row reads of one turn of the event loop, one query (a relay reads the row of every request). */
+  const readRow = coalescedGetLedger(pool, projection.rowToState);
   /**
    * A read runs once more on a new connection when its connection was found dead (the pool had not yet
    * noticed a restart): reading twice changes nothing.
    */
-  /** The row reads of one turn of the event loop, one query (a relay reads the row of every request). */
-  const readRow = coalescedGetLedger(pool, projection.rowToState);
   const read = <T>(what: string, fn: () => Promise<T>): StoreResult<T> =>
     maintain(what, async () => {
       try {

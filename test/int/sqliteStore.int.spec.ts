@@ -6,6 +6,7 @@ import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { walSync, type WalSync } from '../../src/store/sqlite/walSync.js';
 import { SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import type { Command } from '../../src/events/decide.js';
+import type { LedgerState } from '../../src/events/state.js';
 import { useTempDir } from '../support/tmp.js';
 import { sleep, waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
@@ -85,6 +86,20 @@ function heldSync() {
   };
 }
 
+/** A claim of `guid` written and its sync let through. */
+async function claimSynced(store: ReturnType<typeof openSqliteStore>, held: ReturnType<typeof heldSync>, guid: string) {
+  const claim = store.execute(guid, submit());
+  await waitFor(() => held.asked() === 1);
+  held.release();
+  const claimed = await orThrow(claim);
+  if (claimed.kind !== 'applied') throw new Error('claim refused');
+  return claimed;
+}
+
+/** The account system's answer to a claim's first call, recorded (answered at its commit). */
+const recordAnswer = (store: ReturnType<typeof openSqliteStore>, guid: string, state: LedgerState) =>
+  store.execute(guid, { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }, undefined, { state });
+
 describe('SQLite event store, inline writer at FULL: the WAL synced off the event loop', () => {
   const tmp = useTempDir();
   // Whether `p` settles within 50 ms: what is held back by the sync would have been answered by then (time is the point).
@@ -116,13 +131,9 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
   it("an outcome of a call is answered at its commit, before the sync; a claim beside it waits for the sync; a batch of outcomes only asks for none (the next sync covers it)", async () => {
     const held = heldSync();
     const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
-    const a = store.execute('a', submit());
-    await waitFor(() => held.asked() === 1);
-    held.release();
-    const claimed = await orThrow(a);
-    if (claimed.kind !== 'applied') throw new Error('claim refused');
+    const claimed = await claimSynced(store, held, 'a');
     // Alone in its batch: committed and answered, and no sync asked for.
-    const answered = await orThrow(store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }, undefined, { state: claimed.state }));
+    const answered = await orThrow(recordAnswer(store, 'a', claimed.state));
     expect(answered).toMatchObject({ kind: 'applied', state: { status: 'DONE' } });
     expect(held.asked()).toBe(0);
     // Beside a claim in one batch: the outcome is answered while the claim waits for the sync its batch asked for.
@@ -158,7 +169,7 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
     const synced = logPosition();
     expect(await position()).toBe(synced);
     // Answered at its commit, not synced: a power cut now could take it away, so the standing stays where the disk is.
-    await orThrow(store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }, undefined, { state: claimed.state }));
+    await orThrow(recordAnswer(store, 'a', claimed.state));
     expect(logPosition()).toBeGreaterThan(synced);
     expect(await position()).toBe(synced);
     // The next claim's sync covers it: once that is on disk, the standing is the log's again.
@@ -182,12 +193,8 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
   it('closing syncs an outcome answered at its commit and left unsynced: the next process counts what is in the file as on disk', async () => {
     const held = heldSync();
     const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
-    const a = store.execute('a', submit());
-    await waitFor(() => held.asked() === 1);
-    held.release();
-    const claimed = await orThrow(a);
-    if (claimed.kind !== 'applied') throw new Error('claim refused');
-    await orThrow(store.execute('a', { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }, undefined, { state: claimed.state }));
+    const claimed = await claimSynced(store, held, 'a');
+    await orThrow(recordAnswer(store, 'a', claimed.state));
     expect(held.asked()).toBe(0);
     const closing = store.close();
     await waitFor(() => held.asked() === 1);

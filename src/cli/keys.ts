@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import { type Command, InvalidArgumentError } from 'commander';
 import * as E from 'fp-ts/lib/Either.js';
 import type { KeysCommandError } from '../relay/auth/keysAdmin.js';
@@ -38,12 +37,11 @@ export function registerKeysCommand(program: Command): void {
     .addOption(keysFlag())
     .action(async (name: string, o: { scopes: Scope[]; keys: string }, cmd: Command) => {
       const { addKey, newFileOwnerNote } = await lib();
-      const existed = existsSync(o.keys);
       const result = addKey(o.keys, name, o.scopes);
       // The token alone on its line, so that `TOKEN=$(guidgate keys add …)` takes exactly it; a note on stderr.
       if (E.isRight(result)) {
-        process.stdout.write(`${result.right}\n`);
-        const note = newFileOwnerNote(o.keys, existed);
+        process.stdout.write(`${result.right.token}\n`);
+        const note = newFileOwnerNote(o.keys, result.right.created);
         if (note !== null) process.stderr.write(`guidgate keys: ${note}\n`);
       }
       finish(cmd, result);

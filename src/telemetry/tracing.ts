@@ -112,8 +112,9 @@ export interface TracingOptions {
 /**
  * Tracing as the OpenTelemetry variables say: `propagating` (nothing started) without an OTLP endpoint, else the
  * SDK exporting over OTLP/HTTP, in protobuf unless `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL` says `http/json`
- * (otlpSettings.ts; the command line refuses another value before this runs). The SDK reads its own variables (endpoint, headers, timeout, `OTEL_BSP_*`,
- * `OTEL_TRACES_SAMPLER(_ARG)`); `OTEL_SERVICE_NAME` defaults to guidgate, `OTEL_RESOURCE_ATTRIBUTES` adds to it.
+ * (otlpSettings.ts; the command line refuses another value before this runs). The SDK reads its own variables
+ * (endpoint, headers, timeout, `OTEL_BSP_*`, `OTEL_TRACES_SAMPLER(_ARG)`); `OTEL_SERVICE_NAME` defaults to guidgate,
+ * `OTEL_RESOURCE_ATTRIBUTES` adds to it.
  */
 export function startTracing(options: TracingOptions = {}): Tracing {
   const env = options.env ?? process.env;

@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
 import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
 import { walSync, type WalSync } from '../../src/store/sqlite/walSync.js';
+import { logPosition as logPositionOf } from '../../src/store/sqlite/continuityMark.js';
 import { SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import type { Command } from '../../src/events/decide.js';
 import type { LedgerState } from '../../src/events/state.js';
@@ -155,7 +156,7 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
   it("the ledger's standing (the continuity mark's position) counts only what is on disk: an outcome answered before its sync is not in it until the next sync", async () => {
     const held = heldSync();
     const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
-    const logPosition = () => (store.db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'events'").pluck().get() as number | undefined) ?? 0;
+    const logPosition = () => logPositionOf(store.db);
     const position = async () => (await orThrow(store.ledgerStanding())).position;
     const opened = logPosition();
     const a = store.execute('a', submit());

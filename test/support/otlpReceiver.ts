@@ -37,8 +37,9 @@ const flat = (kvs: readonly KeyValue[] | undefined): Record<string, string | num
 
 /**
  * A collector on loopback that speaks OTLP/HTTP, protobuf (`application/x-protobuf`, what guidgate sends by default)
- * or JSON (`application/json`, OTEL_EXPORTER_OTLP_PROTOCOL=http/json) payloads: `answer` decides whether it answers (200, `{}`) or accepts each request and never answers (a collector
- * that hangs).
+ * or JSON (`application/json`, OTEL_EXPORTER_OTLP_PROTOCOL=http/json) payloads: `answer` decides whether it answers
+ * (200, an empty response in the request's encoding) or accepts each request and never answers (a collector that
+ * hangs).
  */
 export async function startOtlpReceiver(answer: 'ok' | 'never' = 'ok'): Promise<OtlpReceiver> {
   const payloads: Buffer[] = [];

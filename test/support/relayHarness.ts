@@ -69,7 +69,7 @@ export function makeKeys(path: string, keys: Readonly<Record<string, readonly Sc
   for (const [name, scopes] of Object.entries(keys)) {
     const r = addKey(path, name, [...scopes]);
     if (E.isLeft(r)) throw new Error(r.left.message);
-    tokens[name] = r.right;
+    tokens[name] = r.right.token;
   }
   const ring = openKeyRing(path);
   if (E.isLeft(ring)) throw new Error(ring.left.message);

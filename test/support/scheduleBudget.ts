@@ -14,6 +14,8 @@ export interface Budget {
   readonly soak: boolean;
   /** Fewer completed runs than this are no sample: the test fails, saying the budget was too small. */
   readonly minRuns: number;
+  /** One counter-example to run again instead (GUIDGATE_PROPERTY_REPLAY), or null. */
+  readonly replay: { readonly seed: number; readonly path: string } | null;
 }
 
 export function soakSeconds(): number | null {
@@ -27,9 +29,9 @@ export function soakSeconds(): number | null {
 export function propertyBudget(defaultSeconds: number, minRuns: number): Budget {
   const soak = soakSeconds();
   const seconds = soak ?? defaultSeconds;
-  // A replay (GUIDGATE_PROPERTY_REPLAY) is one run.
-  const replaying = replayOf(process.env['GUIDGATE_PROPERTY_REPLAY']) !== null;
-  return { seconds, ms: seconds * 1000, numRuns: 1_000_000, testTimeoutMs: seconds * 1000 + 120_000, soak: soak !== null, minRuns: replaying ? 1 : minRuns };
+  const replay = replayOf(process.env['GUIDGATE_PROPERTY_REPLAY']);
+  // A replay is one run.
+  return { seconds, ms: seconds * 1000, numRuns: 1_000_000, testTimeoutMs: seconds * 1000 + 120_000, soak: soak !== null, minRuns: replay === null ? minRuns : 1, replay };
 }
 
 /**
@@ -38,9 +40,8 @@ export function propertyBudget(defaultSeconds: number, minRuns: number): Budget 
  * off by the time limit is no failure; a counter-example is, with fast-check's report.
  */
 export async function checkWithinBudget<Ts extends [unknown, ...unknown[]]>(property: fc.IAsyncProperty<Ts>, budget: Budget): Promise<void> {
-  const replay = replayOf(process.env['GUIDGATE_PROPERTY_REPLAY']);
-  if (replay !== null) {
-    await fc.assert(property, { ...replay, numRuns: 1, endOnFailure: true, includeErrorInReport: true });
+  if (budget.replay !== null) {
+    await fc.assert(property, { ...budget.replay, numRuns: 1, endOnFailure: true, includeErrorInReport: true });
     return;
   }
   const started = Date.now();

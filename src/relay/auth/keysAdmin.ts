@@ -36,8 +36,11 @@ function readExisting(path: string): E.Either<KeysCommandError, KeysFileText | n
   return E.right({ text, keys: parsed.right.map((k) => ({ name: k.name, scopes: SCOPES.filter((s) => k.scopes.has(s)) })) });
 }
 
-/** Appends a new key and returns its token, which exists nowhere else: the caller shows it once. */
-export function addKey(path: string, name: string, scopes: readonly Scope[]): E.Either<KeysCommandError, string> {
+/**
+ * Appends a new key and returns its token, which exists nowhere else (the caller shows it once), and whether this
+ * made the file.
+ */
+export function addKey(path: string, name: string, scopes: readonly Scope[]): E.Either<KeysCommandError, { token: string; created: boolean }> {
   if (!isKeyName(name)) return E.left({ exit: 2, message: `'${name}' is not a key name (^[A-Za-z0-9._-]{1,64}$, and not a token)` });
   if (scopes.length === 0) return E.left({ exit: 2, message: `give at least one scope (${SCOPES.join(', ')})` });
   const existing = readExisting(path);
@@ -58,7 +61,7 @@ export function addKey(path: string, name: string, scopes: readonly Scope[]): E.
   } catch (err) {
     return failed(`cannot write ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
   }
-  return E.right(token);
+  return E.right({ token, created: existing.right === null });
 }
 
 function readRequired(path: string): E.Either<KeysCommandError, KeysFileText> {
@@ -71,8 +74,8 @@ function readRequired(path: string): E.Either<KeysCommandError, KeysFileText> {
  * What to tell whoever made a new keys file as root: the file is root's and 0600, so a `serve` running as its own
  * user (deploy/guidgate.service) cannot read it until it is given to that user. Null when there is nothing to say.
  */
-export function newFileOwnerNote(path: string, existedBefore: boolean): string | null {
-  if (existedBefore || process.getuid?.() !== 0) return null;
+export function newFileOwnerNote(path: string, created: boolean): string | null {
+  if (!created || process.getuid?.() !== 0) return null;
   return `created ${path} owned by root (mode 0600): give it to the user serve runs as, or serve cannot read it (chown guidgate:guidgate ${path})`;
 }
 

@@ -49,22 +49,23 @@ function filterValues(q: LedgerQuery): unknown[] {
 const MAX_READ_BATCH = 256;
 
 /**
- * The store's `getLedger`, the calls made in one turn of the event loop read in one query (`guid = ANY`): a relay reads the
- * row of every channel request before it decides, a round trip each otherwise. Each read still starts after its
- * call was made, so it sees every write acknowledged before the call. A row that does not decode fails its own
- * callers only; a failed query fails the calls it carried.
+ * The store's `getLedger`, the calls made in one turn of the event loop read in one query (`guid = ANY`): a relay
+ * reads the row of every channel request before it decides, a round trip each otherwise. Each read still starts
+ * after its call was made, so it sees every write acknowledged before the call. A row that does not decode fails
+ * its own callers only; a failed query fails the calls it carried.
  */
 export function coalescedGetLedger(db: Db, rowToState: LedgerProjection['rowToState']): (guid: string) => Promise<LedgerState | null> {
-  let waiting = new Map<string, Array<{ resolve: (s: LedgerState | null) => void; reject: (e: unknown) => void }>>();
+  type Waiter = { readonly resolve: (s: LedgerState | null) => void; readonly reject: (e: unknown) => void };
+  let waiting = new Map<string, Waiter[]>();
   const flush = (): void => {
     const calls = waiting;
     waiting = new Map();
+    const settle = (guid: string, how: (w: Waiter) => void) => calls.get(guid)!.forEach(how);
     const guids = [...calls.keys()];
     for (let i = 0; i < guids.length; i += MAX_READ_BATCH) {
       const chunk = guids.slice(i, i + MAX_READ_BATCH);
-      const settle = (guid: string, how: (c: { resolve: (s: LedgerState | null) => void; reject: (e: unknown) => void }) => void) => calls.get(guid)!.forEach(how);
-      db.query({ name: 'guidgate_get_ledgers', text: 'SELECT * FROM ledger WHERE guid = ANY($1::text[])', values: [chunk] }).then(
-        ({ rows }) => {
+      db.query({ name: 'guidgate_get_ledgers', text: 'SELECT * FROM ledger WHERE guid = ANY($1::text[])', values: [chunk] })
+        .then(({ rows }) => {
           const found = new Map<string, unknown>(rows.map((r: { guid: string }) => [r.guid, r]));
           for (const guid of chunk) {
             const row = found.get(guid);
@@ -72,19 +73,16 @@ export function coalescedGetLedger(db: Db, rowToState: LedgerProjection['rowToSt
             try {
               state = row === undefined ? null : rowToState(row);
             } catch (err) {
-              settle(guid, (c) => c.reject(err));
+              settle(guid, (w) => w.reject(err));
               continue;
             }
-            settle(guid, (c) => c.resolve(state));
+            settle(guid, (w) => w.resolve(state));
           }
-        },
-        (err: unknown) => {
-          for (const guid of chunk) settle(guid, (c) => c.reject(err));
-        },
-      ).catch((err: unknown) => {
-        // Whatever went wrong in reading the answer: no caller is left waiting (a settled one ignores this).
-        for (const guid of chunk) settle(guid, (c) => c.reject(err));
-      });
+        })
+        // A failed query, or anything else that went wrong: no caller is left waiting (a settled one ignores this).
+        .catch((err: unknown) => {
+          for (const guid of chunk) settle(guid, (w) => w.reject(err));
+        });
     }
   };
   return (guid) =>

@@ -15,8 +15,9 @@ export const markPath = (ledgerPath: string): string => `${ledgerPath}.continuit
 
 /**
  * Where the file stands: the highest position the log ever handed out (`sqlite_sequence`, which AUTOINCREMENT
- * keeps even when the last events are deleted), or `durable`, the writer's last synced one, when that is lower. A file does not change server under its process (a replaced file
- * is the file watch's: E503), so `server` and `instance` name the file path only.
+ * keeps even when the last events are deleted), or `durable`, the writer's last synced one, when that is lower. A
+ * file does not change server under its process (a replaced file is the file watch's: E503), so `server` and
+ * `instance` name the file path only.
  */
 export function fileStanding(db: Database.Database, path: string, durable: number | null): LedgerStanding {
   // Only what is on disk: the mark must never get ahead of what a power cut leaves (then it would say "went back").
@@ -24,10 +25,19 @@ export function fileStanding(db: Database.Database, path: string, durable: numbe
   return { server: `sqlite:${path}`, instance: `sqlite:${path}`, position, canChange: false, seen: { file: path, position } };
 }
 
-/** The highest position the log has handed out, committed (on disk or not). */
+const positionStatements = new WeakMap<Database.Database, Database.Statement>();
+
+/**
+ * The highest position the log has handed out, committed (on disk or not). The writer reads it at every sync: the
+ * statement is prepared once per connection.
+ */
 export function logPosition(db: Database.Database): number {
-  const row = db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'events'").get() as { seq: number } | undefined;
-  return row?.seq ?? 0;
+  let statement = positionStatements.get(db);
+  if (statement === undefined) {
+    statement = db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'events'").pluck();
+    positionStatements.set(db, statement);
+  }
+  return (statement.get() as number | undefined) ?? 0;
 }
 
 /** Of `keys`, the events the log does not have. */

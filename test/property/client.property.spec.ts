@@ -160,8 +160,10 @@ describe('guidgate/client over arbitrary relay replies (a scripted relay on loop
           const sentGuid = (JSON.parse(bodies[0]!.toString()) as { guid: string }).guid;
           if (guid !== undefined) expect(sentGuid).toBe(guid);
           expect(result?.guid ?? (error as { guid?: string }).guid).toBe(sentGuid);
-          // Every attempt reached the scripted relay, and nothing else did.
-          expect(served.length).toBe(reports.length);
+          // Every attempt reached the scripted relay, and nothing else did; but the last, cut to what was left of
+          // maxWait, may time out before its request is written (a loaded machine: seen in a fresh-clone run).
+          const lastUnsent = served.length === reports.length - 1 && reports.at(-1) === 'timeout';
+          if (!lastUnsent) expect(served.length).toBe(reports.length);
           // No resend came sooner than the Retry-After of the reply before it, as far as the client heard that reply.
           for (let i = 0; i + 1 < served.length; i++) {
             const step = served[i]!;

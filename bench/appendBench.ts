@@ -7,13 +7,19 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './benchArgs.js';
 import { openSqliteStore, type Synchronous } from '../src/store/sqlite/sqliteStore.js';
 import { claimsPerSecond } from './claimRate.js';
 import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
-const { values } = parseArgs({
-  options: { seconds: { type: 'string', default: '3' }, inflight: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } },
+const { values } = benchArgs({
+  run: 'node dist/bench/appendBench.js',
+  about: 'Claims (Claimed + Sent) per second at synchronous=FULL and NORMAL, one in flight and with group commit; ratios against FULL, one in flight, measured in the same run.',
+  options: {
+    seconds: { type: 'string', default: '3', value: 'N', help: 'seconds per measurement' },
+    inflight: { type: 'string', default: '50', value: 'N', help: 'claims in flight at once for group commit' },
+    json: { type: 'boolean', default: false, help: 'print the results as JSON' },
+  },
 });
 const seconds = Number(values.seconds);
 const inflight = Number(values.inflight);

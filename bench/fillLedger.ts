@@ -12,6 +12,7 @@ import { createWriteEngine, type WriteOp } from '../src/store/sqlite/writeEngine
 import { openDatabase } from '../src/store/sqlite/openDatabase.js';
 import { fingerprintOf } from '../src/contract/transferRequest.js';
 import { ledgerProjection } from '../src/projections/ledgerProjection.js';
+import { benchArgs, usageText } from './benchArgs.js';
 
 export function fillLedger(path: string, transfers: number, opts: { batch?: number; extraField?: string; onProgress?: (done: number) => void } = {}): void {
   const batch = opts.batch ?? 5000;
@@ -57,8 +58,17 @@ export function ledgerRows(path: string): number {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const [n, path] = process.argv.slice(2);
-  if (n === undefined || path === undefined) throw new Error('usage: node dist/bench/fillLedger.js N PATH');
+  const usage = {
+    run: 'node dist/bench/fillLedger.js',
+    about: 'Fills the ledger at PATH with N DONE transfers under random UUID GUIDs, through the store\'s write path without fsync (then `npm run bench -- --filled PATH`).',
+    options: {},
+    positionals: 'N PATH',
+  };
+  const [n, path] = benchArgs(usage).positionals;
+  if (n === undefined || path === undefined) {
+    process.stderr.write(usageText(usage));
+    process.exit(2);
+  }
   const t = performance.now();
   const extraField = `,"note":"${'x'.repeat(150)}"`; // as the bench's default --extra-bytes
   fillLedger(path, Number(n), { extraField, onProgress: (done) => done % 50_000 === 0 && process.stderr.write(`${done} in ${((performance.now() - t) / 1000).toFixed(0)} s\n`) });

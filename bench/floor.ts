@@ -15,17 +15,19 @@ import { createHash, randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './benchArgs.js';
 import { FLOOR_WRITERS, openFloorDb, type FloorTransfer, type FloorVariant } from './floor/floorWrites.js';
 
-const { values } = parseArgs({
+const { values } = benchArgs({
+  run: 'node dist/bench/floor.js',
+  about: "The CPU SQLite needs for a transfer's rows in the contract's tables and nothing else, per variant of writing them; medians of the rounds, each variant's ratio to `row`, bytes written per transfer.",
   options: {
-    rounds: { type: 'string', default: '7' },
-    transfers: { type: 'string', default: '25600' },
-    batch: { type: 'string', default: '64' },
-    'cache-kb': { type: 'string', default: '4000' },
-    variants: { type: 'string', default: Object.keys(FLOOR_WRITERS).join(',') },
-    json: { type: 'boolean', default: false },
+    rounds: { type: 'string', default: '7', value: 'N', help: 'rounds (the variants alternate, the order reversed every other round)' },
+    transfers: { type: 'string', default: '25600', value: 'N', help: 'transfers per run' },
+    batch: { type: 'string', default: '64', value: 'N', help: 'transfers per transaction' },
+    'cache-kb': { type: 'string', default: '4000', value: 'KB', help: "SQLite's page cache" },
+    variants: { type: 'string', default: Object.keys(FLOOR_WRITERS).join(','), value: 'LIST', help: 'the variants to run, separated by commas' },
+    json: { type: 'boolean', default: false, help: 'print the results as JSON' },
   },
 });
 const rounds = Number(values.rounds);

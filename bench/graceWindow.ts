@@ -10,16 +10,18 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './benchArgs.js';
 import { Agent, request } from 'undici';
 import { throwawayDatabase } from './throwawayDatabase.js';
 
-const { values } = parseArgs({
+const { values } = benchArgs({
+  run: 'node dist/bench/graceWindow.js',
+  about: 'How many claims miss their send window (half of --grace) under load: two serve processes on one ledger, channels sending new GUIDs to either; the replies by code, per grace.',
   options: {
-    grace: { type: 'string', default: '200ms,1s' },
-    seconds: { type: 'string', default: '15' },
-    inflight: { type: 'string', default: '50' },
-    db: { type: 'string' },
+    grace: { type: 'string', default: '200ms,1s', value: 'LIST', help: 'the --grace values to try, separated by commas' },
+    seconds: { type: 'string', default: '15', value: 'N', help: 'seconds of load per grace' },
+    inflight: { type: 'string', default: '50', value: 'N', help: 'channels sending at once' },
+    db: { type: 'string', value: 'postgres://…', help: 'a PostgreSQL server to make a throwaway ledger database on (default: a SQLite file of its own)' },
   },
 });
 

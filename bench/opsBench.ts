@@ -14,21 +14,23 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './benchArgs.js';
 import { orThrow } from '../src/events/storeResult.js';
 import { openSqliteStore, type SqliteEventStore } from '../src/store/sqlite/sqliteStore.js';
 import { createAccountClient } from '../src/account/accountClient.js';
-import { purgeDone } from '../src/settle/purge.js';
-import { reprocessFailed } from '../src/settle/reprocess.js';
-import { resolveUnknown } from '../src/settle/resolve.js';
+import { purgeDone } from '../src/commands/purge.js';
+import { reprocessFailed } from '../src/commands/reprocess.js';
+import { resolveUnknown } from '../src/commands/resolve.js';
 import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
-const { values } = parseArgs({
+const { values } = benchArgs({
+  run: 'node dist/bench/opsBench.js',
+  about: 'Rows per second of resolve, reprocess and purge over a big ledger (the rows seeded 30 days back), one after the other on the same rows.',
   options: {
-    rows: { type: 'string', default: '100000' },
-    concurrency: { type: 'string', default: '8' },
-    writer: { type: 'string', default: 'inline' },
-    json: { type: 'boolean', default: false },
+    rows: { type: 'string', default: '100000', value: 'N', help: 'rows to seed' },
+    concurrency: { type: 'string', default: '8', value: 'N', help: 'calls in flight at once' },
+    writer: { type: 'string', default: 'inline', value: 'inline|thread', help: 'inline: as the commands commit; thread: on a writer thread, as --writer thread' },
+    json: { type: 'boolean', default: false, help: 'print the results as JSON' },
   },
 });
 const rows = Number(values.rows);

@@ -7,19 +7,21 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './benchArgs.js';
 import { openSqliteStore } from '../src/store/sqlite/sqliteStore.js';
 import { openPostgresStore } from '../src/store/postgres/postgresStore.js';
 import { claimsPerSecond } from './claimRate.js';
 import { throwawayDatabase } from './throwawayDatabase.js';
 import { ledgerProjection } from '../src/projections/ledgerProjection.js';
 
-const { values } = parseArgs({
+const { values } = benchArgs({
+  run: 'node dist/bench/pgAppendBench.js',
+  about: 'Claims (Claimed + Sent) per second on PostgreSQL, one in flight and with group commit, beside the SQLite store measured in the same run. It makes its own database on the server --url names, and drops it.',
   options: {
-    url: { type: 'string', default: process.env['GUIDGATE_TEST_PG'] ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
-    seconds: { type: 'string', default: '3' },
-    inflight: { type: 'string', default: '50' },
-    json: { type: 'boolean', default: false },
+    url: { type: 'string', default: process.env['GUIDGATE_TEST_PG'] ?? 'postgres://postgres@127.0.0.1:5432/postgres', value: 'postgres://…', help: 'a server and a database to connect to first (GUIDGATE_TEST_PG)' },
+    seconds: { type: 'string', default: '3', value: 'N', help: 'seconds per measurement' },
+    inflight: { type: 'string', default: '50', value: 'N', help: 'claims in flight at once for group commit' },
+    json: { type: 'boolean', default: false, help: 'print the results as JSON' },
   },
 });
 const seconds = Number(values.seconds);

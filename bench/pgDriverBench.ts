@@ -19,10 +19,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './benchArgs.js';
 import pg from 'pg';
 import postgres from 'postgres';
-import { planBatch, type BatchPlan, type Unit } from '../src/store/postgres/planBatch.js';
+import { planBatch, type BatchPlan, type Unit } from '../src/store/shared/planBatch.js';
 import { ledgerColumns } from '../src/store/postgres/ledgerColumns.js';
 import { writeStatement } from '../src/store/postgres/writeBatch.js';
 import { SERVER_NOW_MS } from '../src/store/postgres/serverClock.js';
@@ -33,15 +33,17 @@ import type { Actor } from '../src/events/codecs.js';
 import { throwawayDatabase } from './throwawayDatabase.js';
 import { processCpuUs, startServer, type PgServer } from '../test/support/pgCluster.js';
 
-const { values } = parseArgs({
+const { values } = benchArgs({
+  run: 'node dist/bench/pgDriverBench.js',
+  about: "The PostgreSQL store's write transaction through node-postgres and porsager/postgres, with the store's own statements: client and server CPU per transfer, transfers/s, medians per variant and batch size.",
   options: {
-    rounds: { type: 'string', default: '5' },
-    transfers: { type: 'string', default: '1024' },
-    batch: { type: 'string', default: '1,16,64' },
-    inflight: { type: 'string', default: '2' },
-    variants: { type: 'string', default: 'pg,pg-unnamed,pg-pipelined,pg-json,porsager,porsager-pipelined' },
-    url: { type: 'string' },
-    json: { type: 'boolean', default: false },
+    rounds: { type: 'string', default: '5', value: 'N', help: 'rounds (the variants alternate, the order reversed every other round)' },
+    transfers: { type: 'string', default: '1024', value: 'N', help: 'transfers per variant and round' },
+    batch: { type: 'string', default: '1,16,64', value: 'LIST', help: 'batch sizes, separated by commas' },
+    inflight: { type: 'string', default: '2', value: 'N', help: 'transactions in flight at once' },
+    variants: { type: 'string', default: 'pg,pg-unnamed,pg-pipelined,pg-json,porsager,porsager-pipelined', value: 'LIST', help: 'the variants to run, separated by commas' },
+    url: { type: 'string', value: 'postgres://…', help: 'make a throwaway database on this server (default: start a PostgreSQL server of its own, as the postgres user)' },
+    json: { type: 'boolean', default: false, help: 'print the results as JSON' },
   },
 });
 const rounds = Number(values.rounds);

@@ -13,12 +13,19 @@
  *
  * Usage: node dist/bench/pgDriverFailover.js [--timing fast|default] [--json]
  */
-import { parseArgs } from 'node:util';
+import { benchArgs } from './benchArgs.js';
 import pg from 'pg';
 import postgres from 'postgres';
 import { startAutoFailoverFormation, type FailoverTiming, type FormationNode } from '../test/support/pgCluster.js';
 
-const { values } = parseArgs({ options: { timing: { type: 'string', default: 'fast' }, json: { type: 'boolean', default: false } } });
+const { values } = benchArgs({
+  run: 'node dist/bench/pgDriverFailover.js',
+  about: 'How each PostgreSQL driver behaves on a real failover, on a pg_auto_failover formation of its own (run as the postgres user).',
+  options: {
+    timing: { type: 'string', default: 'fast', value: 'fast|recommended|default', help: "the formation's failover timing" },
+    json: { type: 'boolean', default: false, help: 'print the results as JSON' },
+  },
+});
 const timing = values.timing as FailoverTiming;
 
 /** The hosts of a libpq multi-host URL, in order, and the rest of it. */
@@ -152,7 +159,8 @@ try {
   const standbyFirst = formation.url.replace(`127.0.0.1:${primary.port},127.0.0.1:${standby.port}`, `127.0.0.1:${standby.port},127.0.0.1:${primary.port}`);
   const withAttrs = (attrs: string) => standbyFirst.replace('target_session_attrs=read-write', `target_session_attrs=${attrs}`);
   const parsed = parseMultiHost(standbyFirst);
-  const admin = new pg.Client({ host: '127.0.0.1', port: primary.port, user: 'postgres', database: 'postgres' });
+  // The drivers' own role and database (the recipe's, test/support/pgCluster.ts), so that the table is theirs.
+  const admin = new pg.Client({ host: '127.0.0.1', port: primary.port, user: parsed.user, database: parsed.database });
   await admin.connect();
   await admin.query('CREATE TABLE failover_probe (id bigint GENERATED ALWAYS AS IDENTITY, via text, at timestamptz DEFAULT clock_timestamp())');
   await admin.end();

@@ -12,17 +12,21 @@ import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './benchArgs.js';
 import { openJournalFile, reconcile, reportWriter, type LedgerRecord, type LedgerSource, type ReconcileWindow } from '../src/reconcile/index.js';
 import type { EventStore } from '../src/events/store.js';
 import { orThrow } from '../src/events/storeResult.js';
-import { storeLedgerSource } from '../src/settle/reconcileRun.js';
+import { storeLedgerSource } from '../src/commands/reconcileRun.js';
 import { openStore } from '../src/store/openStore.js';
 
-const { values } = parseArgs({
+const { values } = benchArgs({
+  run: 'node dist/bench/reconcileBench.js',
+  about: 'The reconciliation engine over a day of N transfers on both sides, with every category sprinkled in: the time and the peak RSS.',
   options: {
-    n: { type: 'string', default: '1000000' }, format: { type: 'string', default: 'ndjson' }, ledger: { type: 'string', default: 'synthetic' },
-    json: { type: 'boolean', default: false },
+    n: { type: 'string', default: '1000000', value: 'N', help: 'transfers on each side' },
+    format: { type: 'string', default: 'ndjson', value: 'ndjson|csv', help: "the journal file's format" },
+    ledger: { type: 'string', default: 'synthetic', value: 'synthetic|sqlite', help: 'the ledger side: made as it is read, or a real SQLite ledger filled first' },
+    json: { type: 'boolean', default: false, help: 'print the results as JSON' },
   },
 });
 const N = Number(values.n);

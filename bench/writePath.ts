@@ -19,21 +19,22 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
+import { benchArgs } from './benchArgs.js';
 import { cpuBetween, postgresServer } from './peers/storeServerCpu.js';
 import { throwawayDatabase } from './throwawayDatabase.js';
 
-const { values } = parseArgs({
+const { values } = benchArgs({
+  run: 'node dist/bench/writePath.js',
+  about: 'What the store writes per transfer and what it costs (a new GUID answered 0000, as the relay drives the store): CPU, bytes written, write calls, the ledger\'s bytes on disk.',
   options: {
-    transfers: { type: 'string', default: '30000' },
-    inflight: { type: 'string', default: '50' },
-    writer: { type: 'string', default: 'inline' },
-    build: { type: 'string' },
-    runs: { type: 'string', default: '3' },
-    db: { type: 'string' },
-    json: { type: 'boolean', default: false },
-    /** Internal: run once in this process against this build's dist folder and print one JSON line. */
-    child: { type: 'string' },
+    transfers: { type: 'string', default: '30000', value: 'N', help: 'transfers per run' },
+    inflight: { type: 'string', default: '50', value: 'N', help: 'transfers at once' },
+    writer: { type: 'string', default: 'inline', value: 'inline|thread', help: 'where commits run' },
+    build: { type: 'string', value: 'DIR', help: "also another build (its dist folder), run alternately with this one: before and after from one run" },
+    runs: { type: 'string', default: '3', value: 'N', help: 'runs of each build' },
+    db: { type: 'string', value: 'postgres://…', help: 'the PostgreSQL store instead (a database of its own per run on that server)' },
+    json: { type: 'boolean', default: false, help: 'print the results as JSON' },
+    child: { type: 'string', value: 'DIST', help: "internal: run once in this process against that build's dist folder and print one JSON line" },
   },
 });
 

@@ -9,9 +9,12 @@
  *  - every failure goes through classifyFailure; only "certainly never written" becomes `failed`.
  *
  * We talk to undici through `dispatch` with our own handler rather than `request()`, because the handler's
- * `onRequestStart` tells us exactly when the request is handed to a socket (undici writes it right after): before
- * that, nothing of it can have left, which lets the overall deadline classify a call still queued or connecting as
- * failed/connect-timeout instead of unknown.
+ * `onRequestStart` tells us exactly when the request is handed to a socket: undici's HTTP/1 writer calls it
+ * synchronously right before its first write, on a new socket or a kept-alive one, and writes nothing once it
+ * aborted. Before that nothing of the request can have left, which lets the overall deadline classify a call still
+ * queued or connecting as failed/connect-timeout instead of unknown, and it is where the deadline is kept: the
+ * monotonic clock is read there, since the deadline's timer may not have run (a loop stalled inside a callback
+ * polls I/O before timers when it comes back, so a connect completed meanwhile would be written first).
  */
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
@@ -19,6 +22,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { CallFailedReason, CallUnknownReason } from '../events/codecs.js';
 import { decodeDefinite, namesGuid } from './accountAnswer.js';
 import { classifyFailure } from './classifyFailure.js';
+import { createInquiryPacer, type InquiryPacerOptions, type InquiryTurn } from './inquiryPacer.js';
 import { propagating, ROOT_CONTEXT, SpanKind, SpanStatusCode, setAttributes, startSpan, traceHeaders, type Context, type Tracing } from '../telemetry/tracing.js';
 
 export type CallOutcome =
@@ -30,11 +34,16 @@ export type InquiryOutcome =
   | { kind: 'processed'; code: string; body: string } // decodeDefinite, as for a POST
   | { kind: 'absent' } // 404
   /** Anything else. `reached`: the account system answered (with something we cannot use), or no answer came at all. */
-  | { kind: 'unknown'; reached: boolean; detail: string; status?: number };
+  | { kind: 'unknown'; reached: boolean; detail: string; status?: number }
+  /**
+   * Not asked: the inquiry budget (`--inquiry-rate`) had no turn for it, a channel's request over the budget (it may
+   * come back in `retryAfterMs`) or a wait given up (the run stopped, the client closed).
+   */
+  | { kind: 'deferred'; retryAfterMs: number };
 
-/** The HTTP status an inquiry got (for the audit trail), or null when no answer came. */
+/** The HTTP status an inquiry got (for the audit trail), or null when no answer came (or it was not asked). */
 export function inquiryHttpStatus(a: InquiryOutcome): number | null {
-  return a.kind === 'processed' ? 200 : a.kind === 'absent' ? 404 : (a.status ?? null);
+  return a.kind === 'processed' ? 200 : a.kind === 'absent' ? 404 : a.kind === 'unknown' ? (a.status ?? null) : null;
 }
 
 export interface AccountClientOptions {
@@ -51,6 +60,8 @@ export interface AccountClientOptions {
   ca?: string | Buffer;
   /** Where the calls' client spans go (CONTRACT.md §10); default: none recorded, the trace context still passed on. */
   tracing?: Tracing;
+  /** The process's inquiry budget (`--inquiry-rate`, CONTRACT.md §7): every inquiry takes a turn; none: no cap. */
+  inquiryPacing?: InquiryPacerOptions | undefined;
 }
 
 /**
@@ -65,13 +76,22 @@ export interface CallTrace {
 export interface AccountClient {
   /**
    * POST {base}/transfer with `body` byte for byte (a string is sent as its UTF-8 bytes). `guid` is the
-   * transfer's GUID: an answer naming another GUID is not definite.
+   * transfer's GUID: an answer naming another GUID is not definite. `latestStart` (on `performance.now()`'s
+   * clock): the call's deadline counts from it when the call starts later, so that a delay before the call does not
+   * move its deadline past what the send window allows.
    */
-  transfer(body: string | Uint8Array, guid: string, trace?: CallTrace): Promise<CallOutcome>;
-  /** GET {base}/transfer/{guid}. Never `failed`: a GET is harmless, so every doubt is `unknown`. */
-  inquire(guid: string, trace?: CallTrace): Promise<InquiryOutcome>;
+  transfer(body: string | Uint8Array, guid: string, trace?: CallTrace, latestStart?: number): Promise<CallOutcome>;
+  /**
+   * GET {base}/transfer/{guid}. Never `failed`: a GET is harmless, so every doubt is `unknown`. Under the inquiry
+   * budget, `turn` says how it waits: background work waits (oldest row first) and is `deferred` only if it gives up;
+   * a channel's request is `deferred` at once when the budget has no room. Default: waits, after every older row.
+   */
+  inquire(guid: string, trace?: CallTrace, turn?: InquiryTurn): Promise<InquiryOutcome>;
   close(): Promise<void>;
 }
+
+/** The turn of an inquiry whose caller names none: it waits, after every row that waits. */
+const AFTER_EVERY_ROW: InquiryTurn = { waits: true, rowSentAt: Number.MAX_SAFE_INTEGER };
 
 /** Larger answers are not an account-system answer we understand; the call is then unknown. */
 const MAX_RESPONSE_BYTES = 1024 * 1024;
@@ -93,7 +113,8 @@ type Exchange =
   | { type: 'response'; status: number; bytes: Buffer }
   /** `written`: onRequestStart ran, so bytes of the request may have left. */
   | { type: 'error'; written: boolean; error: unknown }
-  | { type: 'deadline'; written: boolean }
+  /** `atWrite`: found past the deadline by the clock when undici was about to write, before the timer ran. */
+  | { type: 'deadline'; written: boolean; atWrite: boolean }
   | { type: 'local-abort'; detail: string }
   | { type: 'redispatch' };
 
@@ -102,7 +123,10 @@ interface ExchangeSpec {
   readonly path: string;
   readonly headers: Record<string, string>;
   readonly body: Buffer | null;
+  /** undici's header and body timeouts. */
   readonly timeoutMs: number;
+  /** The overall deadline, on `performance.now()`'s clock: no byte of the request is written at or after it. */
+  readonly deadlineAt: number;
 }
 
 class LocalAbort extends Error {
@@ -114,7 +138,6 @@ function exchange(pool: Dispatcher, spec: ExchangeSpec): Promise<Exchange> {
   return new Promise<Exchange>((resolve) => {
     let settled = false;
     let started = false;
-    let deadlineHit = false;
     let controller: Dispatcher.DispatchController | undefined;
     let status = 0;
     let size = 0;
@@ -128,18 +151,21 @@ function exchange(pool: Dispatcher, spec: ExchangeSpec): Promise<Exchange> {
     };
 
     const timer = setTimeout(() => {
-      deadlineHit = true;
-      const written = started;
       // Not started: the request is still queued or its socket still connecting. onRequestStart will abort it
       // before a byte is written (undici checks `aborted` right after onRequestStart), so this call is over.
-      finish({ type: 'deadline', written }); // first: the abort below reports an error we must not classify
-      controller?.abort(new LocalAbort(`deadline ${spec.timeoutMs}ms`));
-    }, spec.timeoutMs);
+      finish({ type: 'deadline', written: started, atWrite: false }); // first: the abort below reports an error we must not classify
+      controller?.abort(new LocalAbort('deadline'));
+    }, Math.max(0, spec.deadlineAt - performance.now()));
 
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(c: Dispatcher.DispatchController): void {
-        if (deadlineHit || settled) {
+        if (settled) {
           c.abort(new LocalAbort('call already over'));
+          return;
+        }
+        if (!started && performance.now() >= spec.deadlineAt) {
+          finish({ type: 'deadline', written: false, atWrite: true });
+          c.abort(new LocalAbort('deadline passed before the request was written'));
           return;
         }
         if (started) {
@@ -246,8 +272,9 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
     span.end();
   };
 
-  async function transfer(body: string | Uint8Array, guid: string, trace?: CallTrace): Promise<CallOutcome> {
+  async function transfer(body: string | Uint8Array, guid: string, trace?: CallTrace, latestStart?: number): Promise<CallOutcome> {
     const t0 = performance.now();
+    const deadlineAt = Math.min(t0, latestStart ?? t0) + timeoutMs;
     const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     const span = callSpan('POST', '/transfer', guid, trace, headers);
@@ -257,23 +284,29 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
       headers,
       body: bytes,
       timeoutMs,
+      deadlineAt,
     });
-    const outcome = classifyTransfer(result, guid, performance.now() - t0);
+    const outcome = classifyTransfer(result, guid, performance.now() - t0, deadlineAt - t0);
     endCall(span, outcome.kind, result.type === 'response' ? result.status : undefined, outcome.kind === 'definite' ? undefined : outcome.reason);
     return outcome;
   }
 
-  function classifyTransfer(result: Exchange, guid: string, latencyMs: number): CallOutcome {
+  /** `budgetMs`: how long the call had from its start to its deadline. */
+  function classifyTransfer(result: Exchange, guid: string, latencyMs: number, budgetMs: number): CallOutcome {
     switch (result.type) {
       case 'response': {
         const d = decodeDefinite(result.status, result.bytes, guid);
         if (d.ok) return { kind: 'definite', code: d.code, body: d.text, status: 200, latencyMs };
         return { kind: 'unknown', reason: 'non-definite', detail: d.detail, latencyMs };
       }
-      case 'deadline':
-        return result.written
-          ? { kind: 'unknown', reason: 'timeout', detail: `no complete answer within ${timeoutMs}ms`, latencyMs }
-          : { kind: 'failed', reason: 'connect-timeout', detail: `not handed to a socket within ${timeoutMs}ms (queued or connecting)`, latencyMs };
+      case 'deadline': {
+        const budget = Math.round(budgetMs);
+        if (result.written) return { kind: 'unknown', reason: 'timeout', detail: `no complete answer within ${budget}ms`, latencyMs };
+        const detail = result.atWrite
+          ? `not written: its ${budget}ms deadline had passed when the request could be written (the event loop was held up); no byte of it left`
+          : `not handed to a socket within ${budget}ms (queued or connecting)`;
+        return { kind: 'failed', reason: 'connect-timeout', detail, latencyMs };
+      }
       case 'local-abort':
         return { kind: 'unknown', reason: 'non-definite', detail: result.detail, latencyMs };
       case 'redispatch':
@@ -287,7 +320,14 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
     }
   }
 
-  async function inquire(guid: string, trace?: CallTrace): Promise<InquiryOutcome> {
+  const pacer = opts.inquiryPacing === undefined ? null : createInquiryPacer(opts.inquiryPacing);
+
+  async function inquire(guid: string, trace?: CallTrace, turn: InquiryTurn = AFTER_EVERY_ROW): Promise<InquiryOutcome> {
+    if (pacer !== null) {
+      const given = await pacer.turn(turn);
+      if (!given.go) return { kind: 'deferred', retryAfterMs: given.retryAfterMs };
+    }
+    const deadlineAt = performance.now() + inquiryTimeoutMs;
     const headers: Record<string, string> = { accept: 'application/json' };
     const span = callSpan('GET', '/transfer/{guid}', guid, trace, headers);
     const result = await exchange(pool, {
@@ -296,6 +336,7 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
       headers,
       body: null,
       timeoutMs: inquiryTimeoutMs,
+      deadlineAt,
     });
     const answer = classifyInquiry(result, guid);
     endCall(span, answer.kind, result.type === 'response' ? result.status : undefined, answer.kind === 'unknown' ? (answer.reached ? 'non-definite' : 'unreachable') : undefined);
@@ -325,6 +366,7 @@ export function createAccountClient(opts: AccountClientOptions): AccountClient {
     transfer,
     inquire,
     async close(): Promise<void> {
+      pacer?.close();
       await pool.close();
     },
   };

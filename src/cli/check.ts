@@ -14,7 +14,7 @@ async function checkPostgres(db: string): Promise<{ ok: boolean; lines: string[]
   const { checkPostgresSchema } = await import('../store/postgres/checkSchema.js');
   const { openStore, processActor, shownDb } = await import('../store/openStore.js');
   const { orThrow } = await import('../events/storeResult.js');
-  const { verifyLedger } = await import('../settle/rebuild.js');
+  const { verifyLedger } = await import('../commands/rebuild.js');
   const shown = shownDb(db);
   const schema = await checkPostgresSchema(db);
   const base = { path: shown, store: 'postgresql', schemaVersion: schema.schemaVersion, expectedSchemaVersion: schema.expectedVersion, tables: schema.tables };

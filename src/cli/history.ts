@@ -1,8 +1,11 @@
 import type { Command } from 'commander';
 import type { Actor } from '../events/codecs.js';
+import type { NotificationOutbox } from '../events/store.js';
 import { orThrow } from '../events/storeResult.js';
-import type { ReconciliationMention, TimelineEntry } from '../settle/history.js';
+import type { ReconciliationMention, TimelineEntry } from '../commands/history.js';
 import { indentJson } from '../json/indentJson.js';
+import { termsOfRequest } from '../reconcile/ledgerFacts.js';
+import { formatMoney } from '../shared/money.js';
 import { dbFlag, flag, jsonFlag } from './options.js';
 import { err, iso, out, printJson, setExit, type Exit } from './output.js';
 import { withLedger } from './withLedger.js';
@@ -28,7 +31,7 @@ function dataLines(data: unknown): string[] {
   });
 }
 
-function printEntry(e: TimelineEntry): void {
+function printEntry(e: TimelineEntry, guid: string): void {
   if (e.kind === 'request') {
     const key = e.key === null ? '' : `, key ${e.key}`;
     const replayed = e.replayed ? ' (replayed: the stored answer, nothing sent)' : '';
@@ -39,6 +42,20 @@ function printEntry(e: TimelineEntry): void {
   const note = staleAnswerNote(e);
   if (note !== null) out(`${DATA_INDENT}${note}`);
   for (const line of dataLines(e.data)) out(`${DATA_INDENT}${line}`);
+  const money = moneyLine(e, guid);
+  if (money !== null) out(`${DATA_INDENT}${money}`);
+}
+
+/** The claimed request's amount as people read money (CONTRACT.md §5), beside the minor units its bytes hold. */
+function moneyLine(e: Extract<TimelineEntry, { kind: 'event' }>, guid: string): string | null {
+  const request = e.type === 'Claimed' && typeof e.data === 'object' && e.data !== null ? (e.data as { request?: unknown }).request : undefined;
+  if (typeof request !== 'string') return null;
+  try {
+    const { amount, currency } = termsOfRequest(guid, request);
+    return `money: ${formatMoney(amount, currency)} (amount ${amount} in minor units)`;
+  } catch {
+    return null; // a request that does not read as the relay accepted it: its bytes above say what it is
+  }
 }
 
 /** A reconciliation run that flagged the GUID: when, over which window, what it found, since which run. */
@@ -59,7 +76,7 @@ function staleAnswerNote(e: Extract<TimelineEntry, { kind: 'event' }>): string |
 
 export function runHistory(o: { db: string; guid: string; json?: boolean; requests?: boolean }): Promise<Exit> {
   return withLedger('history', o.db, async (store) => {
-    const { readHistory, readTimeline, readReconciliationMentions } = await import('../settle/history.js');
+    const { readHistory, readTimeline, readReconciliationMentions } = await import('../commands/history.js');
     if (o.json === true && o.requests !== true) {
       // CONTRACT.md §5: an array of {seq, type, at, data}.
       const events = await orThrow(readHistory(store, o.guid));
@@ -78,8 +95,9 @@ export function runHistory(o: { db: string; guid: string; json?: boolean; reques
     // A GUID the ledger never relayed may still have been flagged (missing_in_ledger): what an auditor looks it up for.
     const mentions = await orThrow(readReconciliationMentions(store, o.guid));
     if (events === 0 && mentions.length === 0) return noSuchGuid(o.guid);
-    for (const e of entries) printEntry(e);
+    for (const e of entries) printEntry(e, o.guid);
     for (const m of mentions) printMention(m);
+    await printNotifications(store, o.guid);
     const flagged = mentions.length === 0 ? '' : `; flagged by ${mentions.length} reconciliation run${mentions.length === 1 ? '' : 's'}`;
     if (events === 0) {
       out(`${o.guid}: no events in the ledger (guidgate never relayed it)${flagged}`);
@@ -88,12 +106,27 @@ export function runHistory(o: { db: string; guid: string; json?: boolean; reques
     const row = await orThrow(store.getLedger(o.guid));
     const requests = o.requests === true ? `, ${all.length - events} channel requests` : '';
     out(`${o.guid}: ${events} events${requests}; now ${row?.status ?? '(no ledger row)'}${row?.code == null ? '' : ` ${row.code}`}${flagged}`);
-    // The black-hole pattern said in words, by the rule the operator API's timeline uses (#28).
-    const { unansweredSends } = await import('../settle/stats.js');
+    // The black-hole pattern said in words, by the rule the operator API's timeline uses.
+    const { unansweredSends } = await import('../commands/stats.js');
     const pattern = unansweredSends(all.flatMap((e) => (e.kind === 'event' ? [e] : [])));
     if (pattern !== null) out(`${o.guid}: ${pattern.summary} (an account system that accepts connections and never answers: docs/operating.md)`);
     return 0;
   });
+}
+
+/** The GUID's notifications (CONTRACT.md §11): each delivery attempt, then where each notification stands. */
+async function printNotifications(store: NotificationOutbox, guid: string): Promise<void> {
+  const [notifications, attempts] = await Promise.all([orThrow(store.listNotifications({ guid, limit: 100 })), orThrow(store.notificationAttempts(guid))]);
+  const typeOf = new Map(notifications.map((n) => [n.seq, n.type]));
+  for (const a of attempts) {
+    const status = a.httpStatus === null ? '' : `HTTP ${a.httpStatus}, `;
+    out(`     ${iso(a.at)}  ${'notification'.padEnd(13)}  ${typeOf.get(a.seq) ?? 'notification'} webhook-id ${guid}:${a.seq}: ${a.result} (${status}${a.detail}, ${Math.round(a.latencyMs)} ms)`);
+  }
+  for (const n of notifications) {
+    const tried = `${n.attempts} attempt${n.attempts === 1 ? '' : 's'}`;
+    const state = n.state === 'pending' ? `pending, next attempt ${iso(n.nextAt)}` : n.state === 'delivered' ? `delivered ${n.deliveredAt === null ? '' : iso(n.deliveredAt)}`.trim() : 'given up';
+    out(`     ${iso(n.at)}  ${'notification'.padEnd(13)}  ${n.type} webhook-id ${guid}:${n.seq} recorded: ${state} (${tried})`);
+  }
 }
 
 function noSuchGuid(guid: string): Exit {

@@ -3,6 +3,9 @@ import * as E from 'fp-ts/lib/Either.js';
 import type { KeysCommandError } from '../relay/auth/keysAdmin.js';
 import { parseScopes, type Scope } from '../relay/auth/keysFile.js';
 import { flag } from './options.js';
+import { setExit } from './output.js';
+import { withLedger } from './withLedger.js';
+import { orThrow } from '../events/storeResult.js';
 import { DEFAULTS } from '../shared/defaults.js';
 
 
@@ -49,12 +52,27 @@ export function registerKeysCommand(program: Command): void {
 
   keys
     .command('list')
-    .description('the keys: names and scopes (never hashes)')
+    .description('the keys, one a line: name, scopes, when `keys add` made it, and with --db when serve last saw it used (never hashes)')
     .addOption(keysFlag())
-    .action(async (o: { keys: string }, cmd: Command) => {
+    .addOption(flag('--db <path>', "serve's ledger (a file or a postgres:// URL): also each key's last use, which serve writes at most once a minute"))
+    .action(async (o: { keys: string; db?: string }, cmd: Command) => {
       const result = (await lib()).listKeys(o.keys);
-      if (E.isRight(result)) for (const k of result.right) process.stdout.write(`${k.name}\t${k.scopes.join(',')}\n`);
-      finish(cmd, result);
+      if (E.isLeft(result)) return finish(cmd, result);
+      // '-': not known (made before guidgate recorded it; no --db); 'never': the ledger has no use of it.
+      let lastUsed: ReadonlyMap<string, number> | null = null;
+      if (o.db !== undefined) {
+        const db = o.db;
+        const exit = await withLedger('keys list', db, async (store) => {
+          lastUsed = new Map((await orThrow(store.keyUses())).map((u) => [u.key, u.at]));
+          return 0;
+        });
+        if (exit !== 0) return setExit(exit);
+      }
+      const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : new Date(ms).toISOString());
+      for (const k of result.right) {
+        const used = lastUsed === null ? '-' : (iso((lastUsed as ReadonlyMap<string, number>).get(k.name)) ?? 'never');
+        process.stdout.write(`${k.name}\t${k.scopes.join(',')}\t${iso(k.created) ?? '-'}\t${used}\n`);
+      }
     });
 
   keys

@@ -16,7 +16,7 @@ export interface LedgerCliOptions { db: string; status?: Status[]; olderThan?: n
  */
 export function runLedger(o: LedgerCliOptions): Promise<Exit> {
   return withLedger('ledger', o.db, async (store) => {
-    const { listLedger } = await import('../settle/ledger.js');
+    const { listLedger } = await import('../commands/ledger.js');
     const { operatorRow } = await import('../events/policy.js');
     // Ages and --older-than by the ledger's clock, as the commands that act on them judge them.
     const now = await orThrow(store.now());

@@ -1,19 +1,18 @@
 import type { Command } from 'commander';
 import { formatDuration } from '../shared/duration.js';
-import { dbFlag, dryRunFlag, durationArg, flag, jsonFlag, shownDefault } from './options.js';
+import { continuityDirFlag, dbFlag, dryRunFlag, durationArg, flag, jsonFlag, shownDefault } from './options.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { err, guidsByOutcome, out, printJson, setExit, type Exit } from './output.js';
 import { withLedger } from './withLedger.js';
+import { warnUnderFloor } from './warnings.js';
 import { interruptedExit, interruptible } from './interrupt.js';
 import { startProgress } from './progress.js';
 
-export interface PurgeCliOptions { db: string; retention: number; tombstoneRetention: number; dryRun?: boolean; json?: boolean }
+export interface PurgeCliOptions { db: string; continuityDir?: string; retention: number; tombstoneRetention: number; dryRun?: boolean; json?: boolean }
 
 export async function runPurge(o: PurgeCliOptions): Promise<Exit> {
-  const { purgeDone, SHORT_RETENTION_MS } = await import('../settle/purge.js');
-  if (o.retention < SHORT_RETENTION_MS) {
-    err(`guidgate purge: warning: retention ${formatDuration(o.retention)} is under a day; channels may still resend within it, and a resend after the purge gets E905 instead of the answer`);
-  }
+  const { purgeDone } = await import('../commands/purge.js');
+  warnUnderFloor('purge', 'retention', o.retention);
   return withLedger('purge', o.db, async (store) => {
     const progress = startProgress('purge');
     const stop = interruptible('purge');
@@ -37,7 +36,7 @@ export async function runPurge(o: PurgeCliOptions): Promise<Exit> {
     }
     if (!o.json) for (const line of named.lines()) out(line);
     return code;
-  });
+  }, { writes: o.dryRun !== true, continuityDir: o.continuityDir });
 }
 
 export function registerPurge(program: Command): void {
@@ -48,6 +47,7 @@ export function registerPurge(program: Command): void {
     .addOption(flag('--tombstone-retention <duration>', 'keep PURGED tombstones (E905 answers) this long').argParser(durationArg).default(DEFAULTS.tombstoneRetentionMs, shownDefault(DEFAULTS.tombstoneRetentionMs)))
     .addOption(dryRunFlag('count what would be purged and removed; change nothing'))
     .addOption(dbFlag())
+    .addOption(continuityDirFlag())
     .addOption(jsonFlag())
     .action(async (o: PurgeCliOptions) => {
       setExit(await runPurge(o));

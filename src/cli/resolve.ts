@@ -1,9 +1,10 @@
 import type { Command } from 'commander';
-import type { ResolveSummary } from '../settle/resolve.js';
+import type { ResolveSummary } from '../commands/resolve.js';
 import { formatDuration } from '../shared/duration.js';
-import { minAgeFlag, accountUrlFlag, concurrencyFlag, dbFlag, dryRunFlag, graceFlag, jsonFlag, limitFlag, timeoutFlag } from './options.js';
+import { inquiryRateFlag, minAgeFlag, accountUrlFlag, concurrencyFlag, continuityDirFlag, dbFlag, dryRunFlag, graceFlag, jsonFlag, limitFlag, timeoutFlag } from './options.js';
 import { age, iso, setExit, type Exit } from './output.js';
 import { runRowCommand, type RowCliOptions } from './rowRun.js';
+import { warnUnderFloor } from './warnings.js';
 
 export interface ResolveCliOptions extends RowCliOptions { minAge: number; grace: number }
 
@@ -14,8 +15,11 @@ function tooYoungLine(young: ResolveSummary['tooYoung'], minAgeMs: number): stri
   return [`${rows} younger than min-age ${formatDuration(minAgeMs)}, left out: the first becomes eligible at ${iso(young.firstEligibleAt)} (in ${age(young.firstEligibleInMs)})`];
 }
 
+const tooYoungCount = (s: ResolveSummary): string => (s.tooYoung === undefined ? '' : ` too-young=${s.tooYoung.count}`);
+
 export async function runResolve(o: ResolveCliOptions): Promise<Exit> {
-  const { resolveExitCode, resolveUnknown } = await import('../settle/resolve.js');
+  const { resolveExitCode, resolveUnknown } = await import('../commands/resolve.js');
+  warnUnderFloor('resolve', 'minAge', o.minAge);
   return runRowCommand(o, {
     name: 'resolve',
     failures: ['unreachable', 'still-unknown', 'ledger-error'],
@@ -25,11 +29,10 @@ export async function runResolve(o: ResolveCliOptions): Promise<Exit> {
     summaryLine: (s) =>
       `resolve: candidates=${s.candidates} processed=${s.processed} absent=${s.absent} still-unknown=${s.stillUnknown} ` +
       `unreachable=${s.unreachable} skipped=${s.skipped} ledger-errors=${s.ledgerErrors} ` +
-      `swept-never-sent=${s.swept.neverSent} swept-orphaned=${s.swept.orphaned}`,
+      `swept-never-sent=${s.swept.neverSent} swept-orphaned=${s.swept.orphaned} min-age=${formatDuration(o.minAge)}${tooYoungCount(s)}`,
     dryRunLine: (s) =>
-      `resolve (dry run, nothing changed, nothing inquired): candidates=${s.candidates} would-sweep-never-sent=${s.swept.neverSent} would-sweep-orphaned=${s.swept.orphaned} min-age=${formatDuration(o.minAge)}` +
-      `${s.tooYoung === undefined ? '' : ` too-young=${s.tooYoung.count}`}`,
-    dryRunNotes: (s) => tooYoungLine(s.tooYoung, o.minAge),
+      `resolve (dry run, nothing changed, nothing inquired): candidates=${s.candidates} would-sweep-never-sent=${s.swept.neverSent} would-sweep-orphaned=${s.swept.orphaned} min-age=${formatDuration(o.minAge)}${tooYoungCount(s)}`,
+    notes: (s) => tooYoungLine(s.tooYoung, o.minAge),
   });
 }
 
@@ -41,10 +44,12 @@ export function registerResolve(program: Command): void {
     .addOption(minAgeFlag('only rows whose last Sent is at least this old (longer than the account system may take to process)'))
     .addOption(limitFlag())
     .addOption(dryRunFlag('list the candidates; sweep, inquire and change nothing'))
+    .addOption(inquiryRateFlag('inquiries this run makes at most (50/s, 600/m; 0: no cap): over it each waits its turn, the oldest row first'))
     .addOption(concurrencyFlag('inquiries in flight at once'))
     .addOption(graceFlag("grace of the orphan sweep run first (as serve's --grace)"))
     .addOption(timeoutFlag('deadline of one inquiry'))
     .addOption(dbFlag())
+    .addOption(continuityDirFlag())
     .addOption(jsonFlag())
     .action(async (o: ResolveCliOptions) => {
       setExit(await runResolve(o));

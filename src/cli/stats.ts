@@ -6,7 +6,7 @@ import { withLedger } from './withLedger.js';
 
 export function runStats(o: { db: string; maxAttempts: number; json?: boolean }): Promise<Exit> {
   return withLedger('stats', o.db, async (store) => {
-    const { ledgerStats } = await import('../settle/stats.js');
+    const { ledgerStats } = await import('../commands/stats.js');
     const now = await orThrow(store.now());
     const s = await orThrow(ledgerStats(store, { maxAttempts: o.maxAttempts, clock: () => now }));
     if (o.json) {

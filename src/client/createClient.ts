@@ -1,5 +1,6 @@
 import { Agent } from 'undici';
 import { GUID_PATTERN } from '../contract/transferRequest.js';
+import { fittingWait, MAX_PREFER_WAIT_S } from '../contract/preferWait.js';
 import { backoffDelay, retryAfterMs, sleep, type BackoffOptions } from './backoff.js';
 import { decodeReplyBody, decodeTransferStatus, type ReplyBody, type TransferStatus } from './codecs.js';
 import {
@@ -35,6 +36,12 @@ export interface ClientOptions {
   readonly timeout: number;
   /** How long `transfer` keeps resending, from the call, before it answers `unknown`, in ms. */
   readonly maxWait: number;
+  /**
+   * The most seconds (1–30) a resend of a GUID in progress waits at the relay for its outcome (`Prefer: wait`),
+   * instead of an E903 at once. Default: what fits one attempt's `timeout` with a second to spare (`timeout` 5000 →
+   * 4), at most 30; each attempt asks for no more than fits its own time left. `false`: never asked.
+   */
+  readonly wait?: number | false;
   readonly tls?: TlsOptions;
   readonly backoff?: BackoffOptions;
   /** Told about every attempt (for a channel's logs and metrics). */
@@ -123,6 +130,10 @@ function refusal(code: string, reply: ReplyBody, guid: string): GuidgateClientEr
 export function createClient(opts: ClientOptions): GuidgateClient {
   const timeout = positive('timeout', opts.timeout);
   const maxWait = positive('maxWait', opts.maxWait);
+  const mostWait = opts.wait === undefined ? MAX_PREFER_WAIT_S : opts.wait;
+  if (mostWait !== false && !(Number.isInteger(mostWait) && mostWait >= 1 && mostWait <= MAX_PREFER_WAIT_S)) {
+    throw new TypeError(`wait must be whole seconds from 1 to ${MAX_PREFER_WAIT_S}, or false`);
+  }
   const base = new URL(opts.baseUrl.endsWith('/') ? opts.baseUrl : `${opts.baseUrl}/`);
   if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new TypeError('baseUrl must be an http(s) URL');
   const tls = opts.tls;
@@ -150,12 +161,15 @@ export function createClient(opts: ClientOptions): GuidgateClient {
 
     for (;;) {
       attempts++;
+      const attemptMs = Math.max(1, Math.min(timeout, deadline - Date.now()));
+      // A resend of a GUID in progress waits at the relay for its outcome, within this attempt's time (a first send is unchanged).
+      const preferWait = mostWait === false ? null : fittingWait(attemptMs, mostWait);
       const ex: Exchange = await exchange(agent, {
         method: 'POST',
         url: transfersUrl,
-        headers: { ...headers, 'content-type': 'application/json' },
+        headers: { ...headers, 'content-type': 'application/json', ...(preferWait === null ? {} : { prefer: `wait=${preferWait}` }) },
         body,
-        timeoutMs: Math.max(1, Math.min(timeout, deadline - Date.now())),
+        timeoutMs: attemptMs,
         signal,
       });
       const reply = ex.kind === 'reply' ? decodeReplyBody(ex.text) : null;

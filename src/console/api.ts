@@ -95,10 +95,13 @@ export interface Row {
 export interface Stats {
   readonly statuses: Partial<Record<Status, { readonly count: number; readonly oldestUpdatedAt: Instant | null }>>;
   readonly oldest: { readonly UNKNOWN?: Row | null; readonly FAILED?: Row | null };
-  readonly deadLetters?: { readonly maxAttempts: number; readonly count: number };
+  /** `command`: the command line that sends dead letters again with one attempt more, less the GUIDs (absent from a relay before it). */
+  readonly deadLetters?: { readonly maxAttempts: number; readonly count: number; readonly command?: string };
   readonly breaker: unknown;
   /** The continuity guard (CONTRACT.md §9); absent from a relay older than it. */
   readonly continuity?: unknown;
+  /** The notification outbox (CONTRACT.md §11); absent from a relay older than it. */
+  readonly notifications?: { readonly pending: number; readonly oldestPendingAt: Instant | null; readonly delivered: number; readonly givenUp: number };
   readonly replies: {
     readonly windowSeconds: number;
     readonly perCode: Readonly<Record<string, number>>;
@@ -116,10 +119,21 @@ export type TimelineEntry =
   | { readonly kind: 'event'; readonly seq: number; readonly type: string; readonly at: Instant; readonly data: unknown; readonly actor: unknown }
   | { readonly kind: 'request'; readonly at: Instant; readonly key: string | null; readonly code: string; readonly fingerprintMatch: boolean; readonly replayed: boolean };
 
+/** A notification to channels and its delivery attempts, as the timeline route shows it. */
+export interface NotificationShown {
+  readonly webhookId: string;
+  readonly type: string;
+  readonly state: string;
+  readonly recordedAt: string;
+  readonly tries: ReadonlyArray<{ readonly at: Instant; readonly result: string; readonly httpStatus: number | null; readonly detail: string }>;
+}
+
 export interface Timeline {
   readonly guid: string;
   readonly row: Row | null;
   readonly timeline: readonly TimelineEntry[];
+  /** Absent from a relay older than notifications. */
+  readonly notifications?: readonly NotificationShown[];
 }
 
 export type Action = 'resolve' | 'reprocess';
@@ -155,13 +169,18 @@ export interface ReconciliationBreak {
   readonly firstSeen: string;
 }
 
-/** One run with its breaks (`GET /v1/reconciliations/{id}`). */
+/** One run with a page of its breaks (`GET /v1/reconciliations/{id}?after=&limit=`). */
 export interface Reconciliation extends ReconciliationRun {
   readonly breaks: readonly ReconciliationBreak[];
+  /** The GUID to ask the next page after; null on the last page. */
+  readonly nextAfter: string | null;
 }
 
-export const getReconciliations = (limit: number) => call<{ readonly runs: readonly ReconciliationRun[]; readonly nextCursor: string | null }>('GET', `/v1/reconciliations?limit=${limit}`);
-export const getReconciliation = (id: string) => call<Reconciliation>('GET', `/v1/reconciliations/${encodeURIComponent(id)}`);
+/** A page of recorded runs, newest first; `cursor`: the page before's nextCursor. */
+export const getReconciliations = (limit: number, cursor: string | null = null) =>
+  call<{ readonly runs: readonly ReconciliationRun[]; readonly nextCursor: string | null }>('GET', `/v1/reconciliations?limit=${limit}${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`);
+export const getReconciliation = (id: string, limit: number, after: string | null = null) =>
+  call<Reconciliation>('GET', `/v1/reconciliations/${encodeURIComponent(id)}?limit=${limit}${after === null ? '' : `&after=${encodeURIComponent(after)}`}`);
 
 const guidPath = (guid: string) => `/v1/transfers/${encodeURIComponent(guid)}`;
 

@@ -5,8 +5,10 @@
  */
 import {
   STATUSES, forgetSession, getLedger, getReconciliation, getReconciliations, getStats, getTimeline, runAction, saveSession, savedSession,
-  type Action, type ActionResult, type ApiError, type Instant, type Reconciliation, type ReconciliationBreak, type Row, type Stats, type Status, type TimelineEntry,
+  type Action, type ActionResult, type ApiError, type Instant, type Reconciliation, type ReconciliationBreak, type ReconciliationRun, type Row, type Stats, type Status, type TimelineEntry, type NotificationShown,
 } from './api.js';
+import { formatMoney } from '../shared/money.js';
+import { counted } from '../shared/plural.js';
 
 /** Rows per page: 50, or `?rows=N` in the page's address (1 to 500, the API's limit). */
 const PAGE_SIZE = ((): number => {
@@ -46,6 +48,7 @@ const ui = {
   nextPage: byId('next-page', HTMLButtonElement),
   find: byId('find', HTMLFormElement),
   guid: byId('guid', HTMLInputElement),
+  transferTitle: byId('transfer-title', HTMLElement),
   transferStatus: byId('transfer-status', HTMLElement),
   transfer: byId('transfer', HTMLElement),
   rowFacts: byId('row-facts', HTMLElement),
@@ -62,8 +65,13 @@ const ui = {
   cancel: byId('cancel', HTMLButtonElement),
   actionStatus: byId('action-status', HTMLElement),
   reconRefresh: byId('recon-refresh', HTMLButtonElement),
+  reconNext: byId('recon-next', HTMLButtonElement),
+  reconFirst: byId('recon-first', HTMLButtonElement),
   reconStatus: byId('recon-status', HTMLElement),
   recon: byId('recon', HTMLElement),
+  reconList: byId('recon-list', HTMLElement),
+  reconRuns: byId('recon-runs', HTMLTableElement),
+  reconOlder: byId('recon-older', HTMLButtonElement),
   reconFacts: byId('recon-facts', HTMLElement),
   reconCounts: byId('recon-counts', HTMLTableElement),
   reconP1: byId('recon-p1', HTMLTableElement),
@@ -190,14 +198,15 @@ function breakerText(v: unknown): string {
     const trial = typeof b.trialAt === 'number' ? ` until ${new Date(b.trialAt).toISOString().slice(11, 19)} UTC` : '';
     return `open: new sends get E902 without a call${trial}`;
   }
-  return `${scalar(b.state)}${b.failuresInRow === undefined ? '' : ` (${scalar(b.failuresInRow)} failed calls in a row of ${scalar(b.failuresToOpen)} to open)`}`;
+  const inRow = typeof b.failuresInRow === 'number' ? ` (${counted(b.failuresInRow, 'failed call')} in a row of ${scalar(b.failuresToOpen)} to open)` : '';
+  return `${scalar(b.state)}${inRow}`;
 }
 
 /** The continuity guard as `GET /v1/stats` shows it (CONTRACT.md §9): `{ state: off | watching | window, … }`. */
 function continuityText(v: unknown): string {
   if (typeof v !== 'object' || v === null || !('state' in v)) return 'not reported';
   const c = v as { state: unknown; endsAt?: unknown; breaks?: unknown };
-  const seen = typeof c.breaks === 'number' && c.breaks > 0 ? ` (the ledger went back ${c.breaks} time${c.breaks === 1 ? '' : 's'} since start)` : '';
+  const seen = typeof c.breaks === 'number' && c.breaks > 0 ? ` (the ledger went back ${counted(c.breaks, 'time')} since start)` : '';
   if (c.state === 'off') return `off (--continuity-window 0)${seen}`;
   if (c.state === 'window') {
     const until = typeof c.endsAt === 'number' ? ` until ${new Date(c.endsAt).toISOString().replace('T', ' ').slice(0, 19)} UTC` : '';
@@ -216,9 +225,10 @@ function renderStats(s: Stats): void {
   fill(ui.facts, [
     ['Oldest UNKNOWN', oldest(s.oldest.UNKNOWN)],
     ['Oldest FAILED', oldest(s.oldest.FAILED)],
-    ['At the attempt cap', s.deadLetters === undefined ? '—' : `${s.deadLetters.count} FAILED row${s.deadLetters.count === 1 ? '' : 's'} (reprocess sends them no more)`],
+    ['At the attempt cap', s.deadLetters === undefined ? '—' : `${counted(s.deadLetters.count, 'FAILED row')} (never sent again on its own: a person decides)`],
     ['Breaker', breakerText(s.breaker)],
     ['Ledger continuity', continuityText(s.continuity)],
+    ['Notifications pending', s.notifications === undefined ? '—' : `${s.notifications.pending}${s.notifications.oldestPendingAt === null ? '' : `, the oldest recorded ${time(s.notifications.oldestPendingAt, false).textContent ?? ''}`} (${s.notifications.givenUp} given up)`],
   ]);
   const minutes = Math.round(s.replies.windowSeconds / 60);
   ui.replies.caption!.textContent = `Replies per code, last ${minutes >= 1 ? `${minutes} min` : `${s.replies.windowSeconds} s`}`;
@@ -312,7 +322,7 @@ function renderTrend(s: Stats, now: number): void {
   const since =
     shown.length === 1
       ? 'one sample so far (turn on auto-refresh to follow it)'
-      : `${first.unsettled} at ${clock(first.at)} UTC; ${shown.length} samples, taken by this page at each refresh while it is open`;
+      : `${first.unsettled} at ${clock(first.at)} UTC; ${counted(shown.length, 'sample')}, taken by this page at each refresh while it is open`;
   figure(ui.trendUnsettled, 'trend-unsettled-text', chart, `Unsettled rows (${UNSETTLED.join(', ')}): ${latest.unsettled} now, ${since}.`);
 }
 
@@ -395,12 +405,12 @@ async function loadRows(): Promise<void> {
     ),
   );
   const which = statuses.length === 0 ? 'any status' : statuses.join(', ');
-  say(ui.rowsStatus, `${rows.length} row${rows.length === 1 ? '' : 's'} (${which}${ui.olderThan.value.trim() === '' ? '' : `, older than ${ui.olderThan.value.trim()}`})${cursor === null ? '' : ', a later page'}${nextCursor === null ? '.' : '; more on the next page.'}`);
+  say(ui.rowsStatus, `${counted(rows.length, 'row')} (${which}${ui.olderThan.value.trim() === '' ? '' : `, older than ${ui.olderThan.value.trim()}`})${cursor === null ? '' : ', a later page'}${nextCursor === null ? '.' : '; more on the next page.'}`);
   ui.nextPage.disabled = nextCursor === null;
   ui.firstPage.disabled = cursor === null;
 }
 
-// ---- reconciliation: the latest recorded run (`guidgate reconcile`), its breaks by severity ----
+// ---- reconciliation: the recorded runs (`guidgate reconcile`), newest first; one opened, its breaks by severity ----
 
 /** The categories in the order a summary lists them (CONTRACT.md §8), with their severity. */
 const CATEGORY_SEVERITY: ReadonlyArray<readonly [string, string]> = [
@@ -413,16 +423,16 @@ const CATEGORY_SEVERITY: ReadonlyArray<readonly [string, string]> = [
   ['pending', 'not a break'],
   ['matched', '—'],
 ];
-/** Breaks shown per severity; a run with more says so, and the API gives them all. */
-const BREAKS_SHOWN = 200;
+/** Breaks asked per page: a run may hold millions, so the console never asks for them all at once. */
+const BREAKS_PAGE = 200;
 
-const money = (amount: number | null | undefined, currency: string | null | undefined) => (amount === null || amount === undefined ? '—' : `${amount}${currency == null ? '' : ` ${currency}`}`);
+const money = (amount: number | null | undefined, currency: string | null | undefined) => (amount === null || amount === undefined ? '—' : formatMoney(amount, currency));
 
 function breakRow(b: ReconciliationBreak, runId: string): HTMLElement {
   const l = b.ledger;
   const ledger = l === null ? 'no row (never relayed)' : `${l.status}${l.code === null ? '' : ` ${l.code}`}, ${money(l.amount, l.currency)}`;
   const postings = b.journal.map((e) => `${e.ref}: ${money(e.amount, e.currency)}`).join('; ');
-  const journal = b.journal.length === 0 ? 'no posting' : `${b.journal.length} posting${b.journal.length === 1 ? '' : 's'} (${postings})`;
+  const journal = b.journal.length === 0 ? 'no posting' : `${counted(b.journal.length, 'posting')} (${postings})`;
   const differs = b.differs.length === 0 ? '' : `, differs in ${b.differs.join(', ')}`;
   return h(
     'tr',
@@ -435,14 +445,15 @@ function breakRow(b: ReconciliationBreak, runId: string): HTMLElement {
   );
 }
 
-function renderBreaks(table: HTMLTableElement, severity: 'P1' | 'P2', run: Reconciliation): void {
-  const all = run.breaks.filter((b) => b.severity === severity);
-  const shown = all.slice(0, BREAKS_SHOWN);
-  table.caption!.textContent = `${severity} breaks: ${all.length}${all.length > shown.length ? `, the first ${shown.length} shown (GET /v1/reconciliations/${run.id} has them all)` : ''}`;
+function renderBreaks(table: HTMLTableElement, severity: 'P1' | 'P2', run: Reconciliation, page: number): void {
+  const shown = run.breaks.filter((b) => b.severity === severity);
+  const total = run.severities[severity];
+  const paged = page > 1 || run.nextAfter !== null;
+  table.caption!.textContent = `${severity} breaks: ${total}${paged ? `; page ${page} (${BREAKS_PAGE} breaks a page, in GUID order) shows ${shown.length}` : ''}`;
   body(table).replaceChildren(...(shown.length === 0 ? [h('tr', {}, h('td', { colspan: '5' }, `no ${severity} break`))] : shown.map((b) => breakRow(b, run.id))));
 }
 
-function renderReconciliation(run: Reconciliation): void {
+function renderReconciliation(run: Reconciliation, page: number): void {
   const utc = (t: Instant) => new Date(t).toISOString();
   fill(ui.reconFacts, [
     ['Run', `${run.id}`],
@@ -455,37 +466,123 @@ function renderReconciliation(run: Reconciliation): void {
   body(ui.reconCounts).replaceChildren(
     ...CATEGORY_SEVERITY.map(([category, severity]) => h('tr', {}, h('th', { scope: 'row' }, category), h('td', {}, severity), h('td', { class: 'num' }, String(run.counts[category] ?? 0)))),
   );
-  renderBreaks(ui.reconP1, 'P1', run);
-  renderBreaks(ui.reconP2, 'P2', run);
+  renderBreaks(ui.reconP1, 'P1', run, page);
+  renderBreaks(ui.reconP2, 'P2', run, page);
+  ui.reconNext.hidden = run.nextAfter === null;
+  ui.reconFirst.hidden = page === 1;
+  reconPage = { id: run.id, page, nextAfter: run.nextAfter };
 }
 
-let reconLoads = 0;
+/** The page of breaks shown: its run, its number, and where the next one starts. */
+let reconPage: { id: string; page: number; nextAfter: string | null } | null = null;
 
-async function loadReconciliation(): Promise<void> {
+/** The next page of the shown run's breaks (or its first again). */
+async function loadBreaksPage(which: 'next' | 'first'): Promise<void> {
+  const at = reconPage;
+  if (at === null || (which === 'next' && at.nextAfter === null)) return;
   const mine = ++reconLoads;
   say(ui.reconStatus, 'Loading…');
-  const list = await getReconciliations(1);
-  if (mine !== reconLoads) return;
-  if (!list.ok) {
-    failed(ui.reconStatus, list.error);
-    return;
-  }
-  const latestRun = list.value.runs[0];
-  if (latestRun === undefined) {
-    ui.recon.hidden = true;
-    say(ui.reconStatus, 'No reconciliation run recorded yet (guidgate reconcile records each run).');
-    return;
-  }
-  const r = await getReconciliation(latestRun.id);
+  const r = await getReconciliation(at.id, BREAKS_PAGE, which === 'next' ? at.nextAfter : null);
   if (mine !== reconLoads) return;
   if (!r.ok) {
     failed(ui.reconStatus, r.error);
     return;
   }
-  renderReconciliation(r.value);
+  const page = which === 'next' ? at.page + 1 : 1;
+  renderReconciliation(r.value, page);
+  say(ui.reconStatus, `Run ${r.value.id}, page ${page} of its breaks.`);
+}
+
+/** Runs listed per page; older ones a click away (the API pages them by run id). */
+const RUNS_LISTED = 20;
+
+/** The runs listed so far, newest first; the cursor of the next (older) page; the run opened by a click (null: the latest). */
+const runList = { runs: [] as ReconciliationRun[], next: null as string | null, chosen: null as string | null, shown: null as string | null };
+
+let reconLoads = 0;
+
+function renderRuns(): void {
+  const utc = (t: Instant) => new Date(t).toISOString().slice(0, 16).replace('T', ' ');
+  body(ui.reconRuns).replaceChildren(
+    ...runList.runs.map((run) =>
+      h(
+        'tr',
+        run.id === runList.shown ? { 'aria-current': 'true' } : {},
+        h('th', { scope: 'row', 'data-label': 'Run' }, openRunButton(run.id)),
+        h('td', { 'data-label': 'Recorded' }, time(run.recordedAt)),
+        h('td', { 'data-label': 'Window' }, `${utc(run.window.from)} to ${utc(run.window.to)} UTC`),
+        h('td', { 'data-label': 'Breaks' }, run.breakCount === 0 ? 'none' : h('span', {}, `${run.breakCount}: `, badge('P1'), ` ${run.severities.P1}, `, badge('P2'), ` ${run.severities.P2}`)),
+      ),
+    ),
+  );
+  ui.reconOlder.hidden = runList.next === null;
+}
+
+function openRunButton(id: string): HTMLElement {
+  const button = h('button', { type: 'button' }, `Run ${id}`);
+  button.addEventListener('click', () => {
+    // The latest run clicked means "the latest": a refresh then opens a newer one when one was recorded.
+    runList.chosen = id === runList.runs[0]?.id ? null : id;
+    void openRun(id);
+  });
+  return button;
+}
+
+/** The list's first page again, then the run opened before (if still listed) or the latest. */
+async function loadReconciliation(): Promise<void> {
+  const mine = ++reconLoads;
+  say(ui.reconStatus, 'Loading…');
+  const list = await getReconciliations(RUNS_LISTED);
+  if (mine !== reconLoads) return;
+  if (!list.ok) {
+    failed(ui.reconStatus, list.error);
+    return;
+  }
+  runList.runs = [...list.value.runs];
+  runList.next = list.value.nextCursor;
+  const latestRun = runList.runs[0];
+  if (latestRun === undefined) {
+    ui.recon.hidden = true;
+    ui.reconList.hidden = true;
+    say(ui.reconStatus, 'No reconciliation run recorded yet (guidgate reconcile records each run).');
+    return;
+  }
+  if (runList.chosen !== null && !runList.runs.some((r) => r.id === runList.chosen)) runList.chosen = null;
+  renderRuns();
+  ui.reconList.hidden = false;
+  await openRun(runList.chosen ?? latestRun.id, mine);
+}
+
+async function loadOlderRuns(): Promise<void> {
+  const mine = ++reconLoads;
+  const r = await getReconciliations(RUNS_LISTED, runList.next);
+  if (mine !== reconLoads) return;
+  if (!r.ok) {
+    failed(ui.reconStatus, r.error);
+    return;
+  }
+  runList.runs.push(...r.value.runs);
+  runList.next = r.value.nextCursor;
+  renderRuns();
+  say(ui.reconStatus, `${counted(runList.runs.length, 'run')} listed${runList.next === null ? ', all there are' : ''}.`);
+}
+
+/** One run with its breaks; `load`: the list's load it belongs to (a click starts a load of its own). */
+async function openRun(id: string, load = ++reconLoads): Promise<void> {
+  say(ui.reconStatus, `Loading run ${id}…`);
+  const r = await getReconciliation(id, BREAKS_PAGE);
+  if (load !== reconLoads) return;
+  if (!r.ok) {
+    failed(ui.reconStatus, r.error);
+    return;
+  }
+  renderReconciliation(r.value, 1);
   ui.recon.hidden = false;
+  runList.shown = r.value.id;
+  renderRuns();
   const { P1, P2 } = r.value.severities;
-  say(ui.reconStatus, `The latest run, ${r.value.id}: ${P1 + P2 === 0 ? 'no break' : `${P1} P1 and ${P2} P2 break${P1 + P2 === 1 ? '' : 's'}; each GUID opens its timeline below`}.`, P1 > 0 ? 'error' : 'ok');
+  const which = r.value.id === runList.runs[0]?.id ? `The latest run, ${r.value.id}` : `Run ${r.value.id} (not the latest)`;
+  say(ui.reconStatus, `${which}: ${P1 + P2 === 0 ? 'no break' : `${P1} P1 and ${counted(P2, 'P2 break')}; each GUID opens its timeline below`}.`, P1 > 0 ? 'error' : 'ok');
 }
 
 // ---- one transfer ----
@@ -530,7 +627,32 @@ function entryRow(e: TimelineEntry, i: number): HTMLElement {
   );
 }
 
-async function loadTransfer(guid: string): Promise<void> {
+/** A notification to channels (CONTRACT.md §11) under the timeline: where it stands, then each delivery attempt. */
+function notificationRows(n: NotificationShown): HTMLElement[] {
+  const row = (what: string, at: number, details: string) =>
+    h('tr', { class: 'notification' }, h('td', { class: 'num', 'data-label': '#' }, ''), h('td', { 'data-label': 'Time (UTC)' }, time(at, false)), h('th', { scope: 'row', 'data-label': 'What' }, what), h('td', { 'data-label': 'Actor' }, 'serve --notify-url'), h('td', { 'data-label': 'Details' }, details));
+  return [
+    row(`${n.type} notification (${n.state.replace('_', ' ')})`, Date.parse(n.recordedAt), `webhook-id ${n.webhookId}, ${counted(n.tries.length, 'attempt')}`),
+    ...n.tries.map((t) => row(`notification attempt: ${t.result.replace('_', ' ')}`, t.at, `${t.httpStatus === null ? '' : `HTTP ${t.httpStatus}, `}${t.detail}`)),
+  ];
+}
+
+/** The Claimed event's request, as the timeline shows it: its amount in major units, or null when it is not there (purged). */
+function amountOf(timeline: readonly TimelineEntry[]): string | null {
+  const claimed = timeline.find((e) => e.kind === 'event' && e.type === 'Claimed');
+  if (claimed?.kind !== 'event' || typeof claimed.data !== 'object' || claimed.data === null) return null;
+  const request = (claimed.data as { request?: unknown }).request;
+  if (typeof request !== 'object' || request === null) return null;
+  const { amount, currency } = request as { amount?: unknown; currency?: unknown };
+  return typeof amount === 'number' ? formatMoney(amount, typeof currency === 'string' ? currency : null) : null;
+}
+
+/**
+ * Shows a transfer's timeline. `reveal`: it was asked for (a GUID clicked or typed, the page's address), so the
+ * section is scrolled into view and takes the focus (it may lie screens below what was clicked); a reload after an
+ * action leaves the view where the action's result is.
+ */
+async function loadTransfer(guid: string, reveal = false): Promise<void> {
   ui.guid.value = guid;
   hidePreview();
   say(ui.actionStatus, '');
@@ -550,16 +672,21 @@ async function loadTransfer(guid: string): Promise<void> {
     ['GUID', h('span', { class: 'mono' }, guid)],
     ['Status', row === null ? '—' : badge(row.status)],
     ['Code', row === null ? '—' : transferCodeText(row, timeline)],
+    ['Amount', amountOf(timeline) ?? '—'],
     ['Attempts', scalar(row?.attempts)],
     ['Created', time(row?.createdAt)],
     ['Last change', time(row?.updatedAt)],
     ['Channel key', scalar(row?.['channel'])],
   ]);
-  ui.timeline.caption!.textContent = `Timeline of ${guid}: ${timeline.length} entries, oldest first`;
-  body(ui.timeline).replaceChildren(...timeline.map(entryRow));
+  ui.timeline.caption!.textContent = `Timeline of ${guid}: ${counted(timeline.length, 'entry', 'entries')}, oldest first`;
+  body(ui.timeline).replaceChildren(...timeline.map(entryRow), ...(r.value.notifications ?? []).flatMap(notificationRows));
   offerActions(guid, row);
   ui.transfer.hidden = false;
-  say(ui.transferStatus, `${guid}: ${row === null ? 'no ledger row' : row.status}, ${timeline.length} timeline entries.`);
+  say(ui.transferStatus, `${guid}: ${row === null ? 'no ledger row' : row.status}, ${counted(timeline.length, 'timeline entry', 'timeline entries')}.`);
+  if (reveal) {
+    ui.transferTitle.scrollIntoView({ block: 'start' });
+    ui.transferTitle.focus({ preventScroll: true });
+  }
 }
 
 // ---- actions: only those the row's status allows; a dry run first, then the real one on confirmation ----
@@ -587,22 +714,25 @@ function offerActions(guid: string, row: Row | null): void {
   ui.previewReprocess.hidden = !reprocess;
   ui.action.hidden = !(resolve || reprocess);
   let note: string;
+  let command: string | null = null;
   if (row === null) note = 'No ledger row: nothing to act on.';
   else if (resolve) note = 'UNKNOWN: sent, outcome unknown. Resolve asks the account system what became of it.';
   else if (reprocess) {
     note =
-      `FAILED after ${row.attempts} attempt${row.attempts === 1 ? '' : 's'}${cap === undefined ? '' : ` of ${cap}`}: ` +
+      `FAILED after ${counted(row.attempts, 'attempt')}${cap === undefined ? '' : ` of ${cap}`}: ` +
       (row.failedByInquiry === true
         ? 'one of its attempts left, so it may have arrived. Reprocess asks the account system first, and sends it only if the answer is absent.'
         : 'never sent (the connection was refused). Reprocess sends it again, the same GUID and bytes.');
   } else if (deadLetter) {
     note =
       `A dead letter: FAILED at the attempt cap (${cap}); nothing sends it again on its own. The console does not raise the cap: ` +
-      `after the checks of the runbook (docs/operating.md, Dead letters), guidgate reprocess --max-attempts ${cap + 1} ${guid}`;
+      'after the checks of the runbook (docs/operating.md, Dead letters), on the relay\'s host (add --dry-run first to see what it would do): ';
+    const given = lastStats?.deadLetters?.command;
+    command = given === undefined ? `guidgate reprocess --db … --account-url … --max-attempts ${cap + 1} ${guid}` : `${given} ${guid}`;
   } else if (row.status === 'DONE') note = 'DONE: settled. Nothing to resolve or reprocess.';
   else if (row.status === 'PURGED') note = 'PURGED: finished and forgotten. Nothing to resolve or reprocess.';
   else note = `${row.status}: in flight. Nothing to do until it is answered, or swept as an orphan after its call timeout plus --grace (it then becomes UNKNOWN or FAILED).`;
-  ui.actionNote.textContent = note;
+  ui.actionNote.replaceChildren(note, ...(command === null ? [] : [h('code', { id: 'dead-letter-command' }, command)]));
 }
 
 const statusOf = (row: Row | null) => (row === null ? 'no row' : `${row.status}${row.code === null ? '' : ` (${row.code})`}`);
@@ -686,9 +816,11 @@ function signedOutView(): void {
   stopRefresh();
   lastStats = null;
   samples.length = 0;
-  for (const t of [ui.counts, ui.replies, ui.rows, ui.timeline, ui.reconCounts, ui.reconP1, ui.reconP2]) body(t).replaceChildren();
+  for (const t of [ui.counts, ui.replies, ui.rows, ui.timeline, ui.reconRuns, ui.reconCounts, ui.reconP1, ui.reconP2]) body(t).replaceChildren();
   for (const f of [ui.facts, ui.trendReplies, ui.trendUnsettled, ui.reconFacts]) f.replaceChildren();
   ui.recon.hidden = true;
+  ui.reconList.hidden = true;
+  Object.assign(runList, { runs: [], next: null, chosen: null, shown: null });
   ui.transfer.hidden = true;
   shownGuid = null;
   shownRow = null;
@@ -735,7 +867,7 @@ function route(): void {
     say(ui.transferStatus, 'The address names no valid GUID.', 'error');
     return;
   }
-  void loadTransfer(guid);
+  void loadTransfer(guid, true);
 }
 
 function wire(): void {
@@ -743,6 +875,7 @@ function wire(): void {
     ...STATUSES.map((s) => h('label', {}, h('input', { type: 'checkbox', name: 'status', value: s }), ` ${s}`)),
   );
   ui.actionStatus.tabIndex = -1;
+  ui.transferTitle.tabIndex = -1;
 
   ui.login.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -757,6 +890,9 @@ function wire(): void {
   });
   ui.refresh.addEventListener('click', () => void loadOverview());
   ui.reconRefresh.addEventListener('click', () => void loadReconciliation());
+  ui.reconNext.addEventListener('click', () => void loadBreaksPage('next'));
+  ui.reconFirst.addEventListener('click', () => void loadBreaksPage('first'));
+  ui.reconOlder.addEventListener('click', () => void loadOlderRuns());
   ui.autoRefresh.addEventListener('change', () => {
     scheduleRefresh();
     if (ui.autoRefresh.checked) void loadOverview(true);
@@ -787,7 +923,7 @@ function wire(): void {
       return;
     }
     const hash = `#guid=${encodeURIComponent(guid)}`;
-    if (location.hash === hash) void loadTransfer(guid);
+    if (location.hash === hash) void loadTransfer(guid, true);
     else location.hash = hash;
   });
   window.addEventListener('hashchange', route);

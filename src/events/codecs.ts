@@ -128,6 +128,13 @@ export type ProcessActor = t.TypeOf<typeof ProcessActor>;
 export interface EventAudit {
   readonly key?: string | undefined;
   readonly params?: ActorParams | undefined;
+  /**
+   * The outcome the append records is the reply to the channel's own request (never stored): no `transfer.settled`
+   * for it (src/events/notifications.ts).
+   */
+  readonly replied?: boolean | undefined;
+  /** The attempt cap in force, when the writer knows it and its parameters do not say it (never stored): dead letters. */
+  readonly cap?: number | undefined;
 }
 /** Who wrote an event (stored beside its data in `events.actor`; evolve and decide never read it). */
 export const Actor = t.intersection([ProcessActor, t.partial({ key: t.string, params: ActorParams })]);

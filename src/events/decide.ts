@@ -43,6 +43,12 @@ interface ResendRules {
   /** Default: `--min-age`'s (src/shared/defaults.ts). */
   readonly minAgeMs?: number;
   readonly inquiry?: ResendInquiry;
+  /**
+   * The continuity inquiry (CONTRACT.md §9): inside the window, made before any send that carries no inquiry of its
+   * own (the first send of a GUID the ledger does not know; the resend of a row whose last send the ledger says
+   * definitely did not reach, which the forgotten part of the log may have sent and seen applied).
+   */
+  readonly firstSend?: FirstSendInquiry;
 }
 
 /** What a caller asks of one GUID's stream. `decide` turns it into events or a refusal. */
@@ -51,7 +57,7 @@ export type Command =
    * A channel request: a new GUID is claimed and marked Sent in one step; a FAILED one is sent again. In the
    * continuity window a new GUID comes with `firstSend`, the inquiry made about it first.
    */
-  | ({ type: 'Submit'; request: string; fingerprint: string; channel?: string; trace?: ClaimTrace; firstSend?: FirstSendInquiry } & ResendRules)
+  | ({ type: 'Submit'; request: string; fingerprint: string; channel?: string; trace?: ClaimTrace } & ResendRules)
   | { type: 'Claim'; request: string; fingerprint: string; channel?: string; trace?: ClaimTrace }
   /** Resend the stored bytes of a RECEIVED or FAILED row (reprocess). */
   | ({ type: 'Send' } & ResendRules)
@@ -138,6 +144,10 @@ function sendAgain(state: LedgerState, rules: ResendRules, now: number): E.Eithe
     }
     if (!oldEnoughToAsk(state, inquiry.at, rules.minAgeMs ?? DEFAULTS.minAgeMs)) return refuse('too-young', state);
     if (inquiry.answer.kind !== 'absent') return refuse('inquiry-unclear', state);
+  } else if (rules.firstSend !== undefined) {
+    const ruled = inWindowAfterInquiry(rules.firstSend, rules.minAgeMs ?? DEFAULTS.minAgeMs, now);
+    if (E.isLeft(ruled)) return refuse(ruled.left, state);
+    if (ruled.right !== null) return E.right([ruled.right]);
   }
   if (attemptsUsedUp(state, rules.maxAttempts)) return refuse('attempt-cap', state);
   return E.right([{ type: 'Sent', at: now, data: { attempt: state.attempts + 1, timeoutMs: rules.timeoutMs } }]);
@@ -155,6 +165,20 @@ export function firstSendAfterInquiry(inquiry: FirstSendInquiry, minAgeMs: numbe
 }
 
 /**
+ * The one continuity rule for a send the ledger would make without an inquiry of its own, inside the window (a
+ * first send, or the resend of a row last FAILED by a definite not-sent answer): `firstSendAfterInquiry`'s ruling as
+ * what to append. Left: refused, nothing sent; Right(Resolved): DONE by inquiry, nothing sent; Right(null): send.
+ */
+function inWindowAfterInquiry(inquiry: FirstSendInquiry, minAgeMs: number, now: number): E.Either<RefusalReason, NewEvent | null> {
+  const ruled = firstSendAfterInquiry(inquiry, minAgeMs);
+  const { answer } = inquiry;
+  if (ruled === 'processed' && answer.kind === 'processed') {
+    return E.right({ type: 'Resolved', at: now, data: { source: 'inquiry', outcome: 'processed', code: answer.code, response: answer.response } });
+  }
+  return ruled === 'send' ? E.right(null) : E.left(ruled === 'processed' ? 'not-definite' : ruled);
+}
+
+/**
  * The contract's state table as a pure function. Everything it refuses is refused before anything is
  * appended; the store appends exactly what it returns, at `state.lastSeq + 1`.
  */
@@ -163,12 +187,9 @@ export function decide(state: LedgerState | null, command: Command, now: number)
     case 'Submit':
       if (state === null) {
         if (command.firstSend !== undefined) {
-          const { answer } = command.firstSend;
-          const ruled = firstSendAfterInquiry(command.firstSend, command.minAgeMs ?? DEFAULTS.minAgeMs);
-          if (ruled === 'processed' && answer.kind === 'processed') {
-            return E.right([claimedEvent(command, now), { type: 'Resolved', at: now, data: { source: 'inquiry', outcome: 'processed', code: answer.code, response: answer.response } }]);
-          }
-          if (ruled !== 'send' && ruled !== 'processed') return refuse(ruled, null);
+          const ruled = inWindowAfterInquiry(command.firstSend, command.minAgeMs ?? DEFAULTS.minAgeMs, now);
+          if (E.isLeft(ruled)) return refuse(ruled.left, null);
+          if (ruled.right !== null) return E.right([claimedEvent(command, now), ruled.right]);
         }
         return E.right([claimedEvent(command, now), { type: 'Sent', at: now, data: { attempt: 1, timeoutMs: command.timeoutMs } }]);
       }

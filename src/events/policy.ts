@@ -45,10 +45,14 @@ export function isHeld(reason: RefusalReason): reason is HeldReason {
   return (HELD_REASONS as readonly RefusalReason[]).includes(reason);
 }
 
+/** Why a resend was held, in words: the channel's E901 says it, and so does `reprocess` of each held row. */
+export function heldWhy(reason: HeldReason): string {
+  return reason === 'too-young' ? 'too soon to ask the account system' : 'the account system could not tell';
+}
+
 /** The E901 message of a held resend: why it was not sent again. */
 export function heldReplyMessage(reason: HeldReason): string {
-  const why = reason === 'too-young' ? 'too soon to ask the account system' : 'the account system could not tell';
-  return `sent earlier, outcome unknown (${why}); not sent again, resend later`;
+  return `sent earlier, outcome unknown (${heldWhy(reason)}); not sent again, resend later`;
 }
 
 // ---- What each audience may see of a row ----
@@ -60,7 +64,7 @@ export function heldReplyMessage(reason: HeldReason): string {
 //  lastSeq, timeoutMs shown                                 not shown
 //  guid, status, code, attempts, createdAt, updatedAt, sentAt, channel, failedByInquiry: shown to both (failedByInquiry
 //  says of a FAILED row that one of its attempts may have arrived, `mayHaveArrived`). One view per audience: the
-//  command line shows the operator API's `operatorRow`, never a view of its own (#28).
+//  command line shows the operator API's `operatorRow`, never a view of its own.
 
 /**
  * How every HTTP view shows a request or an answer the ledger stored (its raw JSON text): account numbers masked

@@ -18,6 +18,20 @@ export const CATEGORIES = [
 ] as const;
 export type Category = (typeof CATEGORIES)[number];
 
+/**
+ * A GUID with no posting whose row does not say done 0000: both sides agree that no money moved (so far). CONTRACT.md
+ * §8 gives it no category: it is neither a break nor `matched` (DONE 0000 and one posting), and is counted apart, by
+ * what the row says: `rejected` (DONE or PURGED with B2xx or E500), `unsettled` (RECEIVED, SENT, UNKNOWN, FAILED).
+ */
+export const NO_POSTING_KINDS = ['rejected', 'unsettled'] as const;
+export type NoPostingKind = (typeof NO_POSTING_KINDS)[number];
+
+/** The GUIDs of one kind without a posting: how many, and the sum of their requests' amounts (the journal side is 0). */
+export interface NoPostingTally {
+  readonly count: number;
+  readonly ledger: MoneyByCurrency;
+}
+
 /** P1: money moved wrongly or a resend would move it twice; P2: to investigate; null: not a break. */
 export type Severity = 'P1' | 'P2' | null;
 
@@ -110,6 +124,11 @@ export interface ReconcileSummary {
   readonly ledgerRows: number;
   /** `matched` GUIDs judged on a tombstone: a PURGED row keeps no request, so their terms were not compared. */
   readonly matchedWithoutTerms: number;
+  /**
+   * GUIDs with no posting and no claim of one (NoPostingKind), counted apart from the categories. Absent from runs
+   * recorded before it existed (they counted these GUIDs as `matched`).
+   */
+  readonly noPosting?: Readonly<Record<NoPostingKind, NoPostingTally>>;
   /** Breaks of every category (counts less `matched` and `pending`), and how many of each severity. */
   readonly breaks: number;
   readonly severities: { readonly P1: number; readonly P2: number };

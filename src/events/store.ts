@@ -4,6 +4,7 @@ import type { InquiryScheduled } from './inquirySchedule.js';
 import type { LedgerState } from './state.js';
 import type { ReconcileResult, RecordedBreak, RecordedReconciliation, RecordedRun } from './reconciliation.js';
 import type { StoreResult } from './storeResult.js';
+import type { DeliveryOutcome, NotificationAttempt, NotificationCounts, NotificationState, StoredNotification } from './notifications.js';
 
 export type { StoreResult };
 
@@ -33,6 +34,8 @@ export type ExecuteResult =
 export interface LedgerQuery {
   /** Only this GUID's row (the operator API's resolve or reprocess of one GUID). */
   readonly guid?: string;
+  /** Only the rows of these GUIDs (the relay's waiting requests, read together; at most a few hundred a query). */
+  readonly guids?: readonly string[];
   readonly statuses?: readonly Status[];
   /** Only rows whose last event is strictly older than this time (ms since epoch). */
   readonly updatedBefore?: number;
@@ -221,6 +224,29 @@ export interface RequestLog {
   readRequests(guid: string): StoreResult<StoredRequestRecord[]>;
 }
 
+/** When a key (`serve --keys`) was last used to authenticate a request (ms since the epoch). */
+export interface KeyUse {
+  readonly key: string;
+  readonly at: number;
+}
+
+/**
+ * The last use of each key, kept beside the log: `serve` notes uses in memory and writes them at most once a minute
+ * (never a write per request); `guidgate keys list --db` shows them.
+ */
+export interface KeyUseLog {
+  /** Keeps, per key, the latest of the time recorded and the one given. */
+  recordKeyUses(uses: readonly KeyUse[]): StoreResult<void>;
+  /** Every key with a recorded use, by name. */
+  keyUses(): StoreResult<KeyUse[]>;
+}
+
+/** A page of one run's breaks, in GUID order: keyset paging on (run, GUID). */
+export interface BreakPage {
+  readonly after?: string;
+  readonly limit: number;
+}
+
 export interface ReconciliationQuery {
   /** Most runs returned (newest first). */
   readonly limit: number;
@@ -242,8 +268,12 @@ export interface ReconciliationLog {
   recordReconciliation(run: ReconcileResult): StoreResult<RecordedReconciliation>;
   /** The runs, newest first, without their breaks. */
   reconciliations(query: ReconciliationQuery): StoreResult<RecordedRun[]>;
-  /** One run with its breaks in GUID order; null when there is no such run. */
-  reconciliation(id: string): StoreResult<RecordedReconciliation | null>;
+  /**
+   * One run with its breaks in GUID order; null when there is no such run. With `page`, only the breaks after
+   * `page.after` (a GUID; from the first without it), at most `page.limit` of them: a run with a million breaks is
+   * read a page at a time, never whole into one answer.
+   */
+  reconciliation(id: string, page?: BreakPage): StoreResult<RecordedReconciliation | null>;
   /** The breaks recorded for one GUID, oldest run first (its history). */
   reconciliationBreaks(guid: string): StoreResult<RecordedBreak[]>;
 }
@@ -285,7 +315,7 @@ export interface EventKey {
 }
 
 /**
- * Where the ledger stands, for the continuity guard (CONTRACT.md §9, src/settle/continuity.ts). `server` names
+ * Where the ledger stands, for the continuity guard (CONTRACT.md §9, src/send/continuityGuard.ts). `server` names
  * what holds the log: when it changes under a running relay (another PostgreSQL cluster, or a new timeline: a
  * promoted standby), the ledger may have gone back. `instance` names one run of it (the host and the postmaster's
  * start): a change of it alone is a restart or another host, judged by whether recent writes are still there.
@@ -305,15 +335,61 @@ export interface LedgerStanding {
 }
 
 /**
- * The last position `serve` recorded beside the ledger (SQLite: a file next to it, since a copy of the ledger
- * put back carries no memory of what came after it), and an open continuity window, so a restart inside the
- * window keeps it.
+ * The last position `serve` (or a command that wrote) recorded for the ledger, and an open continuity window, so a
+ * restart inside the window keeps it. SQLite keeps it in a folder of its own (`--continuity-dir`), with the event at
+ * that position: a copy of the ledger put back carries no memory of what came after it, and a mark that the same
+ * restore brings back would agree with it.
  */
 export interface ContinuityMark {
   readonly position: number;
   readonly at: number;
   /** The window the guard was in when the mark was written, if any (ms since the epoch, by the ledger's clock). */
-  readonly window?: { readonly wentBackAt: number; readonly endsAt: number } | undefined;
+  readonly window?: ContinuityWindow | undefined;
+  /**
+   * Recorded by `guidgate restore`: the ledger was put back from a copy on purpose; the next `serve` opens the window.
+   * Kept by the commands that rewrite the mark, dropped by `serve`'s (it has opened the window by then).
+   */
+  readonly restored?: { readonly at: number } | undefined;
+  /** Never stored: the store's judgment of the ledger against the mark, made when it read it; absent: the ledger stands where the mark says or beyond. */
+  readonly judged?: MarkJudgment | undefined;
+  /**
+   * The server (`LedgerStanding.server`) the writer had judged when it wrote the mark, where another server can
+   * answer (PostgreSQL): a relay starting on another one knows the ledger changed server while it was not watching.
+   */
+  readonly server?: string | undefined;
+  /** Who wrote it (one run of one relay), and whether it is that run's last (a clean stop: it acknowledges nothing more). */
+  readonly relay?: string | undefined;
+  readonly stopped?: boolean | undefined;
+}
+
+/**
+ * How a store that keeps the mark apart from the ledger (SQLite) judged the ledger against it. `behind`: the ledger
+ * went back (behind the mark's position, or the event the mark names is missing or another). `unknown`: no mark for a
+ * ledger with history (first start with this mark folder, the ledger moved, the folder lost), so its standing cannot
+ * be known. `restored`: `guidgate restore` recorded that it went back.
+ */
+export interface MarkJudgment {
+  readonly verdict: 'behind' | 'unknown' | 'restored';
+  readonly why: string;
+}
+
+/** A relay's judgement of another server under it, for `judgeServerChange`. */
+export interface ServerChange {
+  readonly relay: string;
+  readonly before: string;
+  readonly now: string;
+  /** This relay's own acknowledged writes all there (its recent events present, the log not behind what it saw); false at start. */
+  readonly ownIntact: boolean;
+  /** Whether this relay had acknowledged writes of its own to vouch for (false at start: a new run has none). */
+  readonly hasOwn: boolean;
+}
+
+export interface ContinuityWindow {
+  readonly wentBackAt: number;
+  readonly endsAt: number;
+  /** Why it opened, and the standing it was judged on (recorded where the store keeps windows in the ledger). */
+  readonly why?: string | undefined;
+  readonly seen?: Readonly<Record<string, unknown>> | undefined;
 }
 
 /** What the continuity guard asks of a store (CONTRACT.md §9). */
@@ -323,12 +399,22 @@ export interface LedgerContinuity {
   /** Of these events, those the log does not have. */
   missingEvents(keys: readonly EventKey[]): StoreResult<EventKey[]>;
   /**
-   * The mark recorded beside the ledger, or null when there is none. A store whose ledger carries its own history
-   * elsewhere (PostgreSQL: anything beside it would go back with it) keeps none: always null.
+   * The mark recorded for the ledger (SQLite: in the continuity folder, apart from the data directory), judged against
+   * the ledger (`judged`), or null when there is none and nothing to judge. PostgreSQL keeps it in the ledger (the
+   * relays' high-water and windows), where a relay restarted or started later finds it.
    */
   readMark(): StoreResult<ContinuityMark | null>;
-  /** Records the mark durably beside the ledger (replacing the last one); a store that keeps none does nothing. */
+  /**
+   * Records the mark durably (replacing the last one, never with a lower position the ledger still reaches: two
+   * processes may write it); a store that keeps none does nothing.
+   */
   writeMark(mark: ContinuityMark): StoreResult<void>;
+  /**
+   * Where the store can show that another server under it lost nothing any relay acknowledged (PostgreSQL: a
+   * switchover, a failover to the synchronous standby), its judgement: `trusted` with why, or not with why. A store
+   * without it: every server change is a going back.
+   */
+  judgeServerChange?(change: ServerChange): StoreResult<{ readonly trusted: boolean; readonly why: string }>;
   /**
    * How many connections the store has opened or lost so far (read at once, no call): a new server can only answer
    * on a new connection, so the guard checks the server again when this moved. 0 for a file.
@@ -337,4 +423,32 @@ export interface LedgerContinuity {
 }
 
 /** What opening a ledger gives: every part of the contract. */
-export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, RowLeases, LedgerClock, RequestLog, ReconciliationLog, StoreLifecycle, LedgerContinuity {}
+export interface NotificationQuery {
+  readonly state?: NotificationState;
+  readonly guid?: string;
+  /** Most rows returned, oldest first. */
+  readonly limit: number;
+}
+
+/**
+ * The notification outbox (CONTRACT.md §11), beside the log: each append records the notifications it makes due
+ * (`notificationsDue` in src/events/notifications.ts) in its own transaction; `serve --notify-url` leases the due
+ * ones a page at a time, sends them and records each attempt.
+ */
+export interface NotificationOutbox {
+  /**
+   * Leases to `holder`, until `forMs` from now by the ledger's clock, up to `limit` pending notifications due now
+   * whose lease (if any) has run out, oldest due first; returns them.
+   */
+  leaseNotifications(holder: string, limit: number, forMs: number): StoreResult<StoredNotification[]>;
+  /** Records the attempts (each one in `notification_attempts`) and their outcome on the notifications, in one transaction. */
+  recordDeliveries(outcomes: readonly DeliveryOutcome[]): StoreResult<void>;
+  /** Queues the GUIDs' delivered or given-up notifications again (pending, due now, same webhook-id); returns how many. */
+  redeliverNotifications(guids: readonly string[]): StoreResult<number>;
+  listNotifications(query: NotificationQuery): StoreResult<StoredNotification[]>;
+  /** One GUID's delivery attempts, oldest first. */
+  notificationAttempts(guid: string): StoreResult<NotificationAttempt[]>;
+  notificationCounts(): StoreResult<NotificationCounts>;
+}
+
+export interface EventStore extends EventLog, LedgerReadModel, LedgerMaintenance, InquirySchedule, RowLeases, LedgerClock, RequestLog, KeyUseLog, ReconciliationLog, StoreLifecycle, LedgerContinuity, NotificationOutbox {}

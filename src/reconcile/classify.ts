@@ -17,8 +17,10 @@ import type { JournalEntry, LedgerFacts, ReconcileWindow, TransferTerms, Verdict
  *     matched. A tombstone keeps no request: its terms cannot be compared, so it is matched on its code alone;
  *  6. no entry and 0000 → pending when first sent within `pendingMs` before `to` (it may still be posted), else
  *     missing_in_journal, P2;
- *  7. no entry and any other row → matched: neither side shows money moved (a rejection or a failed send has no
- *     posting; a row still unknown is for `resolve` to settle, not a difference between the two sides).
+ *  7. no entry and any other row → no posting, counted apart (not a category, not a break, and not `matched`,
+ *     which is DONE 0000 with one posting): `rejected` for B2xx or E500, `unsettled` for a row not settled.
+ *     Neither side shows money moved (a rejection or a failed send has no posting; a row still unknown is for
+ *     `resolve` to settle, not a difference between the two sides).
  */
 // One frozen value per outcome: a day has a million verdicts, none of which needs its own object.
 const V = {
@@ -31,6 +33,8 @@ const V = {
   matched: { category: 'matched', severity: null },
   pending: { category: 'pending', severity: null },
   missingInJournal: { category: 'missing_in_journal', severity: 'P2' },
+  rejectedNoPosting: { category: 'no_posting', severity: null, kind: 'rejected' },
+  unsettledNoPosting: { category: 'no_posting', severity: null, kind: 'unsettled' },
 } as const satisfies Record<string, Verdict>;
 Object.values(V).forEach((v) => Object.freeze(v));
 
@@ -49,7 +53,7 @@ export function classify(ledger: LedgerFacts | null, entries: readonly JournalEn
     return V.matched;
   }
   if (settledCode === '0000') return ledger.firstSentAt >= window.to - window.pendingMs ? V.pending : V.missingInJournal;
-  return V.matched;
+  return settledCode === null ? V.unsettledNoPosting : V.rejectedNoPosting;
 }
 
 /** The definite code of a DONE or PURGED row; null for a row not settled. A settled row without one is corrupt. */

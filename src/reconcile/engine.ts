@@ -107,6 +107,7 @@ export async function reconcile(run: ReconcileRun): Promise<ReconcileSummary> {
       journal: { read: staged.staged + staged.outsideRange, outsideRange: staged.outsideRange, notJudged: merged.notJudged },
       ledgerRows: tally.ledgerRows,
       matchedWithoutTerms: tally.matchedWithoutTerms,
+      noPosting: tally.noPostings(),
       breaks: tally.severities.P1 + tally.severities.P2,
       severities: { ...tally.severities },
     };

@@ -3,9 +3,10 @@
  * - RECONCILE_USAGE: an option's text is bad (exit 2);
  * - JOURNAL_LINE: a journal line is not valid; the run stops there (exit 1);
  * - JOURNAL_SOURCE: the journal could not be read (no file, the endpoint answered anything but 200 NDJSON, the body broke off);
- * - LEDGER_SOURCE: the ledger side broke its promise (rows not in GUID order, a request that does not parse).
+ * - LEDGER_SOURCE: the ledger side broke its promise (rows not in GUID order, a request that does not parse);
+ * - TOO_MANY_BREAKS: more breaks than a run keeps (`--max-breaks`); the run stops, nothing recorded.
  */
-export type ReconcileErrorCode = 'RECONCILE_USAGE' | 'JOURNAL_LINE' | 'JOURNAL_SOURCE' | 'LEDGER_SOURCE';
+export type ReconcileErrorCode = 'RECONCILE_USAGE' | 'JOURNAL_LINE' | 'JOURNAL_SOURCE' | 'LEDGER_SOURCE' | 'TOO_MANY_BREAKS';
 
 export abstract class ReconcileError extends Error {
   abstract readonly code: ReconcileErrorCode;
@@ -52,6 +53,22 @@ export class LedgerSourceError extends ReconcileError {
   readonly code = 'LEDGER_SOURCE';
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
+  }
+}
+
+/**
+ * More breaks than one run keeps: each is held until the run is recorded (about 2 KB apiece, in memory and then in
+ * the ledger), so a run is capped rather than let grow until the process runs out of memory. A window that broken
+ * is most often the wrong journal, columns or window.
+ */
+export class TooManyBreaksError extends ReconcileError {
+  override readonly name = 'TooManyBreaksError';
+  readonly code = 'TOO_MANY_BREAKS';
+  constructor(readonly limit: number) {
+    super(
+      `more than ${limit} breaks: the run stopped there and recorded nothing (each break is kept until the run is recorded). ` +
+        'So many usually means the wrong journal, --columns or window: check those, reconcile a narrower window, or raise --max-breaks',
+    );
   }
 }
 

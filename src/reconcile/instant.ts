@@ -1,3 +1,4 @@
+import { DEFAULTS } from '../shared/defaults.js';
 import { parseDuration } from '../shared/duration.js';
 import { ReconcileUsageError } from './errors.js';
 import type { ReconcileWindow } from './types.js';
@@ -5,7 +6,7 @@ import type { ReconcileWindow } from './types.js';
 export type ParsedInstant = { readonly ok: true; readonly ms: number } | { readonly ok: false; readonly reason: string };
 
 /** The `--pending` default: what contract §8's synopsis shows. */
-export const DEFAULT_PENDING_MS = 3_600_000;
+export const DEFAULT_PENDING_MS = DEFAULTS.reconcilePendingMs;
 
 const NO_OFFSET =
   'add an offset (Z, +08:00, -05:00): a day in a time zone is the operator\'s choice, never the host\'s local time by accident';
@@ -69,7 +70,7 @@ export function parseWindow(opts: WindowOptions): ReconcileWindow {
   const from = instant('--from', opts.from);
   const to = instant('--to', opts.to);
   if (to <= from) throw new ReconcileUsageError('--to', 'must be after --from (the window is [from, to))');
-  let pendingMs = DEFAULT_PENDING_MS;
+  let pendingMs: number = DEFAULT_PENDING_MS;
   if (opts.pending !== undefined) {
     const parsed = opts.pending.trim() === '0' ? 0 : parseDuration(opts.pending);
     if (parsed === null) throw new ReconcileUsageError('--pending', `${opts.pending} is not a duration (500ms, 30s, 5m, 2h, 7d, or 0)`);

@@ -1,3 +1,4 @@
+import { DEFAULTS } from '../shared/defaults.js';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { extname } from 'node:path';
@@ -27,6 +28,15 @@ export function journalFormatOf(path: string): JournalFormat | null {
   return null;
 }
 
+/** The journal formats `--format` names. */
+export const JOURNAL_FORMATS: readonly JournalFormat[] = ['csv', 'ndjson'];
+
+/** `--format`'s value (any case) as a journal format; null for anything else. */
+export function parseJournalFormat(text: string): JournalFormat | null {
+  const f = text.trim().toLowerCase();
+  return (JOURNAL_FORMATS as readonly string[]).includes(f) ? (f as JournalFormat) : null;
+}
+
 async function* wrapped(bytes: AsyncIterable<Uint8Array>, what: string): AsyncGenerator<Uint8Array> {
   let read = 0;
   try {
@@ -39,10 +49,22 @@ async function* wrapped(bytes: AsyncIterable<Uint8Array>, what: string): AsyncGe
   }
 }
 
+/** The body's bytes; once the deadline has passed, its own error (not the abort's) ends the read. */
+async function* withinDeadline(bytes: AsyncIterable<Uint8Array>, signal: AbortSignal, done: () => void): AsyncGenerator<Uint8Array> {
+  try {
+    for await (const chunk of bytes) yield chunk;
+  } catch (err) {
+    if (signal.aborted && signal.reason instanceof JournalSourceError) throw signal.reason;
+    throw err;
+  } finally {
+    done();
+  }
+}
+
 /** A journal file (`--journal FILE`); its format from the name unless given. */
 export async function openJournalFile(path: string, format?: JournalFormat): Promise<JournalInput> {
   const fmt = format ?? journalFormatOf(path);
-  if (fmt === null) throw new JournalSourceError(`cannot tell the format of ${path}: name it .csv, .ndjson or .jsonl`);
+  if (fmt === null) throw new JournalSourceError(`cannot tell the format of ${path}: name it .csv, .ndjson or .jsonl, or say it with --format csv|ndjson`);
   let size: number;
   try {
     const s = await stat(path);
@@ -78,7 +100,15 @@ export interface JournalUrlOptions {
   readonly dispatcher?: Dispatcher;
   /** Longest wait for the headers and between two pieces of the body (default 60 s). */
   readonly timeoutMs?: number;
+  /**
+   * Longest time for the whole journal, from the request to the body's last byte (default 15 min): a journal that
+   * trickles (a byte now and then, each within timeoutMs) fails the run then, rather than running forever.
+   */
+  readonly deadlineMs?: number;
 }
+
+/** `--journal-timeout`'s default: the whole journal over HTTP within 15 minutes. */
+export const JOURNAL_DEADLINE_MS = DEFAULTS.reconcileJournalTimeoutMs;
 
 /** Lets go of a body not read to its end (undici reports that as an 'error' event, which nobody needs). */
 function discard(body: Dispatcher.ResponseData['body']): void {
@@ -119,6 +149,12 @@ export async function openJournalUrl(baseUrl: string, range: { readonly from: nu
   url.searchParams.set('to', String(range.to));
   const source = shownUrl(url);
   const timeoutMs = opts.timeoutMs ?? 60_000;
+  const deadlineMs = opts.deadlineMs ?? JOURNAL_DEADLINE_MS;
+  // One deadline for the whole read: the request and every byte of the body (undici's own limits are per wait).
+  const deadline = new AbortController();
+  const overdue = `the journal at ${source} was not read in full within ${deadlineMs} ms (--journal-timeout)`;
+  const timer = setTimeout(() => deadline.abort(new JournalSourceError(overdue)), deadlineMs);
+  const done = (): void => clearTimeout(timer);
   let res: Dispatcher.ResponseData;
   try {
     res = await request(url, {
@@ -126,17 +162,22 @@ export async function openJournalUrl(baseUrl: string, range: { readonly from: nu
       headers: { accept: 'application/x-ndjson' },
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
+      signal: deadline.signal,
       ...(opts.dispatcher === undefined ? {} : { dispatcher: opts.dispatcher }),
     });
   } catch (err) {
+    done();
+    if (deadline.signal.aborted) throw new JournalSourceError(overdue, { cause: err });
     throw new JournalSourceError(`the journal at ${source} did not answer: ${(err as Error).message}`, { cause: err });
   }
   if (res.statusCode !== 200) {
+    done();
     throw new JournalSourceError(`the journal at ${source} answered HTTP ${res.statusCode}${await excerpt(res.body)}`);
   }
   const type = res.headers['content-type'];
   const mediaType = (Array.isArray(type) ? type[0] : type)?.split(';', 1)[0]?.trim().toLowerCase();
   if (mediaType !== 'application/x-ndjson') {
+    done();
     discard(res.body);
     throw new JournalSourceError(`the journal at ${source} answered ${mediaType === undefined ? 'without a Content-Type' : `Content-Type ${mediaType}`}, not application/x-ndjson`);
   }
@@ -144,9 +185,10 @@ export async function openJournalUrl(baseUrl: string, range: { readonly from: nu
   return {
     source,
     format: 'ndjson',
-    bytes: wrapped(res.body, `the journal at ${source}`),
+    bytes: withinDeadline(wrapped(res.body, `the journal at ${source}`), deadline.signal, done),
     size: Number.isSafeInteger(length) ? length : null,
     close: async () => {
+      done();
       discard(res.body);
     },
   };

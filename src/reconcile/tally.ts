@@ -1,4 +1,4 @@
-import { CATEGORIES, type Category, type CategoryMoney, type JournalEntry, type LedgerFacts, type Verdict } from './types.js';
+import { CATEGORIES, NO_POSTING_KINDS, type Category, type CategoryMoney, type JournalEntry, type LedgerFacts, type NoPostingKind, type NoPostingTally, type Verdict } from './types.js';
 
 function addTo(money: Map<string | null, bigint>, currency: string | null, amount: bigint): void {
   money.set(currency, (money.get(currency) ?? 0n) + amount);
@@ -10,7 +10,8 @@ const perCategory = <T>(make: () => T): Record<Category, T> =>
 /**
  * Counts and money per category and per side, exact (BigInt), per currency (no currency is its own bucket).
  * The ledger side sums each GUID's request amount once; the journal side sums every entry (a duplicate counts
- * each posting), so each side's total over the categories is that side's total over the GUIDs judged.
+ * each posting). A GUID with no posting and no claim of one is in no category: its request's amount is counted
+ * apart (`noPosting`), so that each category's two sides sum the same GUIDs (matched: DONE 0000 with its posting).
  */
 export class Tally {
   readonly counts: Record<Category, number> = perCategory(() => 0);
@@ -20,7 +21,19 @@ export class Tally {
   matchedWithoutTerms = 0;
   ledgerRows = 0;
 
-  add({ category, severity }: Verdict, ledger: LedgerFacts | null, entries: readonly JournalEntry[]): void {
+  private readonly noPosting = Object.fromEntries(NO_POSTING_KINDS.map((k) => [k, { count: 0, ledger: new Map<string | null, bigint>() }])) as Record<NoPostingKind, { count: number; ledger: Map<string | null, bigint> }>;
+
+  add(verdict: Verdict, ledger: LedgerFacts | null, entries: readonly JournalEntry[]): void {
+    if (verdict.category === 'no_posting') {
+      const apart = this.noPosting[verdict.kind];
+      apart.count++;
+      if (ledger !== null) {
+        this.ledgerRows++;
+        if (ledger.terms !== null) addTo(apart.ledger, ledger.terms.currency, ledger.terms.amount);
+      }
+      return;
+    }
+    const { category, severity } = verdict;
     this.counts[category]++;
     if (severity !== null) this.severities[severity]++;
     if (ledger !== null) {
@@ -29,6 +42,11 @@ export class Tally {
       else if (category === 'matched') this.matchedWithoutTerms++;
     }
     for (const e of entries) addTo(this.journal[category], e.currency, e.amount);
+  }
+
+  noPostings(): Record<NoPostingKind, NoPostingTally> {
+    const copy = (k: NoPostingKind): NoPostingTally => ({ count: this.noPosting[k].count, ledger: new Map(this.noPosting[k].ledger) });
+    return { rejected: copy('rejected'), unsettled: copy('unsettled') };
   }
 
   money(): Record<Category, CategoryMoney> {

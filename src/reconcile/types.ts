@@ -1,13 +1,13 @@
 import type { Status } from '../events/codecs.js';
-import type { Category, Severity } from '../events/reconciliation.js';
+import type { Category, NoPostingKind, Severity } from '../events/reconciliation.js';
 
 /** The data of a run (categories, breaks, summaries, recorded runs) is the domain's: src/events/reconciliation.ts. */
 export * from '../events/reconciliation.js';
 
-export interface Verdict {
-  readonly category: Category;
-  readonly severity: Severity;
-}
+/** A GUID's verdict: a category of CONTRACT.md §8, or no posting and no claim of one (counted apart). */
+export type Verdict =
+  | { readonly category: Category; readonly severity: Severity }
+  | { readonly category: 'no_posting'; readonly severity: null; readonly kind: NoPostingKind };
 
 /**
  * What the ledger knows of one GUID, as the caller reads it (either store): the projection row's status and code,

@@ -5,7 +5,8 @@ import Fastify, { LogController, type FastifyInstance, type FastifyReply, type F
 import * as E from 'fp-ts/lib/Either.js';
 import { isStoreError } from '../events/errors.js';
 import type { EventStore } from '../events/store.js';
-import { registerAuth, requestKey } from './auth/authHook.js';
+import { registerAuth, requestKey, seesDetails } from './auth/authHook.js';
+import { createKeyUseRecorder } from './auth/keyUses.js';
 import type { Key } from './auth/keysFile.js';
 import { guardConnections, OTHER_KEEP_ALIVE_MS, type ConnectionGuard } from './connections.js';
 import { defaultConsoleDir, registerConsole } from './console.js';
@@ -13,16 +14,21 @@ import type { Metrics } from '../telemetry/metrics.js';
 import { registerOpenApi, type RouteDoc } from './openapi.js';
 import { operatorRoutes } from './operator/routes.js';
 import * as S from './operator/schemas.js';
+import type { CommandLineSettings } from './operator/reprocessCommand.js';
 import { relayTransfer, type RelayDeps } from './relayTransfer.js';
-import type { ContinuityGate, ContinuityView } from '../settle/continuityGuard.js';
+import { createOutcomeWaiters, watchOutcomes, type OutcomeWaiters } from './outcomeWaiters.js';
+import { preferredWait } from '../contract/preferWait.js';
+import { waitForOutcome } from './waitForOutcome.js';
+import type { ContinuityGate, ContinuityView } from '../send/continuityGuard.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { maskAccount } from '../shared/maskAccount.js';
-import { codeReply, ledgerLog, ledgerUnavailableReply, replyRoute, type Reply } from './replies.js';
+import { codeReply, ledgerLog, ledgerUnavailableReply, needsAttention, replyRoute, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
 import { describeRequest, requestSpan, requestSpans } from './requestSpans.js';
 import { propagating } from '../telemetry/tracing.js';
 import { transferView } from '../events/policy.js';
 import { GUID_PATTERN, isJsonMediaType } from '../contract/transferRequest.js';
+import { REPLY_CODES } from '../contract/codes.js';
 
 export const BODY_LIMIT = 64 * 1024;
 /** A GUID is at most 128 characters; percent-encoded, each may take three. Longer is 414. */
@@ -56,6 +62,18 @@ export interface AppDeps extends Pick<RelayDeps, 'account' | 'metrics' | 'timeou
   readonly requests?: RequestRecorder;
   /** The built console's folder (default: the package's `dist/console`); null: not built, /console answers E404. */
   readonly consoleDir?: string | null;
+  /** serve's ledger and account system, for the command the overview gives for dead letters. */
+  readonly commandLine?: CommandLineSettings;
+  /** How often the keys' last uses are written to the ledger (default once a minute). */
+  readonly keyUsesEveryMs?: number;
+  /**
+   * The resends waiting for an outcome (`Prefer: wait`), when the caller made them and wrapped its store with
+   * `watchOutcomes` (serve: so that the sweep's and the settler's writes wake them too). Absent: the app makes its
+   * own, with `maxWaiters`, and wraps `store` for its own writes.
+   */
+  readonly waiters?: OutcomeWaiters;
+  /** Requests waiting at once at most (`--max-waiters`), for the waiters the app makes itself. */
+  readonly maxWaiters?: number;
 }
 
 const reasonOf = (err: unknown): string => (err instanceof Error && err.message !== '' ? err.message : 'ledger unavailable');
@@ -108,7 +126,12 @@ function replySender(metrics: Pick<Metrics, 'reply'>): SendReply {
 }
 
 /** The relay's HTTP surface, separate from the process that listens (tests use it with real sockets too). */
-export function buildApp(deps: AppDeps): FastifyInstance {
+export function buildApp(given: AppDeps): FastifyInstance {
+  const waiters = given.waiters ?? createOutcomeWaiters({ store: given.store, maxWaiters: given.maxWaiters ?? DEFAULTS.maxWaiters });
+  const deps: AppDeps & { readonly waiters: OutcomeWaiters } = { ...given, waiters, store: given.waiters === undefined ? watchOutcomes(given.store, waiters) : given.store };
+  deps.metrics.waitingRequests(() => waiters.waiting);
+  // B2xx is a family: its codes are counted as they come.
+  deps.metrics.knownReplyCodes([...Object.keys(REPLY_CODES), '0000', 'E500']);
   const send = replySender(deps.metrics);
   // Every request's server span, continuing the channel's trace context; its ids in every line of its logger.
   const spans = requestSpans(deps.tracing ?? propagating);
@@ -124,7 +147,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (_req, body, done) => done(null, body));
 
-  if (deps.keys !== undefined) registerAuth(app, { keys: deps.keys, store: deps.store, send });
+  if (deps.keys !== undefined) {
+    const keyUses = createKeyUseRecorder({ store: deps.store, ...(deps.keyUsesEveryMs === undefined ? {} : { everyMs: deps.keyUsesEveryMs }), onError: (why) => app.log.warn({ reason: why }, 'key uses not written; tried again with the next') });
+    // After the last request was answered, before whoever owns the store closes it.
+    app.addHook('onClose', () => keyUses.close());
+    registerAuth(app, { keys: deps.keys, store: deps.store, send, used: (key) => keyUses.used(key) });
+  }
   // Before any route: every route registered with `config.openapi` is described in /openapi.json.
   registerOpenApi(app);
   registerErrorReplies(app, send);
@@ -140,6 +168,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // After the last request was answered (app.close waits for them), before whoever owns the store closes it.
   app.addHook('onClose', () => requests.close());
 
+  // Shutdown answers every waiting resend at once, before the server waits for the requests in flight.
+  app.addHook('preClose', async () => waiters.close());
   registerChannelRoutes(app, deps, { send, connections, requests });
   registerProbes(app, deps, send);
   void app.register(operatorRoutes({
@@ -155,6 +185,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     monotonicNow: deps.monotonicNow,
     tracing: deps.tracing,
     send,
+    commandLine: deps.commandLine,
   }));
   return app;
 }
@@ -223,7 +254,7 @@ function registerErrorReplies(app: FastifyInstance, send: SendReply): void {
 }
 
 /** The channel API (CONTRACT.md §2): POST /v1/transfers and GET /v1/transfers/{guid}. */
-function registerChannelRoutes(app: FastifyInstance, deps: AppDeps, parts: { send: SendReply; connections: ConnectionGuard; requests: RequestRecorder }): void {
+function registerChannelRoutes(app: FastifyInstance, deps: AppDeps & { readonly waiters: OutcomeWaiters }, parts: { send: SendReply; connections: ConnectionGuard; requests: RequestRecorder }): void {
   const { send, connections, requests } = parts;
   // Every E503 of a transfer is logged once, with the store error's code and cause.
   const relayDeps: RelayDeps = { ...deps, log: ledgerLog(app.log), sendLog: app.log };
@@ -237,21 +268,38 @@ function registerChannelRoutes(app: FastifyInstance, deps: AppDeps, parts: { sen
     if (Array.isArray(header)) return send(reply, codeReply('E400', undefined, { message: 'Idempotency-Key given more than once', field: 'Idempotency-Key' }));
     const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     const key = requestKey(req)?.name;
-    const { reply: r, request, known, decision } = await relayTransfer(relayDeps, body, header, key, {
-      trace: requestSpan(req)?.context, log: ledgerLog(req.log), sendLog: req.log,
-    });
+    const relay = () => relayTransfer(relayDeps, body, header, key, { trace: requestSpan(req)?.context, log: ledgerLog(req.log), sendLog: req.log });
+    let result = await relay();
+    // Prefer: wait=N on a GUID in progress: answered once its outcome is recorded, or after N seconds.
+    const wait = preferredWait(req.headers['prefer']);
+    let waited = false;
+    if (wait !== null && result.decision === 'in-progress' && result.request !== undefined) {
+      const gone = new AbortController();
+      const onClose = (): void => {
+        if (!reply.raw.writableFinished) gone.abort();
+      };
+      reply.raw.once('close', onClose);
+      try {
+        ({ result, waited } = await waitForOutcome(deps.waiters, { ...result, request: result.request }, wait, relay, gone.signal));
+      } finally {
+        reply.raw.off('close', onClose);
+      }
+      if (waited) reply.header('preference-applied', `wait=${wait}`);
+    }
+    const { reply: r, request, known, decision } = result;
     describeRequest(req, { 'guidgate.guid': request?.guid, 'guidgate.code': r.code, 'guidgate.decision': decision });
     // Every request for a GUID the ledger has, resends and refusals included: buffered, written in batches.
     if (request !== undefined && known !== undefined) {
       requests.record({ guid: request.guid, at: arrivedAt, key: key ?? null, code: r.code, fingerprintMatch: known.fingerprintMatch });
     }
-    req.log.info({
+    req.log[needsAttention(r.code) ? 'warn' : 'info']({
       guid: request?.guid,
       code: r.code,
       status: r.status,
       from: request && maskAccount(request.from),
       to: request && maskAccount(request.to),
       ms: Math.round((performance.now() - started) * 10) / 10,
+      ...(waited ? { waited: wait } : {}),
     }, 'transfer');
     return send(reply, r);
   });
@@ -269,13 +317,20 @@ function registerChannelRoutes(app: FastifyInstance, deps: AppDeps, parts: { sen
   });
 }
 
+/** /healthz's reason for a caller without a `read` or `admin` key when keys are on: no connection details. */
+export const PUBLIC_UNREADY_REASON = 'the ledger cannot take new transfers now (the log says why; so does /healthz asked with a key with the read or admin scope)';
+
 /** What a load balancer and a scraper ask: /healthz (readiness) and /metrics. */
 function registerProbes(app: FastifyInstance, deps: AppDeps, send: SendReply): void {
   const readiness = deps.readiness ?? storeReadiness(deps.store);
   // Readiness: 200 only when a new transfer would not get E503 now, so a load balancer can route around us.
-  app.get('/healthz', { config: { openapi: HEALTH_DOC } }, async (_req, reply) => {
+  app.get('/healthz', { config: { openapi: HEALTH_DOC } }, async (req, reply) => {
     const reason = await readiness().catch(reasonOf);
-    if (reason !== null) return send(reply, codeReply('E503', undefined, { reason }));
+    if (reason !== null) {
+      // The reason may name the database's hosts, ports and user: only for a caller who may see them (seesDetails).
+      const shown = seesDetails(deps.keys, req.headers.authorization) ? reason : PUBLIC_UNREADY_REASON;
+      return send(reply, codeReply('E503', undefined, { reason: shown }));
+    }
     reply.code(200).header('content-type', 'application/json; charset=utf-8');
     return reply.send(JSON.stringify({ status: 'ok' }));
   });
@@ -296,13 +351,20 @@ function registerProbes(app: FastifyInstance, deps: AppDeps, send: SendReply): v
 const TRANSFER_DOC: RouteDoc = {
   summary: 'A transfer: relayed to the account system at most once per GUID; every resend gets the first answer back',
   body: { schema: S.transferBody, required: true },
-  headers: { 'Idempotency-Key': { description: 'the GUID, when not in the body (both given: they must be equal)', schema: { type: 'string', pattern: GUID_PATTERN.source } } },
+  headers: {
+    'Idempotency-Key': { description: 'the GUID, when not in the body (both given: they must be equal)', schema: { type: 'string', pattern: GUID_PATTERN.source } },
+    Prefer: {
+      description:
+        'wait=N (RFC 7240; N whole seconds, 1–30; another value is ignored): a resend of a GUID in progress waits until its outcome is recorded (by this relay or another on the ledger) or N seconds pass, then is answered as a resend at that moment; a reply that waited carries Preference-Applied: wait=N. Over --max-waiters: E903 at once, without it',
+      schema: { type: 'string', example: 'wait=10' },
+    },
+  },
   example: { body: { guid: S.EXAMPLE_GUID, from: '6222021001', to: '6222021002', amount: 1500, currency: 'CNY' } },
   responses: {
-    200: { description: "0000, B2xx or E500: the account system's answer, byte for byte (a resend carries Idempotent-Replayed: true)", schema: S.definiteReply },
+    200: { description: "0000, B2xx or E500: the account system's answer, byte for byte (a resend carries Idempotent-Replayed: true; one that waited, Prefer: wait=N, Preference-Applied: wait=N)", schema: S.definiteReply },
     400: 'E400',
     408: 'E400 the request was not received in full within --body-timeout',
-    409: 'E903',
+    409: 'E903 (in progress; with Prefer: wait=N, still in progress after N seconds, and Preference-Applied: wait=N)',
     410: 'E905',
     413: 'E400 the body is over 64 KiB',
     415: 'E400 Content-Type is not application/json',
@@ -323,7 +385,7 @@ const ROW_DOC: RouteDoc = {
 const HEALTH_DOC: RouteDoc = {
   summary: 'Readiness: 200 only when a new transfer would not get E503 now',
   example: {},
-  responses: { 200: { description: 'ready', schema: { type: 'object', required: ['status'], properties: { status: { const: 'ok' } } } }, 503: 'E503 not ready; reason says why' },
+  responses: { 200: { description: 'ready', schema: { type: 'object', required: ['status'], properties: { status: { const: 'ok' } } } }, 503: 'E503 not ready; reason says why (with keys on, to a key with the read or admin scope; to any other caller, a reason without connection details)' },
 };
 
 const METRICS_DOC: RouteDoc = {

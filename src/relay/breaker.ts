@@ -1,4 +1,4 @@
-import type { CallPermit } from '../settle/sendClaimed.js';
+import type { CallPermit } from '../send/sendClaimed.js';
 import type { Metrics } from '../telemetry/metrics.js';
 
 export interface BreakerOptions {
@@ -7,6 +7,8 @@ export interface BreakerOptions {
   readonly cooldownMs: number;
   readonly clock: () => number;
   readonly metrics?: Pick<Metrics, 'breaker' | 'breakerTripped'> | undefined;
+  /** Where its opening and closing are said (warn: an operator must see both; a trial that fails again is not said). */
+  readonly log?: { warn(line: Record<string, unknown>, message: string): void } | undefined;
 }
 
 /** What the operator API shows of the breaker (`GET /v1/stats`). */
@@ -42,12 +44,14 @@ export function createBreaker(opts: BreakerOptions): Breaker {
   let trialInFlight = false;
 
   const open = () => {
+    if (openUntil === null) opts.log?.warn({ failuresInRow: opts.failures, cooldownMs: opts.cooldownMs }, 'breaker open: the account system failed calls in a row; new sends get E902 without a call until a trial call is answered');
     openUntil = opts.clock() + opts.cooldownMs;
     failuresInRow = 0;
     opts.metrics?.breakerTripped();
     opts.metrics?.breaker(true);
   };
   const close = () => {
+    opts.log?.warn({}, 'breaker closed: a trial call was answered; calls to the account system go through again');
     openUntil = null;
     failuresInRow = 0;
     opts.metrics?.breaker(false);

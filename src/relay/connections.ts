@@ -62,8 +62,8 @@ export function addressKey(remote: string | undefined): string {
 }
 
 /**
- * Holds the relay's connections to `limits`, so that idle keep-alive connections cannot lock channels out (issue
- * #24: 1,024 connections that each sent one GET /healthz held every slot for fastify's 72 s keep-alive):
+ * Holds the relay's connections to `limits`, so that idle keep-alive connections cannot lock channels out (seen:
+ * 1,024 connections that each sent one GET /healthz held every slot for fastify's 72 s keep-alive):
  * - a connection gets the short keep-alive (OTHER_KEEP_ALIVE_MS, which the server must be built with) until it
  *   carries a channel's request, then the long one;
  * - a new connection over a limit (the total, or its address's) takes the slot of an idle one (no request in

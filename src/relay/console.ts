@@ -7,13 +7,16 @@ import { codeReply, type Reply } from './replies.js';
 /**
  * The console's files, the only ones served under /console/ (a fixed list: no path from the URL ever reaches
  * the file system). `npm run build` puts them in `dist/console/` (`tsconfig.console.json` and
- * `scripts/buildConsole.mjs`), which the package ships.
+ * `scripts/buildConsole.mjs`), which the package ships: the page's modules under `console/`, the rules they share
+ * with the command line under `shared/` (as in `src/`, so that their imports resolve as written).
  */
 export const CONSOLE_ASSETS: Readonly<Record<string, string>> = {
   'index.html': 'text/html; charset=utf-8',
   'console.css': 'text/css; charset=utf-8',
-  'console.js': 'text/javascript; charset=utf-8',
-  'api.js': 'text/javascript; charset=utf-8',
+  'console/console.js': 'text/javascript; charset=utf-8',
+  'console/api.js': 'text/javascript; charset=utf-8',
+  'shared/money.js': 'text/javascript; charset=utf-8',
+  'shared/plural.js': 'text/javascript; charset=utf-8',
   'favicon.svg': 'image/svg+xml',
 };
 

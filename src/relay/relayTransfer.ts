@@ -6,11 +6,11 @@ import type { LedgerState } from '../events/state.js';
 import type { AccountClient } from '../account/accountClient.js';
 import type { Breaker } from './breaker.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { breakerRetryAfterS, CONTINUITY_CLAIMED_MESSAGE, codeReply, definiteReply, ledgerUnavailableReply, notSentRetryAfterS, replyForRefusal, replyForState, withRetryAfter, type Reply } from './replies.js';
-import { claimAfterInquiry, resendAfterInquiry } from '../settle/resendAfterInquiry.js';
-import type { ClaimGate, ContinuityGate } from '../settle/continuityGuard.js';
-import { sendAudit, sendClaimed, type SendLogger, type SendResult } from '../settle/sendClaimed.js';
-import { monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from '../settle/sendWindow.js';
+import { breakerRetryAfterS, CONTINUITY_CLAIMED_MESSAGE, codeReply, definiteReply, inquiryDeferredReply, ledgerUnavailableReply, notSentRetryAfterS, replyForRefusal, replyForState, withRetryAfter, type Reply } from './replies.js';
+import { claimAfterInquiry, resendAfterInquiry, type AfterInquiry } from '../send/resendAfterInquiry.js';
+import type { ClaimGate, ContinuityGate } from '../send/continuityGuard.js';
+import { sendAudit, sendClaimed, type CallPermit, type SendLogger, type SendResult } from '../send/sendClaimed.js';
+import { monotonicNow, sendWindowMs, timedWrite, type MonotonicClock } from '../send/sendWindow.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { decodeTransferRequest, type TransferRequest } from '../contract/transferRequest.js';
 import { keptTrace, propagating, ROOT_CONTEXT, SpanKind, startSpan, type Context, type Tracing } from '../telemetry/tracing.js';
@@ -79,7 +79,8 @@ function auditOf(deps: RelayDeps, channel: string | undefined): EventAudit {
   let byKey = auditsByDeps.get(deps);
   if (byKey === undefined) auditsByDeps.set(deps, (byKey = new Map()));
   let audit = byKey.get(channel);
-  if (audit === undefined) byKey.set(channel, (audit = sendAudit(deps, channel)));
+  // `replied`: an outcome this request records is the channel's reply, so no notification for it (CONTRACT.md §11).
+  if (audit === undefined) byKey.set(channel, (audit = { ...sendAudit(deps, channel), replied: true }));
   return audit;
 }
 
@@ -98,7 +99,6 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
   const request = decoded.right;
   const { store, maxAttempts } = deps;
   const log = scope.log ?? deps.log;
-  const trace = scope.trace ?? ROOT_CONTEXT;
   const submit: Extract<Command, { type: 'Submit' }> = {
     type: 'Submit', request: request.body, fingerprint: request.fingerprint, ...(channel === undefined ? {} : { channel }), timeoutMs: deps.timeoutMs, maxAttempts,
     ...(deps.minAgeMs === undefined ? {} : { minAgeMs: deps.minAgeMs }),
@@ -123,8 +123,9 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
 
   // A GUID the ledger does not know, while the ledger may have gone back (CONTRACT.md §9): inquired about first.
   let window: { readonly wentBackAt: number } | null = null;
-  let gateSeen: ClaimGate = { breaks: 0, connections: 0 };
-  if (existing === null && deps.continuity !== undefined) {
+  let gateSeen: ClaimGate = { wentBack: 0, connections: 0 };
+  // So is the resend of a row whose last send definitely did not reach (the forgotten log may have sent it since).
+  if ((existing === null || !mayHaveArrived) && deps.continuity !== undefined) {
     const gate = await deps.continuity.beforeFirstClaim();
     if (E.isLeft(gate)) return { reply: ledgerUnavailableReply(request.guid, gate.left, log), request, decision: 'ledger-unavailable' };
     ({ window } = gate.right);
@@ -143,46 +144,103 @@ export async function relayTransfer(deps: RelayDeps, raw: Buffer, idempotencyKey
         };
   }
 
+  // Given back once however the request ends: by the call, with its outcome, else as "not called".
+  const held = permit === null ? undefined : givenBackOnce(permit);
+  try {
+    return await claimAndSend(deps, { request, submit, existing, window, gateSeen, channel, scope, log }, held);
+  } finally {
+    held?.done(null);
+  }
+}
+
+/** What `relayTransfer` knows of a request once it is to be claimed: the row read, the continuity gate's answer. */
+interface ClaimContext {
+  readonly request: TransferRequest;
+  readonly submit: Extract<Command, { type: 'Submit' }>;
+  readonly existing: LedgerState | null;
+  readonly window: { readonly wentBackAt: number } | null;
+  readonly gateSeen: ClaimGate;
+  readonly channel: string | undefined;
+  readonly scope: RequestScope;
+  readonly log: ((line: Record<string, unknown>) => void) | undefined;
+}
+
+/** How a request's claim is written: a new GUID's plain claim, a new GUID's inquired about first (the continuity window), or a resend of its row. */
+type ClaimPath =
+  | { readonly kind: 'claim' }
+  | { readonly kind: 'claim-after-inquiry'; readonly wentBackAt: number }
+  | { readonly kind: 'resend'; readonly row: LedgerState };
+
+function claimPath(existing: LedgerState | null, window: { readonly wentBackAt: number } | null): ClaimPath {
+  if (existing !== null) return { kind: 'resend', row: existing };
+  return window === null ? { kind: 'claim' } : { kind: 'claim-after-inquiry', wentBackAt: window.wentBackAt };
+}
+
+/** A permit whose first `done` counts and the rest do nothing, so that a caller can give it back in `finally`. */
+function givenBackOnce(permit: CallPermit): CallPermit {
+  let held = true;
+  return {
+    done(outcome) {
+      if (!held) return;
+      held = false;
+      permit.done(outcome);
+    },
+  };
+}
+
+/** The claim (after an inquiry where one is due) and, once the row is SENT by this request, the call. */
+async function claimAndSend(deps: RelayDeps, ctx: ClaimContext, permit: CallPermit | undefined): Promise<RelayResult> {
+  const { store, maxAttempts } = deps;
+  const { request, submit, existing, window, scope, log } = ctx;
+  const trace = scope.trace ?? ROOT_CONTEXT;
   // Past the replay path: the key and the flags in force go into the actor of every event this request writes.
-  const audit = auditOf(deps, channel);
+  const audit = auditOf(deps, ctx.channel);
   // The claim keeps this request's trace context, for the calls made later for the same transfer (CONTRACT.md §10).
   const write = startSpan(deps.tracing ?? propagating, 'ledger claim', SpanKind.INTERNAL, trace, { 'guidgate.guid': request.guid, 'guidgate.resend': existing !== null });
   const settleDeps = { store, account: deps.account, clock: deps.clock, metrics: deps.metrics, monotonicNow: deps.monotonicNow, trace: write.context };
-  const { startedAt, result } = existing === null
-    ? window === null
-      ? await timedWrite(deps.monotonicNow ?? monotonicNow, () => store.execute(request.guid, claimWithTrace(submit, scope.trace), audit, { state: null }))
-      : await claimAfterInquiry(settleDeps, request.guid, claimWithTrace(submit, scope.trace), window.wentBackAt, audit)
-    : await resendAfterInquiry(settleDeps, existing, submit, audit);
+  const path = claimPath(existing, window);
+  let claim: AfterInquiry;
+  switch (path.kind) {
+    case 'claim':
+      claim = await timedWrite(deps.monotonicNow ?? monotonicNow, () => store.execute(request.guid, claimWithTrace(submit, scope.trace), audit, { state: null }));
+      break;
+    case 'claim-after-inquiry':
+      claim = await claimAfterInquiry(settleDeps, request.guid, claimWithTrace(submit, scope.trace), path.wentBackAt, audit);
+      break;
+    case 'resend':
+      claim = await resendAfterInquiry(settleDeps, path.row, submit, audit, window);
+      break;
+  }
   write.span.end();
+  const { startedAt, result, inquiryDeferredMs } = claim;
+  const known = knownAs(existing, request);
   if (E.isLeft(result)) {
-    permit?.done(null);
     return { reply: ledgerUnavailableReply(request.guid, result.left, log, existing?.attempts), request, ...known, decision: 'ledger-unavailable' };
   }
   // Someone moved first (another request, another process), or the inquiry before a resend said no: answer
   // from the state as it is now.
   if (result.right.kind === 'refused') {
-    permit?.done(null);
-    const reply = replyForRefusal(request.guid, result.right.refusal, maxAttempts);
+    // Not asked for want of a turn under --inquiry-rate (decide heard "could not tell"): E901 with when to come back.
+    const { refusal } = result.right;
+    const reply = inquiryDeferredMs !== undefined && refusal.reason === 'inquiry-unclear' ? inquiryDeferredReply(request.guid, inquiryDeferredMs) : replyForRefusal(request.guid, refusal, maxAttempts);
     return { reply, request, ...knownAs(result.right.refusal.state, request), decision: answeredFromRow(reply) };
   }
   const claimed = result.right.state;
   // The inquiry before the resend (or before the first send, in the continuity window) found it processed: DONE,
   // and the stored answer is the reply.
   if (claimed.status !== 'SENT') {
-    permit?.done(null);
     return { reply: replyForState(claimed), request, ...knownAs(claimed, request), decision: 'replayed' };
   }
   // A new GUID's claim, on a server that may have changed since the last check: sent only once a check made after the
   // claim finds the server known (CONTRACT.md §9); else the row stays SENT, never called, for the sweep and the
   // inquiry to settle. Inside the window too: the inquiry before the claim cannot see a going back after it.
-  if (existing === null && deps.continuity !== undefined && !(await deps.continuity.afterFirstClaim(gateSeen))) {
-    permit?.done(null);
+  if (existing === null && deps.continuity !== undefined && !(await deps.continuity.afterFirstClaim(ctx.gateSeen))) {
     return { reply: codeReply('E901', request.guid, { message: CONTINUITY_CLAIMED_MESSAGE }), request, ...knownAs(claimed, request), decision: 'withheld' };
   }
   const sent = await sendClaimed(
     { ...deps, sendLog: scope.sendLog ?? deps.sendLog, sendWindowMs: sendWindowMs(deps.graceMs ?? DEFAULTS.graceMs) },
     { state: claimed, startedAt, trace },
-    permit ?? undefined,
+    permit,
     audit,
   );
   // The call was made and its outcome is not in the ledger (E901 to the channel): the operator must hear of it,

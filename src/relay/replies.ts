@@ -11,11 +11,11 @@ export interface Reply {
   readonly body: string;
   readonly code: string;
   readonly replayed: boolean;
-  /** The `Retry-After` header, in seconds: on every "not sent" reply (E902, E503), never on another. */
+  /** The `Retry-After` header, in seconds: on every "not sent" reply (E902, E503), and on an E901 whose inquiry waits for the budget. */
   readonly retryAfterS?: number;
 }
 
-/** The codes that say "not sent (so far)": each carries a `Retry-After` (#28). */
+/** The codes that say "not sent (so far)": each carries a `Retry-After`. */
 const NOT_SENT_CODES: ReadonlySet<string> = new Set<ReplyCode>(['E902', 'E503']);
 
 /** The longest `Retry-After` the relay gives for a row's pace: a minute. */
@@ -37,6 +37,13 @@ export function breakerRetryAfterS(remainingMs: number): number {
 }
 
 /** The reply with its `Retry-After` set to `seconds`. */
+/**
+ * The replies to a channel that an operator must see (the transfer's log line is at warn, kept by `--log-level
+ * warn`): sent with the outcome unknown, not sent, the ledger unavailable, a GUID reused for another request. Every
+ * other reply is routine (info).
+ */
+export const needsAttention = (code: string): boolean => code === 'E901' || code === 'E902' || code === 'E503' || code === 'E904';
+
 export const withRetryAfter = (reply: Reply, seconds: number): Reply => ({ ...reply, retryAfterS: seconds });
 
 /** The channel API's routes (CONTRACT.md §2), as `METHOD pattern`; HEAD is answered by the GET route. */
@@ -99,6 +106,18 @@ export const CONTINUITY_HELD_MESSAGE =
 /** The E901 message of a GUID claimed as the ledger went back: not sent; the sweep and an inquiry settle it. */
 export const CONTINUITY_CLAIMED_MESSAGE =
   'outcome unknown: the ledger went back (failover or restore) as this GUID was claimed, so it was not sent; it is settled by inquiry: resend later';
+
+/**
+ * The E901 of a request whose GUID must be asked about first (a resend of a row that may have arrived, a first send in
+ * the continuity window) when the inquiry budget (`--inquiry-rate`) has no room now: nothing asked, nothing sent, and
+ * `Retry-After` says when the budget will have room (whole seconds, at least 1).
+ */
+export function inquiryDeferredReply(guid: string, retryAfterMs: number): Reply {
+  return withRetryAfter(codeReply('E901', guid, { message: INQUIRY_DEFERRED_MESSAGE }), Math.max(1, Math.ceil(retryAfterMs / 1000)));
+}
+
+export const INQUIRY_DEFERRED_MESSAGE =
+  'outcome unknown: the account system must be asked about this GUID before it is sent, and inquiries are paced (--inquiry-rate); not asked, not sent: resend after Retry-After';
 
 /** The reply to a Submit that `decide` refused: the GUID's request differs, or the row answers as it stands. */
 export function replyForRefusal(guid: string, refusal: Refusal, maxAttempts: number): Reply {

@@ -38,6 +38,11 @@ export interface Simulator {
   guidStats(guid: string): GuidStats;
   /** Inquiries (`GET /transfer/{guid}`) received about this GUID since start; in process only (tests), not in /stats. */
   inquiries(guid: string): number;
+  /**
+   * Every inquiry received since start, and the most received within any one second (a sliding second, not a clock
+   * one): what an account system sees of a relay's inquiry pacing. In process only (tests, benches).
+   */
+  inquiryLoad(): { total: number; peakPerSecond: number };
   /** Balance of an account (initial balance if never used); null for a non-existent (`X…`) account. */
   balance(id: string): number | null;
   faults(): Faults;
@@ -131,6 +136,9 @@ export async function startSimulator(opts: SimulatorOptions): Promise<Simulator>
   };
 
   const inquiries = new Map<string, number>();
+  // The arrival times of the last second's inquiries, oldest first, for the busiest second seen.
+  const lastSecond: number[] = [];
+  const load = { total: 0, peakPerSecond: 0 };
   const app = Fastify({
     logger: opts.logger ?? false,
     forceCloseConnections: true,
@@ -246,6 +254,11 @@ export async function startSimulator(opts: SimulatorOptions): Promise<Simulator>
   app.get<{ Params: { guid: string } }>('/transfer/:guid', async (request, reply) => {
     const { guid } = request.params;
     inquiries.set(guid, (inquiries.get(guid) ?? 0) + 1);
+    const arrived = performance.now();
+    lastSecond.push(arrived);
+    while (lastSecond[0]! <= arrived - 1000) lastSecond.shift();
+    load.total++;
+    load.peakPerSecond = Math.max(load.peakPerSecond, lastSecond.length);
     const answer = store.answer(guid);
     if (answer === undefined || Date.now() - answer.at < faults.processingMs) {
       return sendJson(reply, 404, JSON.stringify({ guid, code: 'E404', message: 'no record of this transfer' }));
@@ -423,6 +436,7 @@ export async function startSimulator(opts: SimulatorOptions): Promise<Simulator>
     stats: () => store.stats(),
     guidStats: (guid) => store.guidStats(guid),
     inquiries: (guid) => inquiries.get(guid) ?? 0,
+    inquiryLoad: () => ({ ...load }),
     balance: (id) => store.balance(id),
     faults: () => structuredClone(faults),
     setFaults: (f) => {

@@ -1,10 +1,12 @@
 import { hostname } from 'node:os';
+import { shownDbUrl } from '../shared/dbUrl.js';
 import type { ProcessActor } from '../events/codecs.js';
 import type { EventStore } from '../events/store.js';
 import { ledgerProjection } from '../projections/ledgerProjection.js';
 import { checkLedger as checkSqliteLedger, type LedgerCheck } from './sqlite/checkLedger.js';
 import { isPostgresUrl, openPostgresStore } from './postgres/postgresStore.js';
 import type { HostEvent } from './postgres/hosts.js';
+import { continuityDirProblem } from './sqlite/continuityMark.js';
 import { looseModeWarning } from './sqlite/ledgerFile.js';
 import { openSqliteStore, type SqliteStoreOptions } from './sqlite/sqliteStore.js';
 
@@ -65,12 +67,23 @@ export function checkLedger(db: string): LedgerCheck {
   return checkSqliteLedger(db);
 }
 
+/** Which store `--db` names. */
+export const storeKind = (db: string): 'sqlite' | 'postgres' => (isPostgresUrl(db) ? 'postgres' : 'sqlite');
+
 /** What an operator should hear about the ledger before serving from it (a file others can read), or null. */
 export function ledgerWarning(db: string): string | null {
   return isPostgresUrl(db) ? null : looseModeWarning(db);
 }
 
-/** `--db` as it may be shown (messages, logs): a URL's password replaced by `***`. */
+/** What an operator should hear about where the continuity marks are (SQLite: not inside the data directory), or null. */
+export function continuityWarning(db: string, continuityDir: string | undefined): string | null {
+  return isPostgresUrl(db) || db === ':memory:' ? null : continuityDirProblem(db, continuityDir);
+}
+
+/**
+ * `--db` as it may be shown (messages, logs): a URL's password replaced by `***` (the user info ends at the last
+ * `@`, so a password holding `/`, `#`, `?` or `@` is masked whole), and a host list that does not parse not shown.
+ */
 export function shownDb(db: string): string {
-  return isPostgresUrl(db) ? db.replace(/^([a-z]+:\/\/[^:@/]*):[^@/]*@/i, '$1:***@') : db;
+  return isPostgresUrl(db) ? (shownDbUrl(db) ?? '(a URL that does not parse)') : db;
 }

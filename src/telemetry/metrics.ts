@@ -1,13 +1,17 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client';
 import { STATUSES } from '../events/codecs.js';
 import { deadLetterRows } from '../events/policy.js';
-import type { LedgerClock, LedgerReadModel, ReconciliationLog } from '../events/store.js';
+import type { LedgerClock, LedgerReadModel, NotificationOutbox, ReconciliationLog } from '../events/store.js';
 import { CATEGORIES } from '../events/reconciliation.js';
 import { orThrow } from '../events/storeResult.js';
 import { createReplyWindow, type RecentReplies } from './replyWindow.js';
 
 /** Why the relay closed a connection to keep its connection limits (the label of guidgate_connections_closed_total). */
 export type ConnectionClosedReason = 'max-connections' | 'max-connections-per-address' | 'idle-for-new';
+const CONNECTION_CLOSED_REASONS: readonly ConnectionClosedReason[] = ['max-connections', 'max-connections-per-address', 'idle-for-new'];
+
+export type CallOutcome = 'definite' | 'unknown' | 'failed';
+const CALL_OUTCOMES: readonly CallOutcome[] = ['definite', 'unknown', 'failed'];
 
 export type InquiryMetricOutcome = 'processed' | 'absent' | 'unknown' | 'unreachable';
 const INQUIRY_OUTCOMES: readonly InquiryMetricOutcome[] = ['processed', 'absent', 'unknown', 'unreachable'];
@@ -19,6 +23,13 @@ const INQUIRY_OUTCOMES: readonly InquiryMetricOutcome[] = ['processed', 'absent'
  * then no channel's.
  */
 export type ReplyRoute = 'channel' | 'operator' | 'unmatched';
+const REPLY_ROUTES: readonly ReplyRoute[] = ['channel', 'operator', 'unmatched'];
+
+/** What `guidgate_build_info` says of the process: the package's version and the kind of ledger it serves. */
+export interface BuildInfo {
+  readonly version: string;
+  readonly store: 'sqlite' | 'postgres';
+}
 
 let processRegistry: Registry | undefined;
 
@@ -42,17 +53,29 @@ function processMetrics(): Registry {
 /** The break categories of CONTRACT.md §8 (every category but `matched` and `pending`). */
 const BREAK_CATEGORIES = CATEGORIES.filter((c) => c !== 'matched' && c !== 'pending');
 
-export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pick<ReconciliationLog, 'reconciliations'>>, clock: () => number, opts: {
+export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pick<ReconciliationLog, 'reconciliations'>> & Partial<Pick<NotificationOutbox, 'notificationCounts'>>, clock: () => number, opts: {
   readonly maxAttempts?: number;
   /** prom-client's process and Node.js metrics (a relay's /metrics; not a command's throwaway registry). */
   readonly processMetrics?: boolean;
   /**
-   * The dead letters sent every time into silence (a black hole, #28), at most 20 GUIDs, read at scrape time (serve
-   * hands in settle/stats.ts's rule; rejects when the ledger cannot be read): `guidgate_dead_letter_black_hole{guid}`.
+   * The dead letters sent every time into silence (a black hole), at most 20 GUIDs, read at scrape time (serve
+   * hands in commands/stats.ts's rule; rejects when the ledger cannot be read): `guidgate_dead_letter_black_hole{guid}`.
    */
   readonly blackHoleDeadLetters?: () => Promise<readonly string[]>;
+  /** `guidgate_build_info{version, node, store} 1` (a relay's /metrics). */
+  readonly build?: BuildInfo;
 } = {}) {
   const registry = new Registry();
+  // Every labelled series a rule or a dashboard may take a rate() of is there from the start, at 0: a series that
+  // appears only at its first increment hides that increment from rate() and increase().
+  if (opts.build !== undefined) {
+    new Gauge({
+      name: 'guidgate_build_info',
+      help: 'Always 1: the version of guidgate, the Node.js it runs on, and the kind of ledger (sqlite, postgres)',
+      labelNames: ['version', 'node', 'store'],
+      registers: [registry],
+    }).set({ version: opts.build.version, node: process.version, store: opts.build.store }, 1);
+  }
   if (opts.processMetrics === true) for (const metric of processMetrics().getMetricsAsArray()) registry.registerMetric(metric as unknown as Metric); // the metric objects themselves (prom-client 15)
   const replies = new Counter({
     name: 'guidgate_replies_total',
@@ -74,6 +97,10 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
+  for (const outcome of CALL_OUTCOMES) {
+    calls.inc({ outcome }, 0);
+    latency.zero({ outcome });
+  }
   // Read from the ledger at scrape time, so they are true across processes (resolve, reprocess).
   new Gauge({
     name: 'guidgate_ledger_rows',
@@ -109,6 +136,11 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
   });
   // Every outcome from the start, at 0: a rate() or an alert sees the series before the first inquiry.
   for (const outcome of INQUIRY_OUTCOMES) inquiries.inc({ outcome }, 0);
+  const inquiriesDeferred = new Counter({
+    name: 'guidgate_inquiries_deferred_total',
+    help: 'Inquiries that could not go at once under --inquiry-rate: background work that waited its turn, and channel requests answered E901 with Retry-After, nothing sent',
+    registers: [registry],
+  });
   const settlementLag = new Histogram({
     name: 'guidgate_settlement_lag_seconds',
     help: 'How long a row had been UNKNOWN when an inquiry settled it (DONE or FAILED)',
@@ -150,14 +182,23 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
     labelNames: ['reason'],
     registers: [registry],
   });
+  for (const reason of CONNECTION_CLOSED_REASONS) connectionsClosed.inc({ reason }, 0);
   // Only on PostgreSQL (created at the first report), so that a SQLite relay never shows "no synchronous standby".
   let syncStandbys: Gauge | null = null;
+  let waiting: Gauge | null = null;
+  let waitingCount = (): number => 0;
   const continuityBreaks = new Counter({
     name: 'guidgate_ledger_continuity_breaks_total',
     help: 'Times this relay saw the ledger go back (another server or timeline, its recently acknowledged events missing, a SQLite file behind its last recorded position): CONTRACT.md §9',
     registers: [registry],
   });
   continuityBreaks.inc(0);
+  const witnessFailures = new Counter({
+    name: 'guidgate_journal_witness_failures_total',
+    help: 'Times serve could not read the account system journal at start to judge the ledger (--journal-witness): the ledger was judged without it; CONTRACT.md §9',
+    registers: [registry],
+  });
+  witnessFailures.inc(0);
   const spansDropped = new Counter({
     name: 'guidgate_trace_spans_dropped_total',
     help: 'Spans not exported (tracing on): queue-full, the batch queue was full (a collector slower than the relay, or down); export-failed, an export to the collector failed or timed out',
@@ -165,6 +206,35 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
     registers: [registry],
   });
   for (const reason of ['queue-full', 'export-failed']) spansDropped.inc({ reason }, 0);
+  const notifications = new Counter({
+    name: 'guidgate_notifications_total',
+    help: 'Notification delivery attempts by this process (serve --notify-url), by result: delivered (a 2xx), failed (tried again later), given_up (past --notify-for)',
+    labelNames: ['result'],
+    registers: [registry],
+  });
+  for (const result of ['delivered', 'failed', 'given_up']) notifications.inc({ result }, 0);
+  const notificationCounts = store.notificationCounts;
+  if (notificationCounts !== undefined) {
+    // From the ledger's outbox at scrape time: true whichever relay delivers.
+    new Gauge({
+      name: 'guidgate_notifications_pending',
+      help: 'Notifications recorded in the ledger and not yet delivered nor given up',
+      registers: [registry],
+      async collect() {
+        this.set((await orThrow(notificationCounts.call(store))).pending);
+      },
+    });
+    new Gauge({
+      name: 'guidgate_notifications_oldest_pending_age_seconds',
+      help: 'Age of the oldest pending notification (since it was recorded or queued again); 0 when there is none',
+      registers: [registry],
+      async collect() {
+        const { oldestPendingAt } = await orThrow(notificationCounts.call(store));
+        const now = await orThrow(store.now());
+        this.set(oldestPendingAt === null ? 0 : Math.max(0, (now - oldestPendingAt) / 1000));
+      },
+    });
+  }
   const maxAttempts = opts.maxAttempts;
   if (maxAttempts !== undefined) {
     new Gauge({
@@ -194,6 +264,10 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
     registry,
     inquiry(outcome: InquiryMetricOutcome): void {
       inquiries.inc({ outcome });
+    },
+    /** An inquiry that did not go at once under the inquiry budget. */
+    inquiryDeferred(): void {
+      inquiriesDeferred.inc();
     },
     /** A row that had been UNKNOWN for `ageMs` was settled by an inquiry. */
     settled(ageMs: number): void {
@@ -228,13 +302,32 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
       });
       syncStandbys.set(n ?? -1);
     },
-    /** The continuity guard saw the ledger go back (src/settle/continuityGuard.ts). */
+    /** `guidgate_waiting_requests`, read at scrape time: the channel requests waiting now for an outcome (Prefer: wait). */
+    waitingRequests(count: () => number): void {
+      waiting ??= new Gauge({
+        name: 'guidgate_waiting_requests',
+        help: 'Channel requests waiting now for the outcome of a GUID in progress (Prefer: wait); at --max-waiters, any more get E903 at once',
+        registers: [registry],
+        collect() {
+          this.set(waitingCount());
+        },
+      });
+      waitingCount = count;
+    },
+    /** The continuity guard saw the ledger go back (src/send/continuityGuard.ts). */
+    journalWitnessFailure(): void {
+      witnessFailures.inc();
+    },
     continuityBreak(): void {
       continuityBreaks.inc();
     },
     /** Spans the exporter lost (src/telemetry/tracing.ts). */
     spansDropped(reason: 'queue-full' | 'export-failed', n: number): void {
       spansDropped.inc({ reason }, n);
+    },
+    /** A notification delivery attempt's result (src/send/notifier.ts). */
+    notificationAttempt(result: 'delivered' | 'failed' | 'given_up'): void {
+      notifications.inc({ result });
     },
     requestRecordsLost(n: number): void {
       recordsLost.inc(n);
@@ -243,11 +336,15 @@ export function createMetrics(store: LedgerReadModel & LedgerClock & Partial<Pic
       replies.inc({ code, route });
       if (route === 'channel') recentReplies.record(code);
     },
+    /** The codes replies may carry, each on every route at 0 from now on (the relay's own codes and the fixed definite ones). */
+    knownReplyCodes(codes: readonly string[]): void {
+      for (const code of codes) for (const route of REPLY_ROUTES) replies.inc({ code, route }, 0);
+    },
     /** Replies to channels per code over the last minutes (the same replies as `guidgate_replies_total{route="channel"}`). */
     recentReplies(): RecentReplies {
       return recentReplies.recent();
     },
-    call(outcome: 'definite' | 'unknown' | 'failed', latencyMs: number): void {
+    call(outcome: CallOutcome, latencyMs: number): void {
       calls.inc({ outcome });
       latency.observe({ outcome }, latencyMs / 1000);
     },

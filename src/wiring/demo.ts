@@ -4,16 +4,18 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { openStore, processActor } from '../store/openStore.js';
 import { createAccountClient } from '../account/accountClient.js';
+import { inquiryPacing } from '../account/inquiryPacer.js';
 import { startNaive } from '../relay/naive.js';
 import { startSimulator, type Faults, type Simulator } from '../simulator/index.js';
 import { serve } from './serve.js';
-import { resolveUnknown } from '../settle/resolve.js';
-import { reprocessFailed } from '../settle/reprocess.js';
+import { resolveUnknown } from '../commands/resolve.js';
+import { reprocessFailed } from '../commands/reprocess.js';
 import { orThrow } from '../events/storeResult.js';
 import type { EventStore } from '../events/store.js';
 import { journalRange, openJournalUrl, reconcile, type LedgerSource, type ReconcileSummary, type ReconcileWindow } from '../reconcile/index.js';
-import { reconcileRun } from '../settle/reconcileRun.js';
+import { reconcileRun } from '../commands/reconcileRun.js';
 import { DEFAULTS } from '../shared/defaults.js';
+import { formatMoney } from '../shared/money.js';
 
 export interface DemoOptions {
   readonly transfers: number;
@@ -26,6 +28,7 @@ export interface ChannelTally {
   requests: number;
   accountCalls: number;
   doubleDebits: number;
+  /** In minor units (fen) of CURRENCY. */
   moneyInError: number;
   finalCodes: Record<string, number>;
 }
@@ -40,6 +43,8 @@ const FAULTS: Partial<Faults> = {
 const RELAY_TIMEOUT_MS = 600;
 const CHANNEL_TIMEOUT_MS = 900;
 const RESENDS = 3;
+/** The currency of every demo transfer. */
+const CURRENCY = 'CNY';
 
 /** A transfer's GUID says what the faulty account system will do with it: most are answered normally. */
 function guidFor(i: number, run: string): string {
@@ -56,7 +61,7 @@ async function channel(url: string, guids: string[], concurrency: number, onDone
   const finalCodes: Record<string, number> = {};
   let next = 0;
   const one = async (guid: string, i: number) => {
-    const body = JSON.stringify({ guid, from: `ACC-${1000 + (i % 7)}`, to: `ACC-${2000 + (i % 5)}`, amount: 100 + i, currency: 'CNY' });
+    const body = JSON.stringify({ guid, from: `ACC-${1000 + (i % 7)}`, to: `ACC-${2000 + (i % 5)}`, amount: 100 + i, currency: CURRENCY });
     let code = 'timeout';
     for (let attempt = 0; attempt <= RESENDS; attempt++) {
       requests++;
@@ -161,7 +166,7 @@ export async function runDemo(opts: DemoOptions): Promise<{
     out(row('requests (with resends)', naiveTally.requests, ggTally.requests));
     out(row('account system calls', naiveTally.accountCalls, ggTally.accountCalls));
     out(row('double debits', naiveTally.doubleDebits, ggTally.doubleDebits));
-    out(row('money moved in error (fen)', naiveTally.moneyInError, ggTally.moneyInError));
+    out(row('money moved in error', formatMoney(naiveTally.moneyInError, CURRENCY), formatMoney(ggTally.moneyInError, CURRENCY)));
     out(`  last answer per transfer, naive:    ${fmtCodes(naiveTally.finalCodes)}`);
     out(`  last answer per transfer, guidgate: ${fmtCodes(ggTally.finalCodes)}`);
 
@@ -171,7 +176,8 @@ export async function runDemo(opts: DemoOptions): Promise<{
     out('');
     out(`settling guidgate: waiting ${FAULTS.processingMs} ms (the --min-age), then resolve and reprocess…`);
     const store = await openStore(db, { actor: processActor('demo') });
-    const account = createAccountClient({ baseUrl: simGg.url, timeoutMs: 2000 });
+    // Paced as `resolve` and `reprocess` are by default (--inquiry-rate): the line after them shows what the core saw.
+    const account = createAccountClient({ baseUrl: simGg.url, timeoutMs: 2000, inquiryPacing: inquiryPacing(DEFAULTS.inquiryRate, { forChannels: false }) });
     try {
       await new Promise((r) => setTimeout(r, (FAULTS.processingMs ?? 0) + 300));
       const resolved = await resolveUnknown({ store, account }, { minAgeMs: FAULTS.processingMs ?? 0, graceMs: 500 });
@@ -179,6 +185,8 @@ export async function runDemo(opts: DemoOptions): Promise<{
       // The same --min-age as resolve: a row resolve found absent is asked about again before it is sent (§7).
       const reprocessed = await reprocessFailed({ store, account }, { maxAttempts: 10, timeoutMs: 2000, graceMs: 500, minAgeMs: FAULTS.processingMs ?? 0 });
       out(`  reprocess: ${reprocessed.done} sent again and answered, ${reprocessed.failed} failed, ${reprocessed.unknown} unknown`);
+      const load = simGg.inquiryLoad();
+      out(`  inquiries: ${load.total}, paced at ${DEFAULTS.inquiryRate} (--inquiry-rate): the account system saw at most ${load.peakPerSecond} in any one second`);
       const counts = await orThrow(store.countByStatus());
       const settled = Object.fromEntries(Object.entries(counts).filter(([, v]) => v.count > 0).map(([k, v]) => [k, v.count]));
       const final = simGg.stats();
@@ -225,7 +233,7 @@ async function reconcileBoth(window: ReconcileWindow, store: EventStore, naiveAc
 function reconcileLine(s: ReconcileSummary): string {
   const c = s.counts;
   const doubled = s.money.duplicate_in_journal.journal;
-  const money = [...doubled].map(([currency, amount]) => `${amount} ${currency ?? ''}`.trim()).join(', ');
+  const money = [...doubled].map(([currency, amount]) => formatMoney(amount, currency)).join(', ');
   const breaks = s.breaks === 0 ? 'no break' : `${s.breaks} breaks (P1 ${s.severities.P1}, P2 ${s.severities.P2})`;
   return (
     `${breaks}: duplicate_in_journal ${c.duplicate_in_journal}${c.duplicate_in_journal > 0 ? ` (${money} posted by those transfers)` : ''}, ` +

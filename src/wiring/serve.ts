@@ -1,24 +1,31 @@
 import { existsSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { startNotifier } from '../send/notifier.js';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import { checkLedger, ledgerWarning, openStore, processActor } from '../store/openStore.js';
+import { checkLedger, continuityWarning, ledgerWarning, openStore, processActor, storeKind } from '../store/openStore.js';
 import type { HostEvent, Synchronous } from '../store/openStore.js';
 import type { EventStore } from '../events/store.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { createAccountClient } from '../account/accountClient.js';
-import { buildApp } from '../relay/app.js';
+import { inquiryPacing } from '../account/inquiryPacer.js';
+import { buildApp, storeReadiness } from '../relay/app.js';
+import { createOutcomeWaiters, watchOutcomes } from '../relay/outcomeWaiters.js';
 import type { KeyRing } from '../relay/auth/keyRing.js';
 import { createBreaker } from '../relay/breaker.js';
 import { createMetrics } from '../telemetry/metrics.js';
-import { sendWindowMs } from '../settle/sendWindow.js';
-import { startSweeper } from '../settle/sweeper.js';
+import { sendWindowMs } from '../send/sendWindow.js';
+import { startSweeper } from '../send/sweeper.js';
 import { startSimulator, type Simulator } from '../simulator/index.js';
 import { DEFAULTS } from '../shared/defaults.js';
-import { startSettler } from '../settle/settler.js';
-import { readBlackHoleDeadLetters } from '../settle/stats.js';
+import { packageVersion } from '../shared/packageRoot.js';
+import { startSettler } from '../commands/settler.js';
+import { readBlackHoleDeadLetters } from '../commands/stats.js';
 import { orThrow } from '../events/storeResult.js';
 import { gatedStore, watchDurability, type DurabilityWatch } from './durability.js';
-import { startContinuityGuard, type ContinuityLog } from '../settle/continuityGuard.js';
+import { startContinuityGuard, type ContinuityLog } from '../send/continuityGuard.js';
 import { startTracing } from '../telemetry/tracing.js';
+import { notifySystemd } from './systemdNotify.js';
+import { judgeByJournal, type JournalWitness } from './journalWitness.js';
 
 export interface ServeOptions {
   readonly port: number;
@@ -32,11 +39,17 @@ export interface ServeOptions {
   readonly settleEveryMs?: number;
   /** Also the age a row FAILED by an inquiry must reach before a channel's resend may send it again. */
   readonly minAgeMs?: number;
+  /** Inquiries this process makes at most, every source together (`50/s`; `0`: no cap; CONTRACT.md §7). */
+  readonly inquiryRate?: string;
   /** Calls in a row that ended FAILED or UNKNOWN before the breaker opens (0: off). */
   readonly breakerFailures?: number;
   readonly breakerCooldownMs?: number;
   /** After the ledger went back, every GUID it does not know is inquired about before its first send for this long (0: off; CONTRACT.md §9). */
   readonly continuityWindowMs?: number;
+  /** SQLite: the folder of the continuity marks (`--continuity-dir`). */
+  readonly continuityDir?: string | undefined;
+  /** `--journal-witness`: what the account system's journal may say about the ledger at start (CONTRACT.md §9). */
+  readonly journalWitness?: JournalWitness;
   readonly synchronous: Synchronous;
   readonly busyTimeoutMs: number;
   /** A request body not received in full within this gets 408 (E400); nothing is stored (CONTRACT.md §2 v2). */
@@ -45,6 +58,8 @@ export interface ServeOptions {
   readonly maxConnections?: number | undefined;
   /** Connections held at most from one address (an IPv6 /64). */
   readonly maxConnectionsPerAddress?: number | undefined;
+  /** Channel requests waiting for an outcome (`Prefer: wait`) at once; any more get E903 at once. */
+  readonly maxWaiters?: number | undefined;
   readonly logLevel: string;
   /** Where ledger commits run: `inline` (default; at FULL the WAL is synced off the event loop) or a worker `thread`. */
   readonly writer?: 'inline' | 'thread';
@@ -59,6 +74,8 @@ export interface ServeOptions {
   readonly check?: boolean;
   /** PostgreSQL: new transfers E503 and /healthz 503 while the primary has no synchronous standby (CONTRACT.md §9). */
   readonly requireSyncStandby?: boolean;
+  /** `--notify-url` and its settings (CONTRACT.md §11): this process delivers the ledger's notifications. */
+  readonly notify?: { readonly url: string; readonly secret: Buffer; readonly timeoutMs: number; readonly forMs: number; readonly ca?: Buffer };
   /** Where the OpenTelemetry variables are read (default `process.env`). */
   readonly env?: NodeJS.ProcessEnv;
 }
@@ -94,24 +111,32 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     maxAttempts: opts.maxAttempts,
     processMetrics: true,
     blackHoleDeadLetters: async () => (await orThrow(readBlackHoleDeadLetters(base, { maxAttempts: opts.maxAttempts }))).guids,
+    build: { version: packageVersion(), store: storeKind(opts.db) },
   });
   // Spans exported only when an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT); the trace context is passed on always.
   const tracing = startTracing({ ...(opts.env === undefined ? {} : { env: opts.env }), onLoss: (why, n) => metrics.spansDropped(why, n) });
-  const account = createAccountClient({ baseUrl: accountUrl, timeoutMs: opts.timeoutMs, tracing, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }) });
+  const account = createAccountClient({
+    baseUrl: accountUrl, timeoutMs: opts.timeoutMs, tracing, ...(opts.accountCa === undefined ? {} : { ca: opts.accountCa }),
+    // One inquiry budget for the process: the settler, the operator API and every channel's request share it.
+    inquiryPacing: inquiryPacing(opts.inquiryRate ?? DEFAULTS.inquiryRate, { forChannels: true, onDeferred: () => metrics.inquiryDeferred() }),
+  });
   // The continuity guard (CONTRACT.md §9) watches the ledger for going back; everything writes through its store.
   // Said on `out` until the app's log exists (a going back seen at start), then in the app's log.
   const early = (line: Record<string, unknown>, message: string): void => out(`${message} ${JSON.stringify(line)}`);
-  let currentLog: ContinuityLog = { info: early, error: early };
-  const guarded = await startContinuityGuard(base, { info: (l, m) => currentLog.info(l, m), error: (l, m) => currentLog.error(l, m) }, metrics, { windowMs: opts.continuityWindowMs ?? DEFAULTS.continuityWindowMs });
+  let currentLog: ContinuityLog = { warn: early, error: early };
+  const guarded = await startContinuityGuard(base, { warn: (l, m) => currentLog.warn(l, m), error: (l, m) => currentLog.error(l, m) }, metrics, { windowMs: opts.continuityWindowMs ?? DEFAULTS.continuityWindowMs });
   if (E.isLeft(guarded)) {
     await ledger.store.close();
     await simulator?.close();
     throw guarded.left;
   }
   const continuity = guarded.right;
-  const { store } = continuity;
+  // The resends waiting for an outcome (Prefer: wait): every write of this process that settles a row wakes them;
+  // what another process records, they read (outcomeWaiters.ts).
+  const waiters = createOutcomeWaiters({ store: continuity.store, maxWaiters: opts.maxWaiters ?? DEFAULTS.maxWaiters });
+  const store = watchOutcomes(continuity.store, waiters);
   const minAgeMs = opts.minAgeMs ?? DEFAULTS.minAgeMs;
-  const breaker = createBreaker({ failures: opts.breakerFailures ?? DEFAULTS.breakerFailures, cooldownMs: opts.breakerCooldownMs ?? DEFAULTS.breakerCooldownMs, clock: Date.now, metrics });
+  const breaker = createBreaker({ failures: opts.breakerFailures ?? DEFAULTS.breakerFailures, cooldownMs: opts.breakerCooldownMs ?? DEFAULTS.breakerCooldownMs, clock: Date.now, metrics, log: { warn: (l, m) => currentLog.warn(l, m) } });
   const app = buildApp({
     store,
     account,
@@ -123,6 +148,8 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     breaker,
     continuity,
     tracing,
+    waiters,
+    commandLine: { db: opts.db, accountUrl },
     logger: { level: opts.logLevel },
     ...(opts.keys === undefined ? {} : { keys: opts.keys.keys }),
     ...(opts.tls === undefined ? {} : { https: httpsOptions(opts.tls) }),
@@ -139,25 +166,52 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
     error: (message) => app.log.error(message),
   });
   currentLog = app.log;
+  // Before listening: a ledger the journal shows gone back opens the window before any first send.
+  const witness = await judgeByJournal(opts.journalWitness ?? DEFAULTS.journalWitness, {
+    store: base, accountUrl, marginMs: opts.timeoutMs + opts.graceMs, log: app.log, timeoutMs: opts.timeoutMs,
+    wentBack: (why, seen) => continuity.wentBackBy(why, seen), failed: () => metrics.journalWitnessFailure(),
+  });
 
   // At start: rows a previous process left in RECEIVED or SENT. Then at least once per timeout.
   const sweeper = await startSweeper(store, { graceMs: opts.graceMs, everyMs: Math.max(250, Math.min(opts.timeoutMs, opts.graceMs)) }, app.log);
   const settleEveryMs = opts.settleEveryMs ?? DEFAULTS.settleEveryMs;
   const settler = settleEveryMs > 0
     ? startSettler(
-        { store, account, metrics, tracing, clock: Date.now, log: (summary) => app.log.info({ ...summary }, 'settled in the background') },
-        { everyMs: settleEveryMs, minAgeMs, graceMs: opts.graceMs, concurrency: DEFAULTS.concurrency },
+        { store, account, metrics, tracing, clock: Date.now, log: (summary) => app.log[summary.ledgerErrors > 0 ? 'warn' : 'info']({ ...summary }, 'settled in the background') },
+        { everyMs: settleEveryMs, minAgeMs, graceMs: opts.graceMs, concurrency: DEFAULTS.concurrency, maxAttempts: opts.maxAttempts },
       )
     : null;
 
+  const notifier = opts.notify === undefined
+    ? null
+    : startNotifier(store, {
+        ...opts.notify,
+        holder: `${hostname()}:${process.pid}:notify`,
+        onOutcome: (o) => {
+          metrics.notificationAttempt(o.result);
+          const line = { guid: o.guid, webhookId: `${o.guid}:${o.seq}`, result: o.result, httpStatus: o.httpStatus, detail: o.detail };
+          if (o.result === 'given_up') app.log.error(line, 'notification given up');
+          else if (o.result === 'failed') app.log.warn(line, 'notification not delivered; tried again later');
+          else app.log.debug(line, 'notification delivered');
+        },
+        onStoreError: (message) => app.log.warn({ error: message }, 'notifications: the outbox could not be read or written; tried again later'),
+      });
+
   const url = await listen(app, opts);
   out(`listening on ${url}`);
+  out(`  console: ${url}/console/${opts.keys === undefined ? '' : ' (sign in with a key of scopes read,admin)'}`);
+  out(`  metrics: ${url}/metrics${opts.keys === undefined ? '' : ' (a key of scope read)'}`);
+  out(`  ${witness}`);
+  // Under systemd (Type=notify): READY=1 once /healthz would say ok, the watchdog's pings, STOPPING=1.
+  const systemd = notifySystemd({ env: opts.env ?? process.env, readiness: storeReadiness(store), readyStatus: `listening on ${url}`, log: app.log });
   const close = shutdown(app, opts.timeoutMs, {
     async stopWork() {
+      await systemd?.stopping();
       sweeper.stop();
       stopReloadingKeys();
       durability?.stop();
       await settler?.stop();
+      await notifier?.stop();
     },
     async release() {
       await account.close();
@@ -189,10 +243,12 @@ async function openServedLedger(opts: ServeOptions, out: (line: string) => void)
   // A claim either commits within the send window, and is called, or fails E503 with nothing written (sendWindow.ts).
   const store = await openStore(opts.db, {
     synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, claimDeadlineMs: sendWindowMs(opts.graceMs), writer: opts.writer ?? DEFAULTS.writer,
-    watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'), onHosts: (e) => hostEvent(e),
+    watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'), onHosts: (e) => hostEvent(e), continuityDir: opts.continuityDir,
   });
   const loose = ledgerWarning(opts.db);
   if (loose !== null) out(`warning: ${loose}`);
+  const marks = continuityWarning(opts.db, opts.continuityDir);
+  if (marks !== null) out(`warning: ${marks}`);
   return {
     store,
     logLossTo(log) {
@@ -216,7 +272,7 @@ function hostLine(e: HostEvent): string {
 /**
  * `--account-url`, or the bundled simulator started on loopback when none is given (it is said on `out`, with its
  * fault URL): on `guidgate simulator`'s default port, 8090, so that the docs' fault examples work on `npm start`,
- * or on a free port when 8090 is taken (#28).
+ * or on a free port when 8090 is taken.
  */
 async function accountSystemUrl(opts: ServeOptions, out: (line: string) => void): Promise<{ url: string; simulator: Simulator | null }> {
   if (opts.accountUrl !== undefined && opts.accountUrl !== '') return { url: opts.accountUrl, simulator: null };
@@ -233,7 +289,7 @@ async function accountSystemUrl(opts: ServeOptions, out: (line: string) => void)
 /** `kill -HUP`: the keys file read again; a file that does not parse leaves the old keys in force. Returns the undo. */
 function reloadKeysOnSighup(keys: KeyRing | undefined, log: FastifyBaseLogger): () => void {
   // Without --keys a SIGHUP is still caught: Node's default for it ends the process, and an operator following the
-  // docs (`keys add`, then `kill -HUP`, or `systemctl reload`) must not take the relay down (#28).
+  // docs (`keys add`, then `kill -HUP`, or `systemctl reload`) must not take the relay down.
   const reload = keys === undefined
     ? (): void => log.warn('SIGHUP: no keys file to reload (serve runs without --keys); nothing changed')
     : (): void => {

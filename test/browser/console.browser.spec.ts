@@ -9,9 +9,8 @@ import { httpRequest, makeKeys } from '../support/relayHarness.js';
 import { BIN, exited, startServe } from '../support/serveProcess.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { ledgerRecordOf } from '../../src/reconcile/ledgerFacts.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { runOver, type EntrySpec } from '../support/reconcile.js';
 
 /**
@@ -285,7 +284,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
 
   it('Reconciliation: the latest recorded run, its breaks by severity, each GUID opening its timeline; first seen kept while open', async () => {
     // Two runs of the engine over the relay's own ledger rows, recorded in its ledger as `guidgate reconcile` records them.
-    const store = openSqliteStore({ projection: ledgerProjection, path: db });
+    const store = openLedger(db);
     const ghost = `ghost-${run}`;
     try {
       const records = (await orThrow(store.queryLedger({}))).map(ledgerRecordOf);
@@ -315,17 +314,71 @@ describe.skipIf(!available)('the console in Chromium', () => {
     const p1 = page.getByRole('table', { name: /^P1 breaks: 3/ });
     const p2 = page.getByRole('table', { name: /^P2 breaks: 2/ });
     const rowOf = (table: typeof p1, guid: string) => table.getByRole('row', { name: new RegExp(`^${guid} `) });
-    expect(await rowOf(p1, done[0]!).textContent()).toMatch(/duplicate_in_journal.*DONE 0000, 1500 CNY.*2 postings.*run 1 \(still open\)/);
-    expect(await rowOf(p1, done[1]!).textContent()).toMatch(/amount_mismatch, differs in amount.*1501 CNY.*run 2 \(this run\)/);
+    expect(await rowOf(p1, done[0]!).textContent()).toMatch(/duplicate_in_journal.*DONE 0000, 15\.00 CNY.*2 postings.*run 1 \(still open\)/);
+    expect(await rowOf(p1, done[1]!).textContent()).toMatch(/amount_mismatch, differs in amount.*15\.01 CNY.*run 2 \(this run\)/);
     expect(await rowOf(p1, absent).textContent()).toMatch(/unsettled_in_ledger.*FAILED/);
-    expect(await rowOf(p2, ghost).textContent()).toMatch(/missing_in_ledger.*no row \(never relayed\).*990 CNY/);
+    expect(await rowOf(p2, ghost).textContent()).toMatch(/missing_in_ledger.*no row \(never relayed\).*9\.90 CNY/);
     expect(await rowOf(p2, done[2]!).count()).toBe(0);
     // Account numbers never reach the page in full: the console shows amounts, not accounts.
     expect(await page.locator('#recon').textContent()).not.toContain(FROM);
     await page.locator('section', { has: page.getByRole('heading', { name: 'Reconciliation' }) }).screenshot({ path: join(SCREENSHOTS, 'console-reconciliation.png') });
+    // Every recorded run is listed, newest first, the one shown marked; an earlier one opens with its own breaks.
+    const runs = page.getByRole('table', { name: 'Recorded runs, newest first' });
+    expect(await runs.locator('tbody th').allTextContents()).toEqual(['Run 2', 'Run 1']);
+    expect(await runs.locator('tbody tr[aria-current="true"] th').textContent()).toBe('Run 2');
+    expect(await page.getByRole('button', { name: 'Older runs' }).isHidden()).toBe(true);
+    await runs.getByRole('button', { name: 'Run 1' }).click();
+    await expect.poll(() => status.textContent(), WAIT).toMatch(/^Run 1 \(not the latest\): 1 P1 and \d+ P2 breaks?; each GUID opens its timeline below\.$/);
+    expect(await page.locator('#recon-facts').textContent()).toMatch(/^Run1Recorded/);
+    expect(await runs.locator('tbody tr[aria-current="true"] th').textContent()).toBe('Run 1');
+    const p1Of1 = page.getByRole('table', { name: /^P1 breaks: 1/ });
+    expect(await rowOf(p1Of1, done[0]!).textContent()).toMatch(/duplicate_in_journal.*run 1 \(this run\)/);
+    expect(await rowOf(p1Of1, done[1]!).count()).toBe(0);
+    // Refresh keeps the run chosen; the latest is one click away.
+    await page.getByRole('button', { name: 'Refresh' }).and(page.locator('#recon-refresh')).click();
+    await expect.poll(() => status.textContent(), WAIT).toMatch(/^Run 1 \(not the latest\)/);
+    await runs.getByRole('button', { name: 'Run 2' }).click();
+    await expect.poll(() => status.textContent(), WAIT).toMatch(/^The latest run, 2: /);
     // A GUID opens its transfer's timeline.
     await rowOf(p1, done[0]!).getByRole('link', { name: done[0]! }).click();
     await expect.poll(() => page.locator('#transfer-status').textContent(), WAIT).toMatch(new RegExp(`^${done[0]!}: DONE`));
+  });
+
+  it('Reconciliation: a run with many breaks is asked for a page at a time; Next and First walk it, every break once', async () => {
+    const store = openLedger(db);
+    const guids = Array.from({ length: 450 }, (_, i) => `many-${run}-${String(i).padStart(3, '0')}`);
+    try {
+      const window = { from: 1000, to: 2000, pendingMs: 0 };
+      await orThrow(store.recordReconciliation(await runOver(tmp(), [], guids.map((guid) => ({ guid, appliedAt: 1500 })), window)));
+    } finally {
+      await store.close();
+    }
+    const asked: string[] = [];
+    const onRequest = (r: { url(): string }) => {
+      if (/\/v1\/reconciliations\/\d+/.test(r.url())) asked.push(new URL(r.url()).search);
+    };
+    page.on('request', onRequest);
+    try {
+      await page.locator('#recon-refresh').click();
+      const p2 = page.locator('#recon-p2');
+      const guidsShown = () => p2.locator('tbody th').allTextContents();
+      await expect.poll(() => p2.locator('caption').textContent(), WAIT).toBe('P2 breaks: 450; page 1 (200 breaks a page, in GUID order) shows 200');
+      const seen = [...(await guidsShown())];
+      for (const [n, size] of [[2, 200], [3, 50]] as const) {
+        await page.getByRole('button', { name: 'Next breaks' }).click();
+        await expect.poll(() => p2.locator('caption').textContent(), WAIT).toBe(`P2 breaks: 450; page ${n} (200 breaks a page, in GUID order) shows ${size}`);
+        seen.push(...(await guidsShown()));
+      }
+      expect(seen).toEqual(guids);
+      expect(await page.getByRole('button', { name: 'Next breaks' }).isHidden()).toBe(true);
+      await page.getByRole('button', { name: 'First breaks' }).click();
+      await expect.poll(() => p2.locator('caption').textContent(), WAIT).toBe('P2 breaks: 450; page 1 (200 breaks a page, in GUID order) shows 200');
+      // Every ask was for one page, never the whole run.
+      expect(asked.length).toBeGreaterThanOrEqual(4);
+      for (const q of asked) expect(q).toMatch(/^\?limit=200(&after=.+)?$/);
+    } finally {
+      page.off('request', onRequest);
+    }
   });
 
   it('at 390 px wide nothing is cut off: the rows and the timeline stack, each cell under its column\'s name', async () => {

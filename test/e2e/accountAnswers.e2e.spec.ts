@@ -1,14 +1,13 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it, expect } from 'vitest';
-import { resolveUnknown } from '../../src/settle/resolve.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { resolveUnknown } from '../../src/commands/resolve.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { createAccountClient } from '../../src/account/accountClient.js';
 import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 /** A loopback account system that answers whatever the test sets, and counts the transfers it receives. */
 async function scriptedAccount(): Promise<{ url: string; posts: () => number; answers: { post: [number, string]; inquiry: [number, string] }; close(): Promise<void> }> {
@@ -49,7 +48,7 @@ describe('account answers, contract v2 §3 (real sockets: relay, ledger file, a 
     expect([first.status, first.json()['code']]).toEqual([504, 'E901']);
     expect([(await h.post(JSON.stringify(t))).json()['code'], account.posts()]).toEqual(['E901', 1]);
 
-    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
+    const store = openLedger(h.db);
     const client = createAccountClient({ baseUrl: account.url, timeoutMs: 1000 });
     try {
       expect((await orThrow(store.getLedger(guid)))?.status).toBe('UNKNOWN');
@@ -86,7 +85,7 @@ describe('account answers, contract v2 §3 (real sockets: relay, ledger file, a 
     expect([first.status, first.json()['code']]).toEqual([504, 'E901']);
     expect(first.body).not.toContain('SOMEONE-ELSE');
 
-    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
+    const store = openLedger(h.db);
     const client = createAccountClient({ baseUrl: account.url, timeoutMs: 1000 });
     try {
       expect((await orThrow(store.getLedger(guid)))?.status).toBe('UNKNOWN');

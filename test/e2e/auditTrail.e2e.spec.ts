@@ -2,10 +2,9 @@ import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { TimelineEntry } from '../../src/settle/history.js';
+import type { TimelineEntry } from '../../src/commands/history.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { cli } from '../support/commandsSeed.js';
 import { makeKeys, startHarness, transfer, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
@@ -46,7 +45,7 @@ describe('audit trail over HTTP', () => {
     expect([gone.status, gone.json()['code']]).toEqual([410, 'E905']);
 
     // Written off the request path, in batches: they arrive within a flush interval or so.
-    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
+    const store = openLedger(h.db);
     try {
       const records = await waitFor(async () => {
         const r = await orThrow(store.readRequests(guid));
@@ -121,6 +120,24 @@ describe('audit trail over HTTP', () => {
       ].join('\n'),
     );
     expect(human.stdout).toMatch(/^ {7}response: \{\n {9}"guid": "PRETTY-1",\n {9}"code": "0000",/m);
+  });
+
+  it('history says the amount as money (CONTRACT.md §5): major units by the currency\'s ISO 4217 minor units; --json keeps the minor units', async () => {
+    const dir = tmp();
+    const h = await harness(dir);
+    const cases = [
+      ['MONEY-CNY', ',"currency":"CNY"', 1500, 'money: 15.00 CNY (amount 1500 in minor units)'],
+      ['MONEY-JPY', ',"currency":"JPY"', 1500, 'money: 1500 JPY (amount 1500 in minor units)'],
+      ['MONEY-KWD', ',"currency":"KWD"', 7, 'money: 0.007 KWD (amount 7 in minor units)'],
+      ['MONEY-NONE', '', 5, 'money: 0.05 (amount 5 in minor units)'],
+    ] as const;
+    for (const [guid, currency, amount, line] of cases) {
+      expect((await h.post(`{"guid":"${guid}","from":"6222021001","to":"6222021002","amount":${amount}${currency}}`)).json()['code']).toBe('0000');
+      const human = await cli(['history', guid, '--db', h.db]);
+      expect(human.stdout.split('\n').filter((l) => l.includes('money:'))).toEqual([`       ${line}`]);
+      const json = JSON.parse((await cli(['history', guid, '--json', '--db', h.db])).stdout) as Array<{ data: { request?: string } }>;
+      expect(JSON.parse(json[0]!.data.request!)).toMatchObject({ amount });
+    }
   });
 
   it('a request nested 30,000 levels deep (#24): accepted, history prints a bounded text and exits 0, --json stays the stored bytes, the timeline route answers masked', async () => {

@@ -1,12 +1,11 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it, expect, beforeAll } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { httpRequest, makeKeys, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 /** Keys on (CONTRACT.md §6), end to end: a real `serve` on a real ledger file, a real simulator, real sockets. */
 describe('keys and scopes over HTTP', () => {
@@ -32,7 +31,7 @@ describe('keys and scopes over HTTP', () => {
     return stats.calls[guid] ?? 0;
   };
   const ledgerRow = async (guid: string) => {
-    const store = openSqliteStore({ projection: ledgerProjection, path: h.db, writer: 'inline' });
+    const store = openLedger(h.db, { writer: 'inline' });
     try {
       return { row: await orThrow(store.getLedger(guid)), events: await orThrow(store.readStream(guid)) };
     } finally {

@@ -76,7 +76,7 @@ describe('keys, open mode and TLS through ./bin/guidgate', () => {
     expect(statSync(join(dir, 'sub')).mode & 0o777).toBe(0o700);
     const file = readFileSync(keys, 'utf8');
     expect(file).not.toContain(token);
-    expect(file).toMatch(/^bank-a transfer,read sha256:[0-9a-f]{64}\n$/);
+    expect(file).toMatch(/^# bank-a created \S+Z\nbank-a transfer,read sha256:[0-9a-f]{64}\n$/);
 
     // GUIDGATE_KEYS names the file like --keys does.
     expect(guidgate(['keys', 'add', 'ops', '--scopes', 'admin'], { GUIDGATE_KEYS: keys }).code).toBe(0);
@@ -89,11 +89,11 @@ describe('keys, open mode and TLS through ./bin/guidgate', () => {
 
     const list = guidgate(['keys', 'list', '--keys', keys]);
     expect(list.code).toBe(0);
-    expect(list.stdout).toBe('bank-a\ttransfer,read\nops\tadmin\n');
+    expect(list.stdout).toMatch(/^bank-a\ttransfer,read\t\S+Z\t-\nops\tadmin\t\S+Z\t-\n$/);
     expect(list.stdout).not.toMatch(/sha256|[0-9a-f]{16}/);
 
     expect(guidgate(['keys', 'remove', 'bank-a', '--keys', keys]).code).toBe(0);
-    expect(guidgate(['keys', 'list', '--keys', keys]).stdout).toBe('ops\tadmin\n');
+    expect(guidgate(['keys', 'list', '--keys', keys]).stdout).toMatch(/^ops\tadmin\t\S+Z\t-\n$/);
     expect(statSync(keys).mode & 0o777).toBe(0o600);
     const again = guidgate(['keys', 'remove', 'bank-a', '--keys', keys]);
     expect(again.code).toBe(1);
@@ -120,10 +120,12 @@ describe('keys, open mode and TLS through ./bin/guidgate', () => {
     await waitFor(async () => (await post(newToken)).status === 200, { intervalMs: 50, what: 'the new key to work' });
     expect((await post(oldToken)).status).toBe(401);
 
+    // The line after the file's last (the key and the comment saying when it was made).
+    const badLine = readFileSync(keys, 'utf8').split('\n').length;
     appendFileSync(keys, 'just-a-name\n');
     s.child.kill('SIGHUP');
     await waitFor(() => s.output().includes('keys file refused'), { what: 'the refusal in the log' });
-    expect(s.output()).toMatch(/line 2: expected NAME SCOPES HASH/);
+    expect(s.output()).toMatch(new RegExp(`line ${badLine}: expected NAME SCOPES HASH`));
     expect((await post(newToken)).json()['code']).toBe('0000');
     expect(s.child.exitCode).toBeNull();
 
@@ -156,7 +158,7 @@ describe('keys, open mode and TLS through ./bin/guidgate', () => {
     const dir = tmp();
     const keys = join(dir, 'keys');
     const token = addKey(keys, 'shop-a', 'transfer');
-    const [name, , hash] = readFileSync(keys, 'utf8').trim().split(' ') as [string, string, string];
+    const [name, , hash] = readFileSync(keys, 'utf8').split('\n').find((l) => !l.startsWith('#'))!.split(' ') as [string, string, string];
     const pasted = `# ops\n${name} ${token} ${hash}\n`;
     const notQuoted = (output: string) => {
       for (let at = 0; at + 8 <= token.length; at++) expect(output).not.toContain(token.slice(at, at + 8));

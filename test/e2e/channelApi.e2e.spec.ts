@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { createAccountClient } from '../../src/account/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
 import { REPLY_CODES } from '../../src/contract/codes.js';
@@ -10,7 +10,6 @@ import { startHarness, transfer, ledgerRowCount, type Harness } from '../support
 import { rawExchange } from '../support/rawHttp.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 /** Contract v2 §2 at the HTTP edge: strict input, GET, /healthz and errors raised below the routes. */
 describe('channel API v2 (real ledger file, real simulator; real sockets where the bytes on the wire are the point)', () => {
@@ -115,7 +114,7 @@ describe('channel API v2 (real ledger file, real simulator; real sockets where t
 
   it('/healthz is 503/E503 with a reason when a transfer would get E503, and 200 {"status":"ok"} otherwise', async () => {
     const sim = await startSimulator({ port: 0 });
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), busyTimeoutMs: 200 });
+    const store = openLedger(join(tmp(), 'l.db'), { busyTimeoutMs: 200 });
     const account = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
     const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3 });
     try {
@@ -138,7 +137,7 @@ describe('channel API v2 (real ledger file, real simulator; real sockets where t
   it('/healthz reports what the readiness hook says (the ledger-file check plugs in here)', async () => {
     let reason: string | null = null;
     const h = await harness(tmp());
-    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
+    const store = openLedger(h.db);
     const account = createAccountClient({ baseUrl: h.sim.url, timeoutMs: 1000 });
     const app = buildApp({ store, account, metrics: createMetrics(store, Date.now), timeoutMs: 1000, maxAttempts: 3, readiness: async () => reason });
     try {

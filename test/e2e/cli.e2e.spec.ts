@@ -7,11 +7,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { freePort, REPO_ROOT, runToEnd, waitForLine } from '../support/children.js';
 import { cli, seedRow, withoutGuidgateEnv } from '../support/commandsSeed.js';
 import { useTempDir } from '../support/tmp.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
 
@@ -19,7 +18,7 @@ describe('guidgate command line', () => {
   const tmp = useTempDir();
   const ledgerWith = async (guids: string[]): Promise<string> => {
     const db = join(tmp(), 'ledger.db');
-    const store = openSqliteStore({ projection: ledgerProjection, path: db, clock: () => LONG_AGO });
+    const store = openLedger(db, { clock: () => LONG_AGO });
     for (const guid of guids) await seedRow(store, guid, 'DONE');
     await store.close();
     return db;
@@ -41,7 +40,7 @@ describe('guidgate command line', () => {
     // Through GUIDGATE_DB as well, and at the default path (./data/guidgate.db under the working directory).
     expect((await cli(['stats'], { GUIDGATE_DB: db })).stderr).toContain(`no ledger at ${db}`);
     const atDefault = await cli(['ledger'], {}, { cwd: dir });
-    expect([atDefault.code, atDefault.stderr.trim()]).toEqual([1, 'guidgate ledger: no ledger at ./data/guidgate.db']);
+    expect([atDefault.code, atDefault.stderr.trim()]).toEqual([1, 'guidgate ledger: no ledger at ./data/guidgate.db (only guidgate serve creates a ledger: check --db, or start serve on it first)']);
     expect(readdirSync(dir)).toEqual([]);
   });
 
@@ -155,7 +154,7 @@ describe('guidgate command line', () => {
 
   it('output to a closed pipe (`| head -1`) ends the command quietly with exit 0', async () => {
     const db = join(tmp(), 'ledger.db');
-    const store = openSqliteStore({ projection: ledgerProjection, path: db });
+    const store = openLedger(db);
     // Far more output than a pipe buffers (64 KiB), so the command is still writing when head has gone.
     for (let i = 0; i < 2000; i += 500) {
       await Promise.all(Array.from({ length: 500 }, (_, k) => seedRow(store, `PIPE-${String(i + k).padStart(4, '0')}`, 'RECEIVED')));
@@ -170,7 +169,7 @@ describe('guidgate command line', () => {
 
   it('history and ledger escape C0, DEL and C1 control characters from the ledger; --json stays JSON and escapes them too', async () => {
     const db = join(tmp(), 'ledger.db');
-    const store = openSqliteStore({ projection: ledgerProjection, path: db });
+    const store = openLedger(db);
     // An account answer carrying a clear-screen sequence, an 8-bit CSI, DEL and a forged line.
     const response = '{"guid":"ESC-1","code":"0000","message":"\u001b[2J\u009b31mok\u007f\nESC-2  DONE"}';
     await seedRow(store, 'ESC-1', 'DONE', { response });

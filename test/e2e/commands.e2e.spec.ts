@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { REPO_ROOT, runToEnd } from '../support/children.js';
 import { cli, seedRow, snapshot, transferBody } from '../support/commandsSeed.js';
@@ -17,7 +17,6 @@ import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
 import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { ledgerRecordOf } from '../../src/reconcile/ledgerFacts.js';
 import { runOver } from '../support/reconcile.js';
 
@@ -34,11 +33,20 @@ describe('guidgate operator commands as processes', () => {
   /** A ledger file with these rows, all last changed in 2020 unless `young`. */
   const ledgerWith = async (rows: Array<[guid: string, status: Parameters<typeof seedRow>[2], opts?: Parameters<typeof seedRow>[3]]>, young: string[] = []): Promise<string> => {
     const db = join(tmp(), 'ledger.db');
-    const old = openSqliteStore({ projection: ledgerProjection, path: db, clock: () => LONG_AGO });
-    const now = openSqliteStore({ projection: ledgerProjection, path: db });
+    const old = openLedger(db, { clock: () => LONG_AGO });
+    const now = openLedger(db);
     for (const [guid, status, opts] of rows) await seedRow(young.includes(guid) ? now : old, guid, status, opts);
     await old.close();
     await now.close();
+    return db;
+  };
+  /** A ledger with one row FAILED by an inquiry (it was sent, then an inquiry said absent) in 2020. */
+  const ledgerWithFailedByInquiry = async (guid: string): Promise<string> => {
+    const db = join(tmp(), 'ledger.db');
+    const old = openLedger(db, { clock: () => LONG_AGO });
+    await seedRow(old, guid, 'UNKNOWN');
+    await orThrow(old.execute(guid, { type: 'Resolve', outcome: 'absent' }));
+    await old.close();
     return db;
   };
   const refusedUrl = async (): Promise<string> => {
@@ -49,7 +57,7 @@ describe('guidgate operator commands as processes', () => {
     return `http://127.0.0.1:${port}`;
   };
   const row = async (db: string, guid: string) => {
-    const s = openSqliteStore({ projection: ledgerProjection, path: db });
+    const s = openLedger(db);
     try {
       return await orThrow(s.getLedger(guid));
     } finally {
@@ -68,7 +76,7 @@ describe('guidgate operator commands as processes', () => {
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({
       swept: { neverSent: 0, orphaned: 0 }, candidates: 2, processed: 1, absent: 1, stillUnknown: 0, skipped: 0, unreachable: 0, ledgerErrors: 0, dryRun: false, exitCode: 0,
-      guids: { processed: ['CLI-P'], absent: ['CLI-A'] },
+      tooYoung: { count: 0, firstEligibleAt: null, firstEligibleInMs: null }, guids: { processed: ['CLI-P'], absent: ['CLI-A'] },
     });
     expect(await row(db, 'CLI-P')).toMatchObject({ status: 'DONE', code: '0000', response: answer });
     expect(await row(db, 'CLI-A')).toMatchObject({ status: 'FAILED', code: 'E902' });
@@ -174,7 +182,7 @@ describe('guidgate operator commands as processes', () => {
     expect((await h.post(t.body)).json()['code']).toBe('0000');
     const p = await cli(['purge', '--retention', '0ms', '--json', '--db', h.db]);
     expect(p.code).toBe(0);
-    expect(p.stderr).toMatch(/warning: retention 0ms is under a day; channels may still resend within it, and a resend after the purge gets E905/);
+    expect(p.stderr).toMatch(/warning: retention 0ms is under 1d; channels may still resend within it, and a resend after the purge gets E905/);
     const summary = JSON.parse(p.stdout) as Record<string, number>;
     expect(summary).toMatchObject({ candidates: 1, purged: 1, tombstonesRemoved: 0, dryRun: false });
     expect(summary['bytesBefore']).toBeGreaterThan(0);
@@ -262,6 +270,36 @@ describe('guidgate operator commands as processes', () => {
     const json = JSON.parse((await cli(['resolve', '--account-url', sim.url, '--min-age', '10m', '--dry-run', '--json', '--db', db])).stdout) as { tooYoung: { count: number; firstEligibleAt: number } };
     expect(json.tooYoung).toMatchObject({ count: 2, firstEligibleAt: Date.parse(note![1]!) });
     expect(sim.stats().totalCalls).toBe(0);
+  });
+
+  it('no quiet no-op: a real resolve says what min-age left out; reprocess says why and until when a row is held; a short min-age warns as a short retention does', async () => {
+    const sim = await simulator();
+    const db = await ledgerWith([['QN-Y1', 'UNKNOWN'], ['QN-Y2', 'UNKNOWN']], ['QN-Y1', 'QN-Y2']);
+    const young = Math.min((await row(db, 'QN-Y1'))!.sentAt!, (await row(db, 'QN-Y2'))!.sentAt!);
+    const r = await cli(['resolve', '--account-url', sim.url, '--min-age', '10m', '--db', db]);
+    expect([r.code, r.stderr]).toEqual([0, '']);
+    expect(r.stdout).toMatch(/^resolve: candidates=0 processed=0 .* min-age=10m too-young=2$/m);
+    const note = /^2 UNKNOWN rows are younger than min-age 10m, left out: the first becomes eligible at (\S+) \(in 9m \d+s\)$/m.exec(r.stdout);
+    expect(Date.parse(note![1]!)).toBe(young + 600_000);
+    expect(JSON.parse((await cli(['resolve', '--account-url', sim.url, '--min-age', '10m', '--json', '--db', db])).stdout)).toMatchObject({ candidates: 0, tooYoung: { count: 2, firstEligibleAt: young + 600_000 } });
+    expect(sim.stats().totalCalls).toBe(0);
+
+    // The warning, worded as purge's: resolve, reprocess and serve take --min-age.
+    const zero = await cli(['resolve', '--account-url', sim.url, '--min-age', '0ms', '--db', db]);
+    expect([zero.code, zero.stderr]).toEqual([0, 'guidgate resolve: warning: min-age 0ms is under 1m; an inquiry made before the account system shows a transfer says absent, and the transfer may then be sent twice (the min-age trap): lower it only for an account system whose inquiry sees a transfer as soon as it is applied\n']);
+
+    // Rows FAILED by an inquiry (the two above, just now): a resend inquires first, and is held while too young.
+    const held = await cli(['reprocess', '--account-url', sim.url, '--min-age', '10m', '--db', db]);
+    expect(held.code).toBe(0);
+    const failedAt = (await row(db, 'QN-Y1'))!.sentAt!;
+    expect(held.stdout.split('\n').filter((l) => l.startsWith('  '))).toEqual([
+      '  held: QN-Y1, QN-Y2',
+      expect.stringMatching(new RegExp(`^  QN-Y1: held, too soon to ask the account system: its last Sent \\(${new Date(failedAt).toISOString()}\\) is younger than min-age 10m; it may be asked about at ${new Date(failedAt + 600_000).toISOString()} \\(in 9m \\d+s\\)$`)),
+      expect.stringMatching(/^  QN-Y2: held, too soon to ask the account system: /),
+    ]);
+    // Old enough, and the account system cannot be asked: held, because it could not tell.
+    const unclear = await cli(['reprocess', '--account-url', await refusedUrl(), '--min-age', '1m', '--db', await ledgerWithFailedByInquiry('QN-OLD')]);
+    expect(unclear.stdout).toContain(`\n  QN-OLD: held, the account system could not tell (last Sent ${new Date(LONG_AGO).toISOString()}); not sent again: run reprocess again later\n`);
   });
 
   it('rebuild --verify: exit 0 on a clean ledger, exit 1 printing the difference on a hand-corrupted row; rebuild repairs it', async () => {
@@ -353,7 +391,7 @@ describe('guidgate operator commands as processes', () => {
   it('SIGTERM mid-run: the rows in flight finish, the summary counts exactly what was done, exit 1', async () => {
     const sim = await simulator();
     const db = join(tmp(), 'ledger.db');
-    const old = openSqliteStore({ projection: ledgerProjection, path: db, clock: () => LONG_AGO });
+    const old = openLedger(db, { clock: () => LONG_AGO });
     for (let i = 0; i < 2000; i += 500) {
       await Promise.all(Array.from({ length: 500 }, (_, k) => seedRow(old, `SIG-${String(i + k).padStart(4, '0')}`, 'UNKNOWN')));
     }
@@ -409,7 +447,7 @@ describe('guidgate operator commands as processes', () => {
   it('history shows the reconciliation runs that flagged a GUID, since which run; a GUID the ledger never relayed but a run flagged is told, not "no such GUID"', async () => {
     const dir = tmp();
     const db = join(dir, 'ledger.db');
-    const store = openSqliteStore({ projection: ledgerProjection, path: db });
+    const store = openLedger(db);
     const done = await seedRow(store, 'REC-1', 'DONE');
     const window = { from: done.createdAt - 1000, to: done.createdAt + 1000, pendingMs: 0 };
     // Twice over the same window: REC-1 has no posting (missing_in_journal), GHOST-1 a posting and no row.
@@ -436,7 +474,7 @@ describe('guidgate operator commands as processes', () => {
   });
   it('history shows a StaleAnswer for what it is: an older attempt answered after a later one was sent', async () => {
     const db = join(tmp(), 'ledger.db');
-    const store = openSqliteStore({ projection: ledgerProjection, path: db });
+    const store = openLedger(db);
     const t = transferBody('STALE-H');
     for (const c of [
       { type: 'Submit', request: t.body, fingerprint: t.fingerprint, timeoutMs: 1000, maxAttempts: 3 },

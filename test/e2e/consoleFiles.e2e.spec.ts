@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Fastify from 'fastify';
 import { request } from 'undici';
@@ -48,6 +48,13 @@ describe('the console files at /console', () => {
     expect((await get(`/console/${name}`, 'HEAD')).status).toBe(200);
   });
 
+  it('serves every file the build makes, the modules of src/shared the page imports included (a missing one would fail to load)', () => {
+    const made = (dir: string, under = ''): string[] =>
+      readdirSync(join(dir, under), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? made(dir, join(under, e.name)) : [join(under, e.name)]));
+    expect(made(built).sort()).toEqual(Object.keys(CONSOLE_ASSETS).sort());
+    expect(Object.keys(CONSOLE_ASSETS)).toEqual(expect.arrayContaining(['shared/money.js', 'shared/plural.js']));
+  });
+
   it('the CSP allows this origin only: no inline script or style, no framing', () => {
     expect(CONSOLE_CSP).toContain("default-src 'none'");
     expect(CONSOLE_CSP).toContain("script-src 'self'");
@@ -68,7 +75,7 @@ describe('the console files at /console', () => {
 
   it('the page has no inline script, style or handler, and the scripts never write HTML', () => {
     const page = readFileSync(join(built, 'index.html'), 'utf8');
-    for (const tag of page.match(/<script\b[^>]*>/g) ?? []) expect(tag).toMatch(/\bsrc="[a-z]+\.js"/);
+    for (const tag of page.match(/<script\b[^>]*>/g) ?? []) expect(tag).toMatch(/\bsrc="(?:[a-z]+\/)?[a-z]+\.js"/);
     expect(page).not.toMatch(/<style|\sstyle=|\son[a-z]+=|javascript:/i);
     for (const js of Object.keys(CONSOLE_ASSETS).filter((n) => n.endsWith('.js'))) {
       expect(readFileSync(join(built, js), 'utf8'), js).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function/);

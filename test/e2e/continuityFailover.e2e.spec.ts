@@ -10,10 +10,9 @@ import { describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.js';
 import { clustersForTests, onServer, startPrimaryWithAsyncStandby } from '../support/pgCluster.js';
 import { startSwitchProxy } from '../support/pgSwitchProxy.js';
-import { httpRequest, transfer } from '../support/relayHarness.js';
+import { httpRequest, resendUntilDefinite, transfer } from '../support/relayHarness.js';
 import { closed, startServe } from '../support/serveProcess.js';
 import { sigkillAndWait } from '../support/settle.js';
-import { sleep, waitFor } from '../support/waitFor.js';
 
 const { available } = clustersForTests();
 
@@ -57,13 +56,7 @@ async function lossyFailover(window: string): Promise<FailoverRun> {
       Number((await c.query<{ n: string }>('SELECT count(*) AS n FROM ledger WHERE guid = ANY($1)', [lost.map((b) => String(JSON.parse(b).guid))])).rows[0]!.n));
     await cluster.killPrimary();
     // The channels resend everything, every 200 ms until a definite answer, through the failover.
-    const resendAll = Promise.all([...before, ...lost].map(async (body) => {
-      for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(200)) {
-        const r = await post(body).catch(() => null);
-        if (r !== null && /^(0000|B2\d\d|E500)$/.test(String(r.json()['code']))) return String(r.json()['code']);
-      }
-      return 'no definite answer within 60 s';
-    }));
+    const resendAll = resendUntilDefinite(url, [...before, ...lost]);
     proxy.switchTo(cluster.standbyPort);
     await cluster.promoteStandby();
     const codes = await resendAll;

@@ -1,11 +1,10 @@
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { childScript, spawnNode, waitForLine } from '../support/children.js';
 import { useTempDir } from '../support/tmp.js';
 import { sleep } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 describe('crash: SIGKILL while appending', () => {
   const tmp = useTempDir();
@@ -21,7 +20,7 @@ describe('crash: SIGKILL while appending', () => {
       child.kill('SIGKILL');
       await exited;
 
-      const store = openSqliteStore({ projection: ledgerProjection, path: dbPath });
+      const store = openLedger(dbPath);
       expect(store.db.pragma('integrity_check', { simple: true })).toBe('ok');
       expect(await orThrow(store.verifyProjection())).toEqual([]);
       const events = (await orThrow(store.readAll(-1, 10_000_000))).length;

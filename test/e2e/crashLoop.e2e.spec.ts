@@ -17,7 +17,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Agent } from 'undici';
 import type { EventStore } from '../../src/events/store.js';
 import { openStore } from '../../src/store/openStore.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { makePrng } from '../../src/simulator/faults.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { foldStream, isDefinite, replyCode, type LogEvent } from '../support/model.js';
@@ -25,7 +25,6 @@ import { postgresForTests, useTestDatabases } from '../support/pg.js';
 import { guidgate, jsonSummary, killChildren, post, sigkill, spawnServe, type ServeProcess } from '../support/scheduleProcess.js';
 import { soakSeconds } from '../support/scheduleBudget.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { useCleanup } from '../support/cleanup.js';
 import { useTempDir } from '../support/tmp.js';
 import { sleep, waitFor } from '../support/waitFor.js';
@@ -86,11 +85,11 @@ const { available: postgresAvailable } = await postgresForTests();
 describe('crash loop: SIGKILL the relay process at random moments under a resending load (SQLite file)', () => {
   crashLoop(async (dir) => {
     const db = join(dir, 'ledger.db');
-    await openSqliteStore({ projection: ledgerProjection, path: db }).close();
+    await openLedger(db).close();
     return {
       db,
       async integrity() {
-        const store = openSqliteStore({ projection: ledgerProjection, path: db });
+        const store = openLedger(db);
         try {
           return String(store.db.pragma('integrity_check', { simple: true }));
         } finally {

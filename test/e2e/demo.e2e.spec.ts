@@ -17,7 +17,10 @@ describe('guidgate demo', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const [naiveDoubles, ggDoubles] = rowOf(r.stdout, 'double debits');
-    const [naiveMoney, ggMoney] = rowOf(r.stdout, 'money moved in error \\(fen\\)');
+    // Money as people read it (CONTRACT.md §5): major units and the currency, never fen labelled as yuan.
+    const money = /^money moved in error\s+(\d+\.\d{2}) CNY\s+(\d+\.\d{2}) CNY$/m.exec(r.stdout);
+    expect(money, r.stdout).not.toBeNull();
+    const [naiveMoney, ggMoney] = [Number(money![1]), Number(money![2])];
     const [, ggCalls] = rowOf(r.stdout, 'account system calls');
     expect(naiveDoubles).toBeGreaterThan(0);
     expect(naiveMoney).toBeGreaterThan(0);
@@ -29,6 +32,9 @@ describe('guidgate demo', () => {
     const naiveDup = /^ {2}naive relay: .*duplicate_in_journal (\d+)/m.exec(r.stdout)?.[1];
     expect(Number(naiveDup)).toBe(naiveDoubles);
     expect(r.stdout).toMatch(/^ {2}guidgate: {4}no break: duplicate_in_journal 0, missing_in_ledger 0, matched 60$/m);
+    // What the naive relay's doubles posted, in the same money as the table's row.
+    const posted = /^ {2}naive relay: .*duplicate_in_journal \d+ \((\d+\.\d{2}) CNY posted by those transfers\)/m.exec(r.stdout)?.[1];
+    expect(posted, r.stdout).toMatch(/^\d+\.\d{2}$/);
   }, 60_000);
 
   it('its --help and the README say the same duration', async () => {

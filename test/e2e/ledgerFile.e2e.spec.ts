@@ -3,7 +3,7 @@ import { copyFileSync, linkSync, readFileSync, renameSync, rmSync, writeFileSync
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { childScript, runToEnd, waitForLine } from '../support/children.js';
 import { httpRequest, transfer, type HttpReply } from '../support/relayHarness.js';
@@ -13,7 +13,6 @@ import { useCleanup } from '../support/cleanup.js';
 import { sigkillAndWait } from '../support/settle.js';
 import { waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const LOST = /ledger file .* was deleted or replaced/;
 
@@ -72,6 +71,8 @@ describe('the ledger file under a running serve process', () => {
     expect((await post(url, after[0]!)).json()['code']).toBe('E503');
     expect((await httpRequest(`${url}/healthz`, { method: 'GET' })).status).toBe(503);
     expect(sim.stats().totalCalls).toBe(3);
+    // The file watch logs the loss (it checks about once a second), even when a failed WAL sync found it first.
+    await waitFor(() => /ledger file lost/.test(first.output()), { what: 'the loss logged' });
     await stop(first.child);
     expect(first.output().match(/ledger file lost/g)).toHaveLength(1);
     expect(first.output()).toMatch(LOST);
@@ -180,7 +181,7 @@ describe('guidgate check', () => {
 
   it('a sound ledger: exit 0; a copy with bytes flipped in its pages: exit 1 naming what SQLite found; no ledger: exit 1', async () => {
     const db = join(tmp(), 'ledger.db');
-    const store = openSqliteStore({ projection: ledgerProjection, path: db, synchronous: 'NORMAL' });
+    const store = openLedger(db, { synchronous: 'NORMAL' });
     await Promise.all(Array.from({ length: 2000 }, (_, i) =>
       orThrow(store.execute(`G-${i}`, { type: 'Submit', request: `{"guid":"G-${i}","from":"ACC-1","to":"ACC-2","amount":${i + 1}}`, fingerprint: `f${i}`, timeoutMs: 1000, maxAttempts: 3 }))));
     await store.close();
@@ -217,7 +218,7 @@ describe('guidgate check', () => {
 
   it('serve --check refuses to start on a corrupted ledger and starts on a sound one', async () => {
     const db = join(tmp(), 'ledger.db');
-    await openSqliteStore({ projection: ledgerProjection, path: db }).close();
+    await openLedger(db).close();
     const sound = startServe(['--db', db, '--check']);
     const url = await sound.ready;
     expect(sound.output()).toMatch(/ledger check: .* is sound/);

@@ -8,8 +8,7 @@ import { waitFor } from '../support/waitFor.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { runOver, sentRecord } from '../support/reconcile.js';
 
 /** serve's --min-age in these tests: short, so a row becomes old enough while a test waits; still a floor for minAge. */
@@ -367,7 +366,7 @@ describe('operator API', () => {
         await refusing;
       }
       const stats = (await call('GET', '/v1/stats')).json() as { deadLetters: { maxAttempts: number; count: number } };
-      expect(stats.deadLetters).toEqual({ maxAttempts: 3, count: 1 });
+      expect(stats.deadLetters).toEqual({ maxAttempts: 3, count: 1, command: expect.stringMatching(/^guidgate reprocess --db \S+ --account-url http:\/\/127\.0\.0\.1:\d+ .*--max-attempts 4$/) });
       const before = await state(capped);
       const r = await call('POST', '/v1/transfers/{guid}/reprocess', { params: { guid: capped }, body: {} });
       expect([r.status, r.json()['code']]).toEqual([409, 'E409']);
@@ -437,7 +436,7 @@ describe('operator API', () => {
     it.each(['resolve', 'reprocess'] as const)('%s: a row another run has leased is E409 "held by another run"; nothing changed or called until the lease ends', async (action) => {
       const guid = await rowFor(action, 'leased');
       // Another process on the same ledger file (the settler of another relay, a CLI run) takes the row's lease.
-      const other = openSqliteStore({ projection: ledgerProjection, path: h.db });
+      const other = openLedger(h.db);
       try {
         const row = (await orThrow(other.getLedger(guid)))!;
         expect(await orThrow(other.leaseRows('another-run', [row], 60_000))).toEqual(new Set([guid]));
@@ -471,7 +470,7 @@ describe('operator API', () => {
     const BIG = 2n ** 53n + 1n;
     it('the recorded runs newest first, a page at a time; one run with its summary and breaks, first-seen runs, accounts masked, amounts exact; scope read', async () => {
       const window = { from: 1000, to: 2000, pendingMs: 0 };
-      const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
+      const store = openLedger(h.db);
       const records = [sentRecord('REC-A', 1100, 'DONE', '0000', { from: '6222021001777', amount: Number(BIG) }), sentRecord('REC-B', 1200, 'FAILED', null)];
       const journal = [{ guid: 'REC-A', appliedAt: 1110, from: '6222021001777', amount: BIG }, { guid: 'REC-A', appliedAt: 1120, from: '6222021001777', amount: BIG }, { guid: 'REC-B', appliedAt: 1210 }];
       const runs: string[] = [];
@@ -515,6 +514,46 @@ describe('operator API', () => {
       // Scope read: a key without it is refused, with or without an id.
       for (const [token, status] of [[null, 401], [tokens['ops']!, 403], [tokens['pay']!, 403], [tokens['reader']!, 200]] as const) {
         expect((await call('GET', '/v1/reconciliations/{id}', { token, params: { id: runs[0]! } })).status).toBe(status);
+      }
+    });
+
+    it('a run with many breaks is served a page at a time (after, limit; nextAfter), never whole; every break once, in GUID order', async () => {
+      const window = { from: 1000, to: 2000, pendingMs: 0 };
+      // Postings of GUIDs the ledger does not know: one missing_in_ledger break each.
+      const guids = Array.from({ length: 2345 }, (_, i) => `PAGE-${String(i).padStart(5, '0')}`);
+      const store = openLedger(h.db);
+      let id: string;
+      try {
+        id = (await orThrow(store.recordReconciliation(await runOver(tmp(), [], guids.map((guid, i) => ({ guid, appliedAt: 1000 + (i % 900) })), window)))).id;
+      } finally {
+        await store.close();
+      }
+      type Page = { breakCount: number; breaks: Array<{ guid: string; category: string }>; nextAfter: string | null };
+      const page = async (query?: string): Promise<Page> => {
+        const r = await call('GET', '/v1/reconciliations/{id}', { token: tokens['reader']!, params: { id }, ...(query === undefined ? {} : { query }) });
+        expect(r.status, r.body.slice(0, 200)).toBe(200);
+        conforms('GET', '/v1/reconciliations/{id}', r);
+        return r.json() as Page;
+      };
+      const byDefault = await page();
+      expect([byDefault.breakCount, byDefault.breaks.length, byDefault.nextAfter]).toEqual([2345, 1000, 'PAGE-00999']);
+      const seen: string[] = [];
+      const sizes: number[] = [];
+      let after: string | null = null;
+      do {
+        const p: Page = await page(`limit=1000${after === null ? '' : `&after=${after}`}`);
+        sizes.push(p.breaks.length);
+        seen.push(...p.breaks.map((b) => b.guid));
+        expect(new Set(p.breaks.map((b) => b.category))).toEqual(new Set(['missing_in_ledger']));
+        after = p.nextAfter;
+      } while (after !== null);
+      expect(sizes).toEqual([1000, 1000, 345]);
+      expect(seen).toEqual(guids);
+      expect(await page('limit=5000')).toMatchObject({ nextAfter: null });
+      expect((await page('after=PAGE-99999')).breaks).toEqual([]);
+      for (const query of ['limit=0', 'limit=5001', 'limit=x', 'after=']) {
+        const r = await call('GET', '/v1/reconciliations/{id}', { token: tokens['reader']!, params: { id }, query });
+        expect([r.status, r.json()['code'], r.json()['field']], query).toEqual([400, 'E400', query.split('=')[0]]);
       }
     });
 

@@ -2,12 +2,15 @@ import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { createRequire } from 'node:module';
 import { CONSOLE_ASSETS } from '../../src/relay/console.js';
 import { REPO_ROOT } from '../support/children.js';
 import { useTempDir } from '../support/tmp.js';
 
 /**
- * The package as a channel team or an operator gets it: `npm pack`, installed from the tarball. Where no
+ * The package as a channel team or an operator gets it: `npm run tarball` (scripts/packTarball.mjs), installed from
+ * the tarball, on this Node, with npm's own warnings read: none about an engine (EBADENGINE) or about guidgate's
+ * own scripts. Where no
  * prebuilt better-sqlite3 can be downloaded (this machine), its install would compile SQLite from source
  * (about 5 minutes); the test hands it the binary `npm ci` already built for this very Node, as a local
  * prebuild (prebuild-install's `npm_config_better_sqlite3_local_prebuilds`), so the install takes seconds
@@ -31,6 +34,31 @@ async function localPrebuild(dir: string): Promise<string> {
   return out;
 }
 const { version } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
+const { satisfies } = createRequire(import.meta.url)('semver') as { satisfies(version: string, range: string): boolean };
+
+/** npm's warnings that would make a user doubt the install: an engine this Node does not meet, install scripts it asks to allow. */
+const npmComplaints = (stderr: string): string[] => stderr.split('\n').filter((l) => /EBADENGINE|install-scripts/.test(l));
+
+/** `name@version needs node RANGE` for every installed package under `dir/node_modules` whose engines refuse this Node. */
+function enginesRefusing(dir: string): string[] {
+  const refusing: string[] = [];
+  const visit = (modules: string): void => {
+    if (!existsSync(modules)) return;
+    for (const entry of readdirSync(modules)) {
+      if (entry.startsWith('.')) continue;
+      const names = entry.startsWith('@') ? readdirSync(join(modules, entry)).map((n) => join(entry, n)) : [entry];
+      for (const name of names) {
+        const pkgFile = join(modules, name, 'package.json');
+        if (!existsSync(pkgFile)) continue;
+        const pkg = JSON.parse(readFileSync(pkgFile, 'utf8')) as { version?: string; engines?: { node?: string } };
+        if (pkg.engines?.node !== undefined && !satisfies(process.versions.node, pkg.engines.node)) refusing.push(`${name}@${pkg.version ?? '?'} needs node ${pkg.engines.node}`);
+        visit(join(modules, name, 'node_modules'));
+      }
+    }
+  };
+  visit(join(dir, 'node_modules'));
+  return refusing;
+}
 
 interface Ran {
   readonly status: number | null;
@@ -68,12 +96,20 @@ describe.skipIf(!enabled)('npm pack → install the tarball → guidgate runs', 
     expect(existsSync(join(REPO_ROOT, 'dist', 'src', 'client', 'index.d.ts')), 'run `npm run build` first (npm test does)').toBe(true);
     const dir = tmp();
     installEnv = { npm_config_better_sqlite3_local_prebuilds: await localPrebuild(dir) };
-    // The build is fresh (npm test builds first), so pack without running `prepare` again.
-    const pack = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], REPO_ROOT, 120_000);
+    // As the docs pack it; the build is fresh (npm test builds first), so without building again.
+    const pack = await run(process.execPath, [join(REPO_ROOT, 'scripts', 'packTarball.mjs'), '--no-build', '--pack-destination', dir], REPO_ROOT, 120_000);
     expect(pack.status, pack.stderr).toBe(0);
-    const [packed] = JSON.parse(pack.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
-    const tarball = join(dir, packed!.filename);
-    const files = packed!.files.map((f) => f.path);
+    const tarball = pack.stdout.trim();
+    const listing = await run('tar', ['-tzf', tarball], dir, 60_000);
+    const files = listing.stdout.split('\n').filter(Boolean).map((f) => f.replace(/^package\//, ''));
+    // The manifest shipped runs nothing at a user's install, and names no development tool.
+    const unpacked = join(dir, 'unpacked');
+    mkdirSync(unpacked);
+    expect((await run('tar', ['-xzf', tarball, '-C', unpacked, 'package/package.json'], dir, 60_000)).status).toBe(0);
+    const shipped = JSON.parse(readFileSync(join(unpacked, 'package', 'package.json'), 'utf8')) as Record<string, unknown>;
+    expect(shipped['scripts']).toBeUndefined();
+    expect(shipped['devDependencies']).toBeUndefined();
+    expect(shipped['version']).toBe(version);
     // Compiled JavaScript and the client's types are in; sources, tests and benchmarks are not.
     expect(files).toEqual(expect.arrayContaining(['bin/guidgate', 'dist/src/cli/main.js', 'dist/src/client/index.js', 'dist/src/client/index.d.ts', 'deploy/guidgate.service']));
     expect(files).toEqual(expect.arrayContaining(Object.keys(CONSOLE_ASSETS).map((name) => `dist/console/${name}`)));
@@ -85,6 +121,9 @@ describe.skipIf(!enabled)('npm pack → install the tarball → guidgate runs', 
     const install = await run('npm', ['install', '-g', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', '--allow-scripts=better-sqlite3', tarball], dir, 8 * 60_000);
     const installSeconds = (Date.now() - started) / 1000;
     expect(install.status, install.stderr).toBe(0);
+    // As documented: better-sqlite3's install script allowed, nothing else asked for, no engine refused on this Node.
+    expect(npmComplaints(install.stderr)).toEqual([]);
+    expect(enginesRefusing(join(prefix, 'lib', 'node_modules', 'guidgate'))).toEqual([]);
     const guidgate = join(prefix, 'bin', 'guidgate');
     const v = await run(guidgate, ['--version'], dir, 30_000);
     expect(v.status, v.stderr).toBe(0);
@@ -122,10 +161,13 @@ describe.skipIf(!enabled)('npm pack → install the tarball → guidgate runs', 
     // A channel project that depends on guidgate: `npx guidgate` and `import 'guidgate/client'` with its types.
     const project = join(dir, 'channel');
     mkdirSync(project);
-    writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'channel', private: true, type: 'module', dependencies: { guidgate: `file:${tarball}` } }));
-    // The CLI's --version and the client need no SQLite: skip compiling it a second time.
-    const dep = await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts'], project, 10 * 60_000);
+    // npm 11 takes a project's allowed install scripts from its package.json (--allow-scripts is for global installs).
+    writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'channel', private: true, type: 'module', dependencies: { guidgate: `file:${tarball}` }, allowScripts: { 'better-sqlite3': true } }));
+    const dep = await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], project, 10 * 60_000);
     expect(dep.status, dep.stderr).toBe(0);
+    // The repository's own overrides do not reach a dependent project: its tree must be right for this Node by itself.
+    expect(npmComplaints(dep.stderr)).toEqual([]);
+    expect(enginesRefusing(project)).toEqual([]);
     const npx = await run('npx', ['--no-install', 'guidgate', '--version'], project, 60_000);
     expect(npx.status, npx.stderr).toBe(0);
     expect(npx.stdout.trim()).toBe(version);

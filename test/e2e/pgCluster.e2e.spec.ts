@@ -7,12 +7,12 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { clustersForTests, onServer, startAutoFailoverFormation, startPrimaryWithAsyncStandby, type AutoFailoverFormation, type PrimaryWithStandby } from '../support/pgCluster.js';
+import { clustersForTests, FORMATION_DB, onServer, startAutoFailoverFormation, startPrimaryWithAsyncStandby, type AutoFailoverFormation, type PrimaryWithStandby } from '../support/pgCluster.js';
 
 const { available } = clustersForTests();
 
 const psql = async (url: string, sql: string) => (await promisify(execFile)('psql', [url, '-Atqc', sql])).stdout.trim();
-const count = (port: number) => onServer(port, async (c) => Number((await c.query<{ n: string }>('SELECT count(*) AS n FROM t')).rows[0]!.n));
+const count = (port: number, database?: string) => onServer(port, async (c) => Number((await c.query<{ n: string }>('SELECT count(*) AS n FROM t')).rows[0]!.n), database);
 
 describe.skipIf(!available).concurrent('PostgreSQL clusters for failover tests', () => {
   const stops: Array<() => Promise<void>> = [];
@@ -23,7 +23,7 @@ describe.skipIf(!available).concurrent('PostgreSQL clusters for failover tests',
   it('pg_auto_failover: the formation URL reaches the primary; after the primary is stopped the secondary takes writes with every committed row', async () => {
     const formation: AutoFailoverFormation = await startAutoFailoverFormation();
     stops.push(() => formation.stop());
-    expect(formation.uri).toMatch(/^postgres:\/\/127\.0\.0\.1:\d+,127\.0\.0\.1:\d+\/postgres\?target_session_attrs=read-write/);
+    expect(formation.uri).toMatch(/^postgres:\/\/127\.0\.0\.1:\d+,127\.0\.0\.1:\d+\/guidgate\?target_session_attrs=read-write&sslmode=require$/);
     const first = await formation.primary();
     expect(first?.name).toBe('node1');
     expect(await formation.states()).toEqual([
@@ -39,8 +39,8 @@ describe.skipIf(!available).concurrent('PostgreSQL clusters for failover tests',
     const failoverMs = performance.now() - t0;
     expect(next.name).toBe('node2');
     // Synchronous replication: every row committed on the old primary is on the new one.
-    expect(await count(next.port)).toBe(100);
-    await onServer(next.port, (c) => c.query('INSERT INTO t VALUES (101)'));
+    expect(await count(next.port, FORMATION_DB)).toBe(100);
+    await onServer(next.port, (c) => c.query('INSERT INTO t VALUES (101)'), FORMATION_DB);
     console.info(`pg_auto_failover formation ready in ${(formation.readyMs / 1000).toFixed(1)} s; writable secondary ${(failoverMs / 1000).toFixed(1)} s after stop --immediate of the primary`);
   }, 300_000);
 

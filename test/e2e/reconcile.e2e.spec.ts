@@ -9,7 +9,6 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import type { EventStore } from '../../src/events/store.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { openStore } from '../../src/store/openStore.js';
 import { startSimulator, type Faults, type Simulator } from '../../src/simulator/index.js';
@@ -18,21 +17,11 @@ import { cli, seedRow, snapshot, transferBody, withoutGuidgateEnv } from '../sup
 import { useCleanup } from '../support/cleanup.js';
 import { settleWithCommands, sigkillAndWait } from '../support/settle.js';
 import { useTempDir } from '../support/tmp.js';
+import { seededLedger } from '../support/ledgerStore.js';
 import { csvText, ndjsonText, type EntrySpec } from '../support/reconcile.js';
 
 const HOUR = 3_600_000;
 
-/** A ledger made through the store's own commands, closed before a command opens it. */
-async function ledger(dir: string, seed: (store: EventStore) => Promise<unknown> = async () => {}): Promise<string> {
-  const db = join(dir, 'ledger.db');
-  const store = await openStore(db, { create: true });
-  try {
-    await seed(store);
-  } finally {
-    await store.close();
-  }
-  return db;
-}
 
 /** The window around now: every row seeded by this test and every posting it makes fall in it. */
 const around = (now = Date.now()) => ['--from', String(now - HOUR), '--to', String(now + HOUR), '--pending', '0'];
@@ -60,19 +49,19 @@ describe('guidgate reconcile: journal files, exit codes and bad input', () => {
   const tmp = useTempDir();
 
   it('exit 0 when the NDJSON journal matches the ledger; changes nothing in the ledger', async () => {
-    const db = await ledger(tmp(), (s) => Promise.all([seedRow(s, 'g-1', 'DONE'), seedRow(s, 'g-2', 'DONE')]));
+    const db = await seededLedger(tmp(), (s) => Promise.all([seedRow(s, 'g-1', 'DONE'), seedRow(s, 'g-2', 'DONE')]));
     const file = join(tmp(), 'day.ndjson');
     writeFileSync(file, ndjsonText([posting('g-1'), posting('g-2')]));
     const before = snapshot(db);
     const r = await cli(['reconcile', '--db', db, '--journal', file, ...around()]);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^matched\s+-\s+2\s+3000 CNY\s+3000 CNY$/m);
+    expect(r.stdout).toMatch(/^matched\s+-\s+2\s+30\.00 CNY\s+30\.00 CNY$/m);
     expect(r.stdout).toMatch(/^no breaks$/m);
     expect(snapshot(db)).toEqual(before);
   }, 30_000);
 
   it('exit 1 on a break: one line per break then the summary with money per side; --json and --csv say the same', async () => {
-    const db = await ledger(tmp(), (s) => Promise.all([seedRow(s, 'g-1', 'DONE'), seedRow(s, 'g-2', 'DONE'), seedRow(s, 'g-3', 'DONE')]));
+    const db = await seededLedger(tmp(), (s) => Promise.all([seedRow(s, 'g-1', 'DONE'), seedRow(s, 'g-2', 'DONE'), seedRow(s, 'g-3', 'DONE')]));
     const file = join(tmp(), 'day.csv');
     writeFileSync(file, csvText([posting('g-1'), posting('g-2', { amount: 1600 }), posting('g-9')]));
     const r = await cli(['reconcile', '--db', db, '--journal', file, ...around()]);
@@ -81,7 +70,7 @@ describe('guidgate reconcile: journal files, exit codes and bad input', () => {
     expect(lines[0]).toMatch(/^P1 amount_mismatch g-2 {2}differs: amount {2}ledger: DONE 0000/);
     expect(lines[1]).toMatch(/^P2 missing_in_journal g-3 /);
     expect(lines[2]).toMatch(/^P2 missing_in_ledger g-9 {2}ledger: no row/);
-    expect(r.stdout).toMatch(/^amount_mismatch\s+P1\s+1\s+1500 CNY\s+1600 CNY$/m);
+    expect(r.stdout).toMatch(/^amount_mismatch\s+P1\s+1\s+15\.00 CNY\s+16\.00 CNY$/m);
     expect(r.stdout).toMatch(/^breaks: 3 \(P1 1, P2 2\)$/m);
     expect(r.stderr).toMatch(/3 breaks \(P1 1, P2 2\)/);
 
@@ -118,7 +107,7 @@ describe('guidgate reconcile: journal files, exit codes and bad input', () => {
   }, 30_000);
 
   it("--columns reads a core's own CSV header names, ISO times with an offset included", async () => {
-    const db = await ledger(tmp(), (s) => seedRow(s, 'g-1', 'DONE'));
+    const db = await seededLedger(tmp(), (s) => seedRow(s, 'g-1', 'DONE'));
     const file = join(tmp(), 'core.csv');
     const names = { guid: 'TXN_NO', amount: 'AMT', applied_at: 'POSTED', from: 'DR', to: 'CR', ref: 'SEQ', currency: 'CCY' };
     const cst = (ms: number) => new Date(ms + 8 * HOUR).toISOString().replace('Z', '+08:00');
@@ -128,11 +117,11 @@ describe('guidgate reconcile: journal files, exit codes and bad input', () => {
     expect(plain.stderr).toMatch(/journal line 1/);
     const mapped = await cli(['reconcile', '--db', db, '--journal', file, ...around(), '--columns', 'guid=TXN_NO,amount=AMT,applied_at=POSTED,from=DR,to=CR,ref=SEQ,currency=CCY']);
     expect(mapped.code, mapped.stdout + mapped.stderr).toBe(0);
-    expect(mapped.stdout).toMatch(/^matched\s+-\s+1\s+1500 CNY\s+1500 CNY$/m);
+    expect(mapped.stdout).toMatch(/^matched\s+-\s+1\s+15\.00 CNY\s+15\.00 CNY$/m);
   }, 30_000);
 
   it('a bad journal line stops the run: exit 1 naming the line and the field, in every form', async () => {
-    const db = await ledger(tmp(), (s) => seedRow(s, 'g-1', 'DONE'));
+    const db = await seededLedger(tmp(), (s) => seedRow(s, 'g-1', 'DONE'));
     const file = join(tmp(), 'bad.ndjson');
     writeFileSync(file, ndjsonText([posting('g-1'), posting('g-2')]).replace('"amount":1500,"currency":"CNY","appliedAt"', '"amount":"15.00","currency":"CNY","appliedAt"'));
     const r = await cli(['reconcile', '--db', db, '--journal', file, ...around()]);
@@ -153,7 +142,7 @@ describe('guidgate reconcile: journal files, exit codes and bad input', () => {
   }, 30_000);
 
   it('bad usage exits 2 naming the flag, before anything is read', async () => {
-    const db = await ledger(tmp());
+    const db = await seededLedger(tmp());
     const file = join(tmp(), 'day.ndjson');
     writeFileSync(file, '');
     const cases: Array<[string[], RegExp]> = [
@@ -202,7 +191,7 @@ describe('guidgate reconcile: the journal endpoint', () => {
   }
 
   it('anything but 200 NDJSON is an error of the journal (exit 1 naming it), never an empty journal', async () => {
-    const db = await ledger(tmp());
+    const db = await seededLedger(tmp());
     const cases: Array<[number, string | null, string, RegExp]> = [
       [500, 'text/plain', 'core is down', /answered HTTP 500: core is down/],
       [404, 'application/json', '{"code":"E404"}', /answered HTTP 404/],
@@ -226,7 +215,7 @@ describe('guidgate reconcile: the journal endpoint', () => {
 
   it('asks the simulator over [from − pending, to + pending) and reconciles what it applied', async () => {
     const sim = cleanup.use(await startSimulator({ port: 0 }));
-    const db = await ledger(tmp(), (s) => seedRow(s, 'g-1', 'DONE'));
+    const db = await seededLedger(tmp(), (s) => seedRow(s, 'g-1', 'DONE'));
     await post(sim.url, transferBody('g-1').body);
     const now = Date.now();
     const r = await cli(['reconcile', '--db', db, '--account-url', sim.url, '--from', String(now - HOUR), '--to', String(now + HOUR), '--pending', '5m', '--json']);
@@ -243,7 +232,7 @@ describe('guidgate reconcile --settle', () => {
 
   it('an UNKNOWN and a FAILED row with a posting become DONE by inquiry, whatever their age, with no POST /transfer; a rejected row is left as it is', async () => {
     const sim = cleanup.use(await startSimulator({ port: 0 }));
-    const db = await ledger(tmp(), async (s) => {
+    const db = await seededLedger(tmp(), async (s) => {
       await seedRow(s, 'u-1', 'UNKNOWN');
       await seedRow(s, 'f-1', 'FAILED');
       await seedRow(s, 'ok-1', 'DONE');
@@ -286,7 +275,7 @@ describe('guidgate reconcile --settle', () => {
   it('a FAILED row the account system still calls absent, although its journal shows the posting, stays FAILED and is flagged not to be reprocessed', async () => {
     // Right after applying a transfer the account system answers 404 for a while (processingMs): the min-age trap.
     const sim = cleanup.use(await startSimulator({ port: 0, faults: { processingMs: 60_000 } }));
-    const db = await ledger(tmp(), (s) => seedRow(s, 'f-2', 'FAILED'));
+    const db = await seededLedger(tmp(), (s) => seedRow(s, 'f-2', 'FAILED'));
     await post(sim.url, transferBody('f-2').body);
     const r = await cli(['reconcile', '--db', db, '--account-url', sim.url, ...around(), '--settle', '--csv']);
     expect(r.code).toBe(1);
@@ -366,7 +355,7 @@ describe('guidgate reconcile end to end: a chaos run through guidgate, and the n
     const doubles = [...sim.stats().doubleApplied].sort();
     expect(doubles.length).toBeGreaterThan(0);
     // The naive relay keeps no ledger: an empty one, so every single posting is missing_in_ledger.
-    const db = await ledger(tmp());
+    const db = await seededLedger(tmp());
     const r = await cli(['reconcile', '--db', db, '--account-url', sim.url, '--from', String(started - 1000), '--to', String(Date.now() + 1000), '--pending', '0', '--json']);
     expect(r.code).toBe(1);
     const run = JSON.parse(r.stdout) as JsonRun;

@@ -1,13 +1,12 @@
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { REPLY_CODES } from '../../src/contract/codes.js';
 import { freePort, startHarness, transfer, ledgerRowCount, type Harness } from '../support/relayHarness.js';
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
 import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 describe('relay end to end (real sockets, real ledger file, real simulator)', () => {
   const tmp = useTempDir();
@@ -39,7 +38,7 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
     expect((await h.post(raw)).status).toBe(200);
     const reordered = await h.post('{"guid":"FP-1","from":"ACC-1001","to":"ACC-2002","amount":100,"x":2,"y":"z"}');
     expect(reordered.headers['idempotent-replayed']).toBe('true');
-    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
+    const store = openLedger(h.db);
     expect((await orThrow(store.getLedger('FP-1')))?.request).toBe(raw);
     await store.close();
   });
@@ -161,7 +160,7 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
     const h = await harness(tmp());
     const t = transfer();
     await h.post(JSON.stringify(t));
-    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
+    const store = openLedger(h.db);
     expect((await orThrow(store.execute(String(t['guid']), { type: 'Purge', retentionMs: 0 }))).kind).toBe('applied');
     await store.close();
     const r = await h.post(JSON.stringify(t));
@@ -174,7 +173,7 @@ describe('relay end to end (real sockets, real ledger file, real simulator)', ()
     const raw = ' {"from":"ACC-1001","to":"ACC-2002","amount":5}';
     const r = await h.post(raw, { 'idempotency-key': 'HDR-1' });
     expect(r.json()).toMatchObject({ code: '0000', guid: 'HDR-1' });
-    const store = openSqliteStore({ projection: ledgerProjection, path: h.db });
+    const store = openLedger(h.db);
     expect((await orThrow(store.getLedger('HDR-1')))?.request).toBe(' {"guid":"HDR-1","from":"ACC-1001","to":"ACC-2002","amount":5}');
     await store.close();
     // The same transfer with the GUID in the body is the same request.

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { httpRequest, transfer } from '../support/relayHarness.js';
 import { BIN, exited, startServe } from '../support/serveProcess.js';
@@ -11,7 +11,6 @@ import { useCleanup } from '../support/cleanup.js';
 import { sigkillAndWait } from '../support/settle.js';
 import { waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 describe('the relay as a process', () => {
   const tmp = useTempDir();
@@ -69,7 +68,7 @@ describe('the relay as a process', () => {
     const codes = (await Promise.all(replies)).map((r) => r.json()['code']);
     expect(codes).toEqual(['0000', '0000', '0000', '0000', '0000']);
     expect(await exited(s.child)).toBe(0);
-    const store = openSqliteStore({ projection: ledgerProjection, path: db });
+    const store = openLedger(db);
     expect((await orThrow(store.countByStatus())).DONE.count).toBe(5);
     expect((await orThrow(store.queryLedger({ statuses: ['RECEIVED', 'SENT'] }))).length).toBe(0);
     await store.close();
@@ -98,7 +97,7 @@ describe('the relay as a process', () => {
     await useSim();
     const db = join(tmp(), 'l.db');
     const longAgo = Date.now() - 60_000;
-    const store = openSqliteStore({ projection: ledgerProjection, path: db, clock: () => longAgo });
+    const store = openLedger(db, { clock: () => longAgo });
     await orThrow(store.execute('ORPHAN-R', { type: 'Claim', request: '{"guid":"ORPHAN-R"}', fingerprint: 'f' }));
     await orThrow(store.execute('ORPHAN-S', { type: 'Submit', request: '{"guid":"ORPHAN-S"}', fingerprint: 'f', timeoutMs: 3000, maxAttempts: 5 }));
     await store.close();
@@ -107,7 +106,7 @@ describe('the relay as a process', () => {
     const r = (await httpRequest(`${url}/v1/transfers/ORPHAN-R`, { method: 'GET' })).json();
     const sRow = (await httpRequest(`${url}/v1/transfers/ORPHAN-S`, { method: 'GET' })).json();
     expect([r['status'], sRow['status']]).toEqual(['FAILED', 'UNKNOWN']);
-    const check = openSqliteStore({ projection: ledgerProjection, path: db });
+    const check = openLedger(db);
     expect((await orThrow(check.readStream('ORPHAN-S'))).at(-1)).toMatchObject({ type: 'TimedOut', data: { reason: 'orphaned' } });
     expect((await orThrow(check.readStream('ORPHAN-R'))).at(-1)).toMatchObject({ type: 'ConnectFailed', data: { reason: 'never-sent' } });
     await check.close();

@@ -4,9 +4,9 @@
  */
 import { describe, it, expect } from 'vitest';
 import { createAccountClient } from '../../src/account/accountClient.js';
-import { reprocessFailed } from '../../src/settle/reprocess.js';
-import { resolveUnknown } from '../../src/settle/resolve.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { reprocessFailed } from '../../src/commands/reprocess.js';
+import { resolveUnknown } from '../../src/commands/resolve.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { transferBody } from '../support/commandsSeed.js';
 import { freePort, startHarness, type Harness } from '../support/relayHarness.js';
@@ -15,7 +15,6 @@ import { useCleanup } from '../support/cleanup.js';
 import { sleep, waitFor } from '../support/waitFor.js';
 import { aWholeSettleRun, metricAt } from '../support/settle.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const metric = (h: Harness, name: string): Promise<number> => metricAt(h.relay.url, name);
 
@@ -48,7 +47,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
     const closeFirst = cleanup.add(() => first.close());
     for (const guid of ['STAYS-1', 'FRESH-1']) expect((await first.post(transferBody(guid).body)).json()['code']).toBe('E901');
     await closeFirst();
-    const store = openSqliteStore({ projection: ledgerProjection, path: first.db });
+    const store = openLedger(first.db);
     const closeStore = cleanup.add(() => store.close());
     const sentAt = (await orThrow(store.getLedger('STAYS-1')))!.sentAt!;
     const recorded = [];
@@ -80,7 +79,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
       sim: { faults: { mode: 'late-answer', lateMs: 30_000, processingMs: 1500 } },
       relay: { timeoutMs: 300, settleEveryMs: 0, minAgeMs: 2500 },
     });
-    const store = cleanup.use(openSqliteStore({ projection: ledgerProjection, path: h.db }));
+    const store = cleanup.use(openLedger(h.db));
     const account = cleanup.use(createAccountClient({ baseUrl: h.sim.url, timeoutMs: 1000 }));
     const a = transferBody('TRAP-CHANNEL');
     const b = transferBody('TRAP-REPROCESS');
@@ -117,7 +116,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
   it('inquiry before a resend, when it truly never arrived: the resend goes out once', async () => {
     // The black hole takes the request and never applies it: UNKNOWN, then absent.
     const h = await harness(tmp(), { sim: { faults: { mode: 'hold' } }, relay: { timeoutMs: 300, settleEveryMs: 0, minAgeMs: 400 } });
-    const store = cleanup.use(openSqliteStore({ projection: ledgerProjection, path: h.db }));
+    const store = cleanup.use(openLedger(h.db));
     const account = cleanup.use(createAccountClient({ baseUrl: h.sim.url, timeoutMs: 1000 }));
     const t = transferBody('NEVER-1');
     expect((await h.post(t.body)).json()['code']).toBe('E901');
@@ -158,7 +157,7 @@ describe('settling without an operator (CONTRACT.md §7)', () => {
       if (sim !== null) {
         // Found in review: a resend of a row an inquiry made FAILED, while the breaker is open, was told E902 ("not
         // sent") about an attempt that may have been applied. It is E901: unknown until an inquiry, nothing sent.
-        const store = cleanup.use(openSqliteStore({ projection: ledgerProjection, path: h.db }));
+        const store = cleanup.use(openLedger(h.db));
         const account = cleanup.use(createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 }));
         expect(await resolveUnknown({ store, account }, { minAgeMs: 0, graceMs: 1000, limit: 1 })).toMatchObject({ absent: 1 });
         expect(await orThrow(store.getLedger('BRK-0'))).toMatchObject({ status: 'FAILED', failedByInquiry: true });

@@ -1,7 +1,7 @@
 /** CONTRACT.md §7: several relays (processes) settling one SQLite ledger at once; each row is settled once. */
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { seedRow, transferBody } from '../support/commandsSeed.js';
 import { sigkill, spawnServe } from '../support/scheduleProcess.js';
@@ -10,7 +10,6 @@ import { useCleanup } from '../support/cleanup.js';
 import { aWholeSettleRun, metricAt } from '../support/settle.js';
 import { waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 describe('two relays settling one ledger', () => {
   const tmp = useTempDir();
@@ -32,11 +31,11 @@ describe('two relays settling one ledger', () => {
     for (const r of relays) cleanup.add(() => sigkill(r));
     // The rows appear once both settlers run (a process starts in seconds on a loaded machine: rows due before
     // the second one is up would all go to the first), and become due together a moment later.
-    const seeder = openSqliteStore({ projection: ledgerProjection, path: db, clock: () => Date.now() - 700 });
+    const seeder = openLedger(db, { clock: () => Date.now() - 700 });
     for (const guid of guids) await seedRow(seeder, guid, 'UNKNOWN');
     await seeder.close();
 
-    const store = cleanup.use(openSqliteStore({ projection: ledgerProjection, path: db }));
+    const store = cleanup.use(openLedger(db));
     await waitFor(async () => (await orThrow(store.countLedger({ statuses: ['UNKNOWN'] }))) === 0, { timeoutMs: 20_000, intervalMs: 50, what: 'every row settled' });
     // Both settlers run again over the settled rows: nothing more may be appended.
     await Promise.all(relays.map((r) => aWholeSettleRun(r.url)));

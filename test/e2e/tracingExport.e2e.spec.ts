@@ -140,6 +140,6 @@ describe('an export guidgate cannot make', () => {
     expect(readdirSync(tmp)).toEqual([]);
     // A command that exports nothing is not held up by it: it goes on to say there is no ledger.
     const stats = await cli(['stats', '--db', join(tmp, 'stats.db')], env);
-    expect([stats.code, stats.stderr.trim()]).toEqual([1, `guidgate stats: no ledger at ${join(tmp, 'stats.db')}`]);
+    expect([stats.code, stats.stderr.trim()]).toEqual([1, `guidgate stats: no ledger at ${join(tmp, 'stats.db')} (only guidgate serve creates a ledger: check --db, or start serve on it first)`]);
   });
 });

@@ -1,4 +1,5 @@
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -9,11 +10,15 @@ import { startSimulator } from '../../src/simulator/index.js';
 import { freePort } from '../support/children.js';
 import { useCleanup } from '../support/cleanup.js';
 import { sleep, waitFor } from '../support/waitFor.js';
+import { socketsTo } from '../support/tcpStates.js';
+import { makePki } from '../support/certs.js';
+import { useTempDir } from '../support/tmp.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers: real servers on 127.0.0.1, port 0, torn down after every test.
 
 const cleanup = useCleanup();
+const tmp = useTempDir();
 
 interface Received {
   method: string;
@@ -70,22 +75,23 @@ function copies(received: Received[]): Map<string, number> {
 }
 
 /**
- * A child process listening with backlog 1 whose event loop is then blocked (for `blockMs`, default forever), so
- * it accepts nothing: once 4 filler connections fill the accept queue, the kernel drops our SYNs.
+ * A child process listening with backlog 1 that prints every connection it accepts, every byte it receives and every
+ * close. `then`: its code run once it listens (after printing its port). Once 4 filler connections are made while it
+ * accepts nothing, the accept queue (backlog + 1 = 2 on Linux) is full and the kernel drops further SYNs, ours
+ * included; each is retransmitted ~1 s, 3 s, 7 s after the connect started.
  */
-async function blackHole(blockMs?: number): Promise<{ port: number; accepted: () => number; closed: () => number; data: () => string }> {
-  // Writes to a pipe are synchronous: "blocked" is out before the event loop stops.
-  const code = `const s=require('net').createServer(c=>{process.stdout.write('conn\\n');c.on('data',d=>process.stdout.write('data '+JSON.stringify(d.toString('latin1'))+'\\n'));c.on('close',()=>process.stdout.write('closed\\n'));c.on('error',()=>{})});s.listen({port:0,host:'127.0.0.1',backlog:1},()=>{process.stdout.write('port '+s.address().port+'\\n');setTimeout(()=>{process.stdout.write('blocked\\n');Atomics.wait(new Int32Array(new SharedArrayBuffer(4)),0,0,${blockMs ?? 'undefined'})},20)})`;
+async function recordingListener(then: string, ready: (out: () => string, child: ChildProcess) => Promise<void>) {
+  // Writes to a pipe are synchronous: a line is out before the event loop stops.
+  const code = `const s=require('net').createServer(c=>{process.stdout.write('conn\\n');c.on('data',d=>process.stdout.write('data '+JSON.stringify(d.toString('latin1'))+'\\n'));c.on('close',()=>process.stdout.write('closed\\n'));c.on('error',()=>{})});s.listen({port:0,host:'127.0.0.1',backlog:1},()=>{process.stdout.write('port '+s.address().port+'\\n');${then}})`;
   const child: ChildProcess = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
   cleanup.add(() => {
     child.kill('SIGKILL');
   });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString('latin1')));
-  await waitFor(() => out.includes('blocked\n'), { what: 'the black hole listening and its event loop blocked' });
+  await waitFor(() => /port \d+\n/.test(out), { what: 'the listener listening' });
+  await ready(() => out, child);
   const port = Number(/port (\d+)\n/.exec(out)?.[1]);
-  // Fillers for the accept queue (which holds backlog + 1 = 2 on Linux): once two have connected, the kernel
-  // drops further SYNs, ours included.
   let connected = 0;
   for (let i = 0; i < 4; i++) {
     const sock = net.connect({ port, host: '127.0.0.1' }, () => connected++);
@@ -98,10 +104,42 @@ async function blackHole(blockMs?: number): Promise<{ port: number; accepted: ()
   const lines = () => out.split('\n');
   return {
     port,
+    child,
     accepted: () => lines().filter((l) => l === 'conn').length,
     closed: () => lines().filter((l) => l === 'closed').length,
     data: () => lines().filter((l) => l.startsWith('data ')).join('\n'),
   };
+}
+
+/** A listener whose event loop is blocked (for `blockMs`, default forever), so it accepts nothing: SYNs dropped. */
+function blackHole(blockMs?: number) {
+  const block = `setTimeout(()=>{process.stdout.write('blocked\\n');Atomics.wait(new Int32Array(new SharedArrayBuffer(4)),0,0,${blockMs ?? 'undefined'})},20)`;
+  return recordingListener(block, (out) => waitFor(() => out().includes('blocked\n'), { what: 'the black hole\'s event loop blocked' }).then(() => undefined));
+}
+
+/** A listener stopped (SIGSTOP) so it accepts nothing, SYNs dropped, until `resume()` (SIGCONT). */
+async function stoppedListener() {
+  const l = await recordingListener('', async (_out, child) => {
+    child.kill('SIGSTOP');
+  });
+  return { ...l, resume: () => l.child.kill('SIGCONT') };
+}
+
+/**
+ * Holds this process's event loop inside a timer callback (a VM pause or a long GC, as the process sees it) until
+ * `until()` is true, after running `first` in it: when the loop comes back it polls I/O (and runs immediates)
+ * before it runs the timers that fell due meanwhile.
+ */
+function stallInTimer(until: () => boolean, first?: () => void): Promise<void> {
+  return new Promise((resolve) => {
+    setTimeout(() => {
+      first?.();
+      const pause = new Int32Array(new SharedArrayBuffer(4));
+      const giveUp = performance.now() + 20_000;
+      while (!until() && performance.now() < giveUp) Atomics.wait(pause, 0, 0, 2);
+      resolve();
+    }, 0);
+  });
 }
 
 const REQUEST_GUID = 'g-1';
@@ -291,6 +329,144 @@ describe('transfer: failures', () => {
     const out = await client({ baseUrl: `http://127.0.0.1:${port}` }).transfer(REQUEST, REQUEST_GUID);
     expect(out).toMatchObject({ kind: 'unknown', reason: 'reset' });
     expect(bytes).toBeGreaterThan(0);
+  });
+});
+
+describe('the deadline where the bytes leave: no request byte is written at or after it, whatever the timers did', () => {
+  const TIMEOUT_MS = 300;
+  /** Past the deadline of a call started at `t0`, with room, by the monotonic clock. */
+  const pastDeadline = (t0: number) => performance.now() - t0 > TIMEOUT_MS + 100;
+
+  it('a connect completed after the deadline while the loop was held inside a timer: no byte written, failed/connect-timeout; nor of a call queued behind it', async () => {
+    const hole = await stoppedListener();
+    const fillers = new Set(socketsTo('self', hole.port).map((t) => t.inode));
+    // One connection: the second call waits in the pool for the first's socket, still connecting.
+    const c = client({ baseUrl: `http://127.0.0.1:${hole.port}`, timeoutMs: TIMEOUT_MS, connectTimeoutMs: 10_000, connections: 1 });
+    const t0 = performance.now();
+    const calls = [c.transfer(REQUEST, REQUEST_GUID), c.transfer('{"guid":"g-2"}', 'g-2')];
+    // Past the deadline (its timer held back with the loop) the listener accepts again; our SYN's retransmission
+    // (~1 s) then completes the connect in the kernel, and the loop comes back to a connected socket.
+    await stallInTimer(() => {
+      if (!pastDeadline(t0)) return false;
+      if (hole.child.signalCode === null) hole.resume();
+      return socketsTo('self', hole.port).some((t) => !fillers.has(t.inode) && t.state === 'ESTABLISHED');
+    });
+    const [first, queued] = await Promise.all(calls);
+    expect(first).toMatchObject({ kind: 'failed', reason: 'connect-timeout', detail: expect.stringContaining('no byte of it left') });
+    expect(queued).toMatchObject({ kind: 'failed', reason: 'connect-timeout' });
+    await waitFor(() => hole.closed() >= 1, { what: 'the late connection accepted, then closed' });
+    await c.closed();
+    expect(hole.data()).toBe('');
+  });
+
+  it('a kept-alive socket handed the request after the deadline: no byte written, failed/connect-timeout', async () => {
+    const s = await httpServer((_req, res) => answer(res, 200, '{"code":"0000"}'));
+    const c = client({ baseUrl: s.url, timeoutMs: TIMEOUT_MS });
+    expect((await c.transfer('{"guid":"ka-1"}', 'ka-1')).kind).toBe('definite');
+    await nextTurn();
+    let call: Promise<CallOutcome> | undefined;
+    let t0 = 0;
+    // undici checks an idle socket for one turn (an immediate) before writing to it: the loop is held before that.
+    await stallInTimer(() => pastDeadline(t0), () => {
+      t0 = performance.now();
+      call = c.transfer('{"guid":"ka-2"}', 'ka-2');
+    });
+    expect(await call).toMatchObject({ kind: 'failed', reason: 'connect-timeout', detail: expect.stringContaining('no byte of it left') });
+    await c.closed();
+    expect(s.received.map((r) => r.body.toString())).toEqual(['{"guid":"ka-1"}']);
+  });
+
+  it('a call queued in the pool behind another, its turn come after its deadline: no byte written, failed/connect-timeout', async () => {
+    let t1 = 0;
+    const requests: string[] = [];
+    const server = net.createServer((sock) => {
+      sock.on('data', (d: Buffer) => {
+        requests.push(d.toString('latin1'));
+        // The first answer is put on the wire, and then the loop is held past the queued call's deadline before
+        // the client reads it: its turn then comes before its deadline's timer runs.
+        setTimeout(() => {
+          sock.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 15\r\nconnection: keep-alive\r\n\r\n{"code":"0000"}');
+          const pause = new Int32Array(new SharedArrayBuffer(4));
+          while (!pastDeadline(t1)) Atomics.wait(pause, 0, 0, 2);
+        }, 50);
+      });
+      sock.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanup.add(() => new Promise<void>((r) => server.close(() => r())));
+    const { port } = server.address() as net.AddressInfo;
+    const c = client({ baseUrl: `http://127.0.0.1:${port}`, timeoutMs: 2000, connections: 1 });
+    const first = c.transfer('{"guid":"q-1"}', 'q-1');
+    await waitFor(() => requests.length === 1, { what: 'the first call written' });
+    t1 = performance.now();
+    const queued = await c.transfer('{"guid":"q-2"}', 'q-2', undefined, t1 + TIMEOUT_MS - 2000); // its deadline: t1 + 300 ms
+    // undici hands a queued request to the freed socket one immediate after another, so here the timers (its
+    // deadline's) run first; the check at the write catches it when they do not (seen with that timer disabled).
+    expect(queued).toMatchObject({ kind: 'failed', reason: 'connect-timeout' });
+    expect((await first).kind).toBe('definite');
+    await c.closed();
+    expect(requests.join('')).not.toContain('q-2');
+  });
+
+  it('a TLS handshake completed after the deadline while the loop was held: no byte of the request written', async () => {
+    const pki = makePki(tmp());
+    let requests = 0;
+    const server = https.createServer({ cert: pki.serverCert, key: pki.serverKey }, (_req, res) => {
+      requests++;
+      answer(res, 200, '{"code":"0000"}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanup.add(() => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }));
+    // Between client and server, a relay that holds the server's first flight and hands it over inside a timer
+    // callback that then holds the loop past the call's deadline: the handshake completes when the loop comes back.
+    let t0 = 0;
+    const relay = net.createServer((down) => {
+      const up = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+      down.pipe(up);
+      let held: Buffer[] | null = [];
+      up.on('data', (d: Buffer) => {
+        if (held === null) return void down.write(d);
+        held.push(d);
+        if (held.length > 1) return;
+        setTimeout(() => {
+          down.write(Buffer.concat(held ?? []));
+          held = null;
+          const pause = new Int32Array(new SharedArrayBuffer(4));
+          while (!pastDeadline(t0)) Atomics.wait(pause, 0, 0, 2);
+        }, 50);
+      });
+      for (const sock of [up, down]) sock.on('error', () => undefined);
+      up.on('close', () => down.destroy());
+      down.on('close', () => up.destroy());
+    });
+    await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+    cleanup.add(() => new Promise<void>((r) => relay.close(() => r())));
+    const c = client({ baseUrl: `https://127.0.0.1:${(relay.address() as net.AddressInfo).port}`, timeoutMs: TIMEOUT_MS, ca: pki.caCert });
+    t0 = performance.now();
+    expect(await c.transfer(REQUEST, REQUEST_GUID)).toMatchObject({ kind: 'failed', reason: 'connect-timeout', detail: expect.stringContaining('no byte of it left') });
+    await c.closed();
+    expect(requests).toBe(0);
+  });
+
+  it('a request written before the deadline, the loop then held past it: unknown/timeout as before (it may have arrived), one copy', async () => {
+    const s = await httpServer(() => undefined);
+    const c = client({ baseUrl: s.url, timeoutMs: TIMEOUT_MS });
+    const t0 = performance.now();
+    const call = c.transfer(REQUEST, REQUEST_GUID);
+    await waitFor(() => s.received.length === 1, { what: 'the request received' });
+    await stallInTimer(() => pastDeadline(t0));
+    expect(await call).toMatchObject({ kind: 'unknown', reason: 'timeout' });
+    expect(s.received).toHaveLength(1);
+  });
+
+  it('latestStart: a call starting after it keeps the deadline of one starting then (an already passed one: nothing written)', async () => {
+    const s = await httpServer((_req, res) => answer(res, 200, '{"code":"0000"}'));
+    const c = client({ baseUrl: s.url, timeoutMs: TIMEOUT_MS });
+    expect(await c.transfer('{"guid":"ls-1"}', 'ls-1', undefined, performance.now() - TIMEOUT_MS)).toMatchObject({ kind: 'failed', reason: 'connect-timeout' });
+    expect((await c.transfer('{"guid":"ls-2"}', 'ls-2', undefined, performance.now() - TIMEOUT_MS / 2)).kind).toBe('definite');
+    expect((await c.transfer('{"guid":"ls-3"}', 'ls-3', undefined, performance.now() + 60_000)).kind).toBe('definite');
+    await c.closed();
+    expect(s.received.map((r) => r.body.toString())).toEqual(['{"guid":"ls-2"}', '{"guid":"ls-3"}']);
   });
 });
 

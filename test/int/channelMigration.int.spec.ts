@@ -1,10 +1,9 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 describe('the ledger channel column', () => {
   const tmp = useTempDir();
@@ -25,7 +24,7 @@ describe('the ledger channel column', () => {
     raw.pragma('user_version = 1');
     raw.close();
 
-    const store = openSqliteStore({ projection: ledgerProjection, path, writer: 'inline' });
+    const store = openLedger(path, { writer: 'inline' });
     try {
       expect((await orThrow(store.getLedger('OLD')))?.channel).toBeNull();
       expect(await orThrow(store.verifyProjection())).toEqual([]);

@@ -1,17 +1,18 @@
 /**
- * The operator commands as library calls (src/settle), on a real ledger file, against the real simulator
+ * The operator commands as library calls (src/commands), on a real ledger file, against the real simulator
  * (and the real relay where a channel takes part), over loopback sockets.
  */
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
+import type { SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { createAccountClient, type AccountClient } from '../../src/account/accountClient.js';
-import { purgeDone } from '../../src/settle/purge.js';
-import { reprocessExitCode, reprocessFailed } from '../../src/settle/reprocess.js';
-import { resolveExitCode, resolveUnknown } from '../../src/settle/resolve.js';
-import { ledgerStats } from '../../src/settle/stats.js';
-import { listLedger } from '../../src/settle/ledger.js';
+import { purgeDone } from '../../src/commands/purge.js';
+import { reprocessExitCode, reprocessFailed } from '../../src/commands/reprocess.js';
+import { resolveExitCode, resolveUnknown } from '../../src/commands/resolve.js';
+import { ledgerStats } from '../../src/commands/stats.js';
+import { listLedger } from '../../src/commands/ledger.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { countingAccount, seedRow, snapshot, transferBody } from '../support/commandsSeed.js';
 import { startHarness, type Harness } from '../support/relayHarness.js';
@@ -20,7 +21,6 @@ import { useCleanup } from '../support/cleanup.js';
 import { sleep } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { refusingStore } from '../support/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const LONG_AGO = Date.UTC(2020, 0, 1);
 
@@ -28,7 +28,7 @@ describe('operator commands as library functions', () => {
   const tmp = useTempDir();
   const cleanup = useCleanup();
   const { use } = cleanup;
-  const store = (path: string, clock?: () => number): SqliteEventStore => use(openSqliteStore({ projection: ledgerProjection, path, ...(clock ? { clock } : {}) }));
+  const store = (path: string, clock?: () => number): SqliteEventStore => use(openLedger(path, { ...(clock ? { clock } : {}) }));
   const client = (url: string, timeoutMs = 2000): AccountClient => use(createAccountClient({ baseUrl: url, timeoutMs }));
   const harness = async (...args: Parameters<typeof startHarness>): Promise<Harness> => use(await startHarness(...args));
   const simulator = async (opts: Parameters<typeof startSimulator>[0] = {}): Promise<Simulator> => use(await startSimulator({ port: 0, ...opts }));
@@ -175,7 +175,7 @@ describe('operator commands as library functions', () => {
     await seedRow(old, 'ORPH-S', 'SENT');
     await seedRow(old, 'GONE-1', 'UNKNOWN');
     const actor = { by: 'resolve', host: 'host-r', pid: 7 };
-    const ledger = use(openSqliteStore({ projection: ledgerProjection, path: db, actor }));
+    const ledger = use(openLedger(db, { actor }));
     const s = await resolveUnknown({ store: ledger, account: client(sim.url) }, { minAgeMs: 60_000, graceMs: 5000 });
     // ORPH-S became UNKNOWN (orphaned) and, being old, was asked about too; the simulator never saw either.
     expect(s).toMatchObject({ swept: { neverSent: 1, orphaned: 1 }, candidates: 2, absent: 2, processed: 0, stillUnknown: 0, ledgerErrors: 0, dryRun: false });

@@ -1,5 +1,5 @@
 /**
- * The continuity guard's judgement (src/settle/continuityGuard.ts, CONTRACT.md §9) on a real SQLite ledger whose
+ * The continuity guard's judgement (src/send/continuityGuard.ts, CONTRACT.md §9) on a real SQLite ledger whose
  * standing is told to change as a server's would: a restart of the same server with every recently acknowledged
  * event present is no going back; a restart that lost one is; another server or timeline is; a file behind the mark
  * beside it is. The failover and restore themselves, with real servers: test/e2e/continuity*.e2e.spec.ts.
@@ -10,9 +10,8 @@ import { describe, expect, it } from 'vitest';
 import type { Command } from '../../src/events/decide.js';
 import type { EventStore, LedgerStanding } from '../../src/events/store.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
-import { startContinuityGuard, type ContinuityGuard } from '../../src/settle/continuityGuard.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { startContinuityGuard, type ContinuityGuard } from '../../src/send/continuityGuard.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { createAccountClient } from '../../src/account/accountClient.js';
 import { relayTransfer } from '../../src/relay/relayTransfer.js';
 import { startSimulator } from '../../src/simulator/index.js';
@@ -28,7 +27,7 @@ describe('the continuity guard on a real ledger', () => {
 
   /** A SQLite store whose standing says what `as` says (a server's identity), its position the file's own. */
   async function guarded(windowMs = 3_600_000, path = join(tmp(), 'l.db')) {
-    const inner = cleanup.use(openSqliteStore({ projection: ledgerProjection, path }));
+    const inner = cleanup.use(openLedger(path));
     const as = { server: 'pg:1/timeline 1', instance: 'h:5432@1' };
     const store: EventStore = {
       ...inner,
@@ -36,7 +35,7 @@ describe('the continuity guard on a real ledger', () => {
     };
     const lines: string[] = [];
     let breaks = 0;
-    const log = { info: (_l: Record<string, unknown>, m: string) => void lines.push(m), error: (_l: Record<string, unknown>, m: string) => void lines.push(m) };
+    const log = { warn: (_l: Record<string, unknown>, m: string) => void lines.push(m), error: (_l: Record<string, unknown>, m: string) => void lines.push(m) };
     const guard: ContinuityGuard = await orThrow(startContinuityGuard(store, log, { continuityBreak: () => void breaks++ }, { windowMs, checkEveryMs: 60_000 }));
     cleanup.add(() => guard.stop());
     return { inner, as, guard, lines, breaks: () => breaks, path };
@@ -93,7 +92,7 @@ describe('the continuity guard on a real ledger', () => {
     expect(await g.guard.afterFirstClaim(gate)).toBe(false);
   });
 
-  it('SQLite: a file behind the mark beside it (an older copy put back) is a going back at start; a restart inside the window keeps it', async () => {
+  it('SQLite: a file behind its mark (an older copy put back) is a going back at start; a restart inside the window keeps it', async () => {
     const path = join(tmp(), 'm.db');
     const first = await guarded(3_600_000, path);
     await orThrow(first.guard.store.execute('a', submit('a')));
@@ -106,7 +105,7 @@ describe('the continuity guard on a real ledger', () => {
     const second = await guarded(3_600_000, path);
     expect(second.breaks()).toBe(1);
     expect(second.guard.view()).toMatchObject({ state: 'window' });
-    expect(second.lines.join('\n')).toMatch(/behind the position serve last recorded beside it/);
+    expect(second.lines.join('\n')).toMatch(/behind its continuity mark/);
     await second.guard.stop();
     await second.inner.close();
     const third = await guarded(3_600_000, path);

@@ -6,8 +6,8 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/openStore.js';
-import { listLedger } from '../../src/settle/ledger.js';
-import { ledgerStats } from '../../src/settle/stats.js';
+import { listLedger } from '../../src/commands/ledger.js';
+import { ledgerStats } from '../../src/commands/stats.js';
 import { createMetrics } from '../../src/telemetry/metrics.js';
 import type { EventStore } from '../../src/events/store.js';
 import { seedRow } from '../support/commandsSeed.js';

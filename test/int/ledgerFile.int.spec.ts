@@ -4,14 +4,14 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import type { Command } from '../../src/events/decide.js';
 import { looseModeWarning } from '../../src/store/sqlite/ledgerFile.js';
-import { openSqliteStore, type SqliteEventStore, type SqliteStoreOptions } from '../../src/store/sqlite/sqliteStore.js';
+import type { SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger, type LedgerOptions } from '../support/ledgerStore.js';
 import { checkLedger } from '../../src/store/sqlite/checkLedger.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
 import { sleep, waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const submit = (guid: string, pad = ''): Command => ({ type: 'Submit', request: `{"guid":"${guid}"${pad}}`, fingerprint: guid, timeoutMs: 100, maxAttempts: 3 });
 const mode = (path: string) => statSync(path).mode & 0o777;
@@ -19,7 +19,7 @@ const mode = (path: string) => statSync(path).mode & 0o777;
 describe('the ledger file', () => {
   const tmp = useTempDir();
   const cleanup = useCleanup();
-  const open = (options: Omit<SqliteStoreOptions, 'projection'>): SqliteEventStore => cleanup.use(openSqliteStore({ projection: ledgerProjection, ...options }));
+  const open = ({ path, ...options }: LedgerOptions & { path: string }): SqliteEventStore => cleanup.use(openLedger(path, options));
 
   // 000 would let a file be created 0644 or 0666; 277 would take the owner's own write bit away.
   it.each([['000', 0o000], ['277', 0o277]] as const)('a new ledger, its -wal and -shm are 0600 and the folders created for it 0700, whatever the umask (%s)', async (_name, umask) => {
@@ -51,7 +51,7 @@ describe('the ledger file', () => {
       const path = join(tmp(), 'x.db');
       make(path);
       const before = readFileSync(path);
-      expect(() => openSqliteStore({ projection: ledgerProjection, path })).toThrow(reason);
+      expect(() => openLedger(path)).toThrow(reason);
       expect(readFileSync(path).equals(before)).toBe(true);
       expect(existsSync(`${path}-wal`)).toBe(false);
       expect(checkLedger(path)).toMatchObject({ ok: false, problems: [expect.stringMatching(reason)] });
@@ -88,7 +88,7 @@ describe('the ledger file', () => {
       ['moved away', (path: string) => renameSync(path, `${path}.moved`)],
       ['replaced by another ledger', async (path: string) => {
         const other = `${path}.other`;
-        await openSqliteStore({ projection: ledgerProjection, path: other }).close();
+        await openLedger(other).close();
         renameSync(other, path);
       }],
     ] as const;
@@ -140,7 +140,7 @@ describe('the write deadline: a claim that does not commit within the busy timeo
   it('fails with LEDGER_UNAVAILABLE at the deadline; the writer thread, reaching the claim after that, leaves it unwritten', async () => {
     const path = join(tmp(), 'l.db');
     // A log big enough that rebuilding it (four times) keeps the writer thread busy well past the deadline.
-    const seed = openSqliteStore({ projection: ledgerProjection, path, synchronous: 'NORMAL' });
+    const seed = openLedger(path, { synchronous: 'NORMAL' });
     const pad = 'x'.repeat(400);
     for (let b = 0; b < 20; b++) {
       await Promise.all(Array.from({ length: 1000 }, (_, i) => orThrow(seed.execute(`seed-${b}-${i}`, submit(`seed-${b}-${i}`, `,"pad":"${pad}"`)))));
@@ -148,7 +148,7 @@ describe('the write deadline: a claim that does not commit within the busy timeo
     await seed.close();
 
     const busyTimeoutMs = 50; // deadline 1050 ms
-    const store = openSqliteStore({ projection: ledgerProjection, path, writer: 'thread', busyTimeoutMs });
+    const store = openLedger(path, { writer: 'thread', busyTimeoutMs });
     try {
       // Four rebuilds queued ahead of the claim in the same turn: one batch on the writer, long past the deadline
       // whatever the machine's speed.

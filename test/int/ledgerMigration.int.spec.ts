@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { migrate, SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import { createWriteEngine, type WriteOp } from '../../src/store/sqlite/writeEngine.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
@@ -34,7 +34,7 @@ describe('SQLite migration 7: the ledger as a rowid table', () => {
     const columns = raw.prepare("SELECT name FROM pragma_table_info('ledger')").pluck().all();
     raw.close();
 
-    const store = openSqliteStore({ projection: ledgerProjection, path });
+    const store = openLedger(path);
     try {
       const db = store.db;
       expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);

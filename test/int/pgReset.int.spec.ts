@@ -25,6 +25,13 @@ describe.skipIf(!available)('useTestDatabases().reset() (real PostgreSQL)', () =
     await orThrow(store.recordUnclearInquiry('R-1', unknown.sentAt!, unknown.sentAt! + 1000, 1000));
     expect(await orThrow(store.leaseRows('reset-test', [{ guid: 'R-1', lastSeq: unknown.lastSeq }], 60_000))).toEqual(new Set(['R-1']));
     await orThrow(store.recordRequests([{ guid: 'R-1', at: Date.now(), key: null, code: 'E901', fingerprintMatch: true }]));
+    await orThrow(store.recordKeyUses([{ key: 'reset-key', at: Date.now() }]));
+    await orThrow(store.writeMark({ position: 1, at: Date.now(), server: (await orThrow(store.ledgerStanding())).server, relay: 'reset-test', window: { wentBackAt: Date.now(), endsAt: Date.now() + 1000 } }));
+    // A notification (an inquiry settled R-3) and one delivery attempt of it.
+    await seedRow(store, 'R-3', 'UNKNOWN');
+    await orThrow(store.execute('R-3', { type: 'Resolve', outcome: 'processed', code: '0000', response: '{"code":"0000"}' }));
+    const [due] = await orThrow(store.leaseNotifications('reset-test', 10, 60_000));
+    await orThrow(store.recordDeliveries([{ guid: 'R-3', seq: due!.seq, at: Date.now(), result: 'failed', httpStatus: 500, detail: 'not a 2xx', latencyMs: 3, nextAt: Date.now() + 5000, holder: 'reset-test' }]));
     await orThrow(store.recordReconciliation(await runOver(tmp(), [sentRecord('R-2', 1100)], [], { from: 1000, to: 2000, pendingMs: 0 })));
     const rowsPerTable = async () => {
       const { rows } = await store.pool.query<{ name: string }>("SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1");

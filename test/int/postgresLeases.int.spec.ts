@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { resolveUnknown, type ResolveSummary } from '../../src/settle/resolve.js';
-import { startSettler, type Settler } from '../../src/settle/settler.js';
+import { resolveUnknown, type ResolveSummary } from '../../src/commands/resolve.js';
+import { startSettler, type Settler } from '../../src/commands/settler.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import type { AccountClient, InquiryOutcome } from '../../src/account/accountClient.js';

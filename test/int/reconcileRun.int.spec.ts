@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/openStore.js';
 import { openJournalFile } from '../../src/reconcile/index.js';
-import { reconcileRun, type ReconciliationResult } from '../../src/settle/reconcileRun.js';
+import { reconcileRun, type ReconciliationResult } from '../../src/commands/reconcileRun.js';
 import { seedRow } from '../support/commandsSeed.js';
 import { ndjsonText } from '../support/reconcile.js';
 import { useTempDir } from '../support/tmp.js';

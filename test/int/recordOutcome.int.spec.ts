@@ -1,18 +1,17 @@
 import { join } from 'node:path';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
-import { recordOutcome } from '../../src/settle/recordOutcome.js';
-import { sweepOrphans } from '../../src/settle/sweepOrphans.js';
+import { openLedger } from '../support/ledgerStore.js';
+import { recordOutcome } from '../../src/send/recordOutcome.js';
+import { sweepOrphans } from '../../src/send/sweepOrphans.js';
 import { useTempDir } from '../support/tmp.js';
 import { createAccountClient, type AccountClient } from '../../src/account/accountClient.js';
 import { createMetrics } from '../../src/telemetry/metrics.js';
 import { relayTransfer, replyForSend } from '../../src/relay/relayTransfer.js';
-import { sendClaimed } from '../../src/settle/sendClaimed.js';
-import { countSend } from '../../src/settle/reprocess.js';
+import { sendClaimed } from '../../src/send/sendClaimed.js';
+import { countSend } from '../../src/commands/reprocess.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft, refusingStore } from '../support/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import type { EventLog } from '../../src/events/store.js';
 import type { LedgerState } from '../../src/events/state.js';
 
@@ -31,7 +30,7 @@ describe('recording an outcome against a row that moved', () => {
 
   it('an answer that arrives after the sweep made the row UNKNOWN is recorded as Resolved late-answer, not dropped', async () => {
     let now = 1000;
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
+    const store = openLedger(join(tmp(), 'l.db'), { clock: () => now });
     const sent = await sentRow(store);
     now = 1000 + 1000 + 500;
     expect(await orThrow(sweepOrphans(store, 500, now))).toEqual({ neverSent: 0, orphaned: 1 });
@@ -45,7 +44,7 @@ describe('recording an outcome against a row that moved', () => {
 
   it('the sweep leaves a SENT row alone until its own timeout plus the grace has passed', async () => {
     let now = 1000;
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
+    const store = openLedger(join(tmp(), 'l.db'), { clock: () => now });
     const sent = await sentRow(store);
     now = 2499;
     expect(await orThrow(sweepOrphans(store, 500, now))).toEqual({ neverSent: 0, orphaned: 0 });
@@ -57,7 +56,7 @@ describe('recording an outcome against a row that moved', () => {
 
   it('a timeout for a row the sweep already settled changes nothing', async () => {
     let now = 1000;
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
+    const store = openLedger(join(tmp(), 'l.db'), { clock: () => now });
     const sent = await sentRow(store);
     now = 10_000;
     await orThrow(sweepOrphans(store, 500, now));
@@ -69,7 +68,7 @@ describe('recording an outcome against a row that moved', () => {
 
   it('an answer to attempt 1 after attempt 2 was sent and answered: kept as a StaleAnswer, counted, logged as a possible double application; the reply is the ledger\'s', async () => {
     let now = 1000;
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
+    const store = openLedger(join(tmp(), 'l.db'), { clock: () => now });
     const attempt1 = await sentRow(store);
     // Meanwhile the row was swept, found absent, sent again (attempt 2) and answered.
     now = 10_000;
@@ -96,7 +95,7 @@ describe('recording an outcome against a row that moved', () => {
 
   it('a call that left (answered, or its outcome unknown) while its row became FAILED is answered E901, never E902 "not sent"', async () => {
     let now = 1000;
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), clock: () => now });
+    const store = openLedger(join(tmp(), 'l.db'), { clock: () => now });
     const attempt1 = await sentRow(store);
     // Meanwhile the row was swept, found absent, sent again (attempt 2), and attempt 2's connection was refused: FAILED.
     now = 10_000;
@@ -126,7 +125,7 @@ describe('recording an outcome against a row that moved', () => {
   });
 
   it('a ledger that cannot be written comes back as a Left (the caller answers E901)', async () => {
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
+    const store = openLedger(join(tmp(), 'l.db'));
     const sent = await sentRow(store);
     await store.close();
     await expectLeft(recordOutcome(store, sent, answer), 'LEDGER_CLOSED');
@@ -149,7 +148,7 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
   };
 
   it('sent and recorded: the definite answer is the reply and counts as done', async () => {
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
+    const store = openLedger(join(tmp(), 'l.db'));
     const claimed = await orThrow(store.execute('L', submit));
     if (claimed.kind !== 'applied') throw new Error('not claimed');
     await withSimulator(async (account) => {
@@ -163,7 +162,7 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
   });
 
   it('sent, but the outcome could not be recorded: E901 (the request left) and a ledger error, never "done"', async () => {
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
+    const store = openLedger(join(tmp(), 'l.db'));
     const claimed = await orThrow(store.execute('L', submit));
     if (claimed.kind !== 'applied') throw new Error('not claimed');
     const metrics = createMetrics(store, Date.now);
@@ -178,7 +177,7 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
   });
 
   it('through the relay: sent, but the outcome could not be recorded: E901 to the channel and one log line with the store error (found in review)', async () => {
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
+    const store = openLedger(join(tmp(), 'l.db'));
     // The claim commits; every write after it (the outcome) is refused, as by a ledger lost in between.
     let writes = 0;
     const failing = refusingStore(store, (m) => (m === 'execute' || m === 'appendEvents') && ++writes > 1);
@@ -194,7 +193,7 @@ describe('sendClaimed says what happened; the reply and the reprocess count are 
   });
 
   it('a row without its stored request is not sent: E503 and a ledger error, and the account system is not called', async () => {
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
+    const store = openLedger(join(tmp(), 'l.db'));
     const claimed = await orThrow(store.execute('L', submit));
     if (claimed.kind !== 'applied') throw new Error('not claimed');
     await withSimulator(async (account, sim) => {

@@ -4,13 +4,12 @@ import { describe, expect, it } from 'vitest';
 import { LedgerUnavailableError } from '../../src/events/errors.js';
 import type { EventStore, RequestRecord } from '../../src/events/store.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { createAccountClient } from '../../src/account/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
 import { createMetrics } from '../../src/telemetry/metrics.js';
 import { createRequestRecorder } from '../../src/relay/requestRecorder.js';
 import { startSimulator } from '../../src/simulator/index.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
 import { sleep, waitFor } from '../support/waitFor.js';
@@ -22,7 +21,7 @@ describe('request recorder', () => {
 
   /** A real store whose writes of request records are counted (and can be made to fail). */
   const ledger = () => {
-    const store: EventStore = cleanup.use(openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'ledger.db') }));
+    const store: EventStore = cleanup.use(openLedger(join(tmp(), 'ledger.db')));
     const writes: number[] = [];
     let failing = false;
     const log = {

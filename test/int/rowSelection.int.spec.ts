@@ -11,9 +11,9 @@ import type { EventStore } from '../../src/events/store.js';
 import type { LedgerState } from '../../src/events/state.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { openStore } from '../../src/store/openStore.js';
-import { reprocessSelection, whyReprocessLeavesOut } from '../../src/settle/reprocess.js';
-import { resolveSelection, whyResolveLeavesOut } from '../../src/settle/resolve.js';
-import { pagedRows, unmetCondition, type RowFilter } from '../../src/settle/rows.js';
+import { reprocessSelection, whyReprocessLeavesOut } from '../../src/commands/reprocess.js';
+import { resolveSelection, whyResolveLeavesOut } from '../../src/commands/resolve.js';
+import { pagedRows, unmetCondition, type RowFilter } from '../../src/commands/rows.js';
 import { seedRow, transferBody } from '../support/commandsSeed.js';
 import { useTempDir } from '../support/tmp.js';
 

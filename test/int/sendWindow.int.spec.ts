@@ -1,5 +1,5 @@
 /**
- * The send window (src/settle/sendWindow.ts), kept by `sendClaimed` for every path that sends: a claim acknowledged
+ * The send window (src/send/sendWindow.ts), kept by `sendClaimed` for every path that sends: a claim acknowledged
  * later than half the grace after its write started is not called. A real SQLite ledger and the bundled simulator
  * over loopback; the window is measured on a clock the test moves, and the store's `execute` moves it as a commit
  * whose acknowledgement was held back would, so the cases do not depend on this machine's speed.
@@ -9,19 +9,19 @@ import { describe, expect, it } from 'vitest';
 import type { Command } from '../../src/events/decide.js';
 import type { EventStore } from '../../src/events/store.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { createAccountClient, type AccountClient } from '../../src/account/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
 import { createMetrics } from '../../src/telemetry/metrics.js';
 import { relayTransfer } from '../../src/relay/relayTransfer.js';
-import type { SendLogger } from '../../src/settle/sendClaimed.js';
-import { reprocessFailed } from '../../src/settle/reprocess.js';
-import { sendWindowMs } from '../../src/settle/sendWindow.js';
+import type { SendLogger } from '../../src/send/sendClaimed.js';
+import { reprocessFailed } from '../../src/commands/reprocess.js';
+import { sendWindowMs } from '../../src/send/sendWindow.js';
 import { decodeTransferRequest } from '../../src/contract/transferRequest.js';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../support/ledgerStore.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
+import { sleep } from '../support/waitFor.js';
 
 const GRACE_MS = 1000;
 const WINDOW_MS = sendWindowMs(GRACE_MS);
@@ -72,7 +72,7 @@ describe('the send window: a claim acknowledged too late is not called', () => {
   const setUp = async () => {
     sim = cleanup.use(await startSimulator({ port: 0 }));
     account = cleanup.use(createAccountClient({ baseUrl: sim.url, timeoutMs: 2000 }));
-    return cleanup.use(openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') }));
+    return cleanup.use(openLedger(join(tmp(), 'l.db')));
   };
 
   it('a first send whose claim came back past the window: E901, no call, the row stays SENT for the sweep, counted and logged with the elapsed time', async () => {
@@ -118,6 +118,28 @@ describe('the send window: a claim acknowledged too late is not called', () => {
     expect(late.reply.code).toBe('E901');
     expect(sim.guidStats('RE-2').calls).toBe(0);
     expect(await orThrow(store.getLedger('RE-2'))).toMatchObject({ status: 'SENT', attempts: 2 });
+  });
+
+  it('a call that starts late after the window\'s check keeps the deadline the window allows: past it, no byte is written (E902, the row FAILED)', async () => {
+    const store = await setUp();
+    const clock = testClock();
+    const timeoutMs = 300;
+    const fast = cleanup.use(createAccountClient({ baseUrl: sim.url, timeoutMs }));
+    // Between the check and the call (a GC pause, a frozen VM, as the relay's monotonic clock sees it): the window
+    // left at the check plus the whole timeout, and a little more.
+    const late: AccountClient = {
+      transfer: async (b, g, trace, latestStart) => {
+        await sleep(WINDOW_MS + timeoutMs + 100); // the passage of time is the point
+        return fast.transfer(b, g, trace, latestStart);
+      },
+      inquire: (g) => fast.inquire(g),
+      close: () => Promise.resolve(),
+    };
+    const deps = { account: late, metrics: createMetrics(store, Date.now), timeoutMs, maxAttempts: 3, graceMs: GRACE_MS, monotonicNow: clock.now };
+    const r = await relayTransfer({ ...deps, store }, body('SLOW-START-1'), undefined);
+    expect(r.reply.code).toBe('E902');
+    expect(sim.guidStats('SLOW-START-1').calls).toBe(0);
+    expect(await orThrow(store.getLedger('SLOW-START-1'))).toMatchObject({ status: 'FAILED', attempts: 1 });
   });
 
   it('reprocess, and the operator API\'s reprocess: a row whose Send came back past the window is counted withheld, not sent, left SENT', async () => {

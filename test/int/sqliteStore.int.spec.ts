@@ -2,7 +2,8 @@ import { realpathSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqliteStore.js';
+import type { SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openLedger, type LedgerOptions } from '../support/ledgerStore.js';
 import { walSync, type WalSync } from '../../src/store/sqlite/walSync.js';
 import { logPosition as logPositionOf } from '../../src/store/sqlite/continuityMark.js';
 import { SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
@@ -12,14 +13,13 @@ import { useTempDir } from '../support/tmp.js';
 import { sleep, waitFor } from '../support/waitFor.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { expectLeft } from '../support/storeResult.js';
-import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
 const submit = (fp = 'fp'): Command => ({ type: 'Submit', request: '{"guid":"g"}', fingerprint: fp, timeoutMs: 3000, maxAttempts: 3 });
 
 /** What only a SQLite ledger does; everything the store contract promises is in test/conformance. */
 describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (writer) => {
   const tmp = useTempDir();
-  const open = (extra: Partial<Parameters<typeof openSqliteStore>[0]> = {}) => openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), writer, ...extra });
+  const open = (extra: LedgerOptions = {}) => openLedger(join(tmp(), 'l.db'), { writer, ...extra });
 
   it('opens a new file with WAL, synchronous=FULL and the current schema version', async () => {
     const store = open();
@@ -67,7 +67,7 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
 describe('SQLite event store, writer thread: units that cannot cross to the writer', () => {
   const tmp = useTempDir();
   it('are rejected as unavailable, never left pending, and the writer keeps working', async () => {
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), writer: 'thread' });
+    const store = openLedger(join(tmp(), 'l.db'), { writer: 'thread' });
     const notPlainData = { request: 'r', fingerprint: 'f', callback: () => 1 } as unknown as { request: string; fingerprint: string };
     await expectLeft(store.appendEvents('x', -1, [{ type: 'Claimed', at: 1, data: notPlainData }]), 'LEDGER_UNAVAILABLE');
     expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');
@@ -88,7 +88,7 @@ function heldSync() {
 }
 
 /** A claim of `guid` written and its sync let through. */
-async function claimSynced(store: ReturnType<typeof openSqliteStore>, held: ReturnType<typeof heldSync>, guid: string) {
+async function claimSynced(store: SqliteEventStore, held: ReturnType<typeof heldSync>, guid: string) {
   const claim = store.execute(guid, submit());
   await waitFor(() => held.asked() === 1);
   held.release();
@@ -98,7 +98,7 @@ async function claimSynced(store: ReturnType<typeof openSqliteStore>, held: Retu
 }
 
 /** The account system's answer to a claim's first call, recorded (answered at its commit). */
-const recordAnswer = (store: ReturnType<typeof openSqliteStore>, guid: string, state: LedgerState) =>
+const recordAnswer = (store: SqliteEventStore, guid: string, state: LedgerState) =>
   store.execute(guid, { type: 'RecordAnswer', attempt: 1, code: '0000', response: '{}', latencyMs: 1 }, undefined, { state });
 
 describe('SQLite event store, inline writer at FULL: the WAL synced off the event loop', () => {
@@ -108,7 +108,7 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
 
   it('a committed batch is answered only once its WAL is on disk; units queued meanwhile wait and share the next sync', async () => {
     const held = heldSync();
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
+    const store = openLedger(join(tmp(), 'l.db'), { walSync: held.walSync });
     const a = store.execute('a', submit());
     await waitFor(() => held.asked() === 1);
     // Committed (this connection reads it), not yet answered: nothing may act on it before the sync.
@@ -131,7 +131,7 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
 
   it("an outcome of a call is answered at its commit, before the sync; a claim beside it waits for the sync; a batch of outcomes only asks for none (the next sync covers it)", async () => {
     const held = heldSync();
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
+    const store = openLedger(join(tmp(), 'l.db'), { walSync: held.walSync });
     const claimed = await claimSynced(store, held, 'a');
     // Alone in its batch: committed and answered, and no sync asked for.
     const answered = await orThrow(recordAnswer(store, 'a', claimed.state));
@@ -155,7 +155,7 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
 
   it("the ledger's standing (the continuity mark's position) counts only what is on disk: an outcome answered before its sync is not in it until the next sync", async () => {
     const held = heldSync();
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
+    const store = openLedger(join(tmp(), 'l.db'), { walSync: held.walSync });
     const logPosition = () => logPositionOf(store.db);
     const position = async () => (await orThrow(store.ledgerStanding())).position;
     const opened = logPosition();
@@ -193,7 +193,7 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
 
   it('closing syncs an outcome answered at its commit and left unsynced: the next process counts what is in the file as on disk', async () => {
     const held = heldSync();
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
+    const store = openLedger(join(tmp(), 'l.db'), { walSync: held.walSync });
     const claimed = await claimSynced(store, held, 'a');
     await orThrow(recordAnswer(store, 'a', claimed.state));
     expect(held.asked()).toBe(0);
@@ -205,7 +205,7 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
 
   it('a failed sync fails its batch and every write after it (the ledger may have lost them), and ping says why', async () => {
     const held = heldSync();
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync });
+    const store = openLedger(join(tmp(), 'l.db'), { walSync: held.walSync });
     const a = expectLeft(store.execute('a', submit()), 'LEDGER_UNAVAILABLE', /ledger sync failed: EIO/);
     await waitFor(() => held.asked() === 1);
     const b = expectLeft(store.execute('b', submit()), 'LEDGER_UNAVAILABLE', /ledger sync failed: EIO/);
@@ -222,7 +222,7 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
   it('a unit whose caller gave up while it was queued (its deadline passed during a sync that hung) is not written', async () => {
     const held = heldSync();
     // The deadline is the busy timeout plus 1 s.
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), walSync: held.walSync, busyTimeoutMs: 50 });
+    const store = openLedger(join(tmp(), 'l.db'), { walSync: held.walSync, busyTimeoutMs: 50 });
     const a = expectLeft(store.execute('a', submit()), 'LEDGER_UNAVAILABLE', /did not complete within 1050 ms/);
     await waitFor(() => held.asked() === 1);
     await expectLeft(store.execute('b', submit()), 'LEDGER_UNAVAILABLE', /did not complete within 1050 ms/);
@@ -241,7 +241,7 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
   });
 
   it('under a lock held past the busy timeout every queued unit fails in its turn and none is written later (found in review)', async () => {
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), busyTimeoutMs: 100, maxBatch: 1 });
+    const store = openLedger(join(tmp(), 'l.db'), { busyTimeoutMs: 100, maxBatch: 1 });
     const other = new Database(store.path);
     other.exec('BEGIN IMMEDIATE');
     const early = Array.from({ length: 5 }, (_, i) => expectLeft(store.execute(`e${i}`, submit()), 'LEDGER_UNAVAILABLE', /database is locked/));
@@ -259,7 +259,7 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
   it('a ledger file replaced while its batch was being synced: the batch is answered as unavailable, not applied', async () => {
     const held = heldSync();
     const path = join(tmp(), 'l.db');
-    const store = openSqliteStore({ projection: ledgerProjection, path, walSync: held.walSync, watchFile: { intervalMs: 60_000 } });
+    const store = openLedger(path, { walSync: held.walSync, watchFile: { intervalMs: 60_000 } });
     const a = expectLeft(store.execute('a', submit()), 'LEDGER_UNAVAILABLE', /deleted or replaced/);
     await waitFor(() => held.asked() === 1);
     renameSync(path, `${path}.moved`);
@@ -271,19 +271,19 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
 
   it('a ledger opened through a symbolic link syncs the WAL of the file SQLite opened, not a file named after the link (found in review)', async () => {
     const dir = tmp();
-    await openSqliteStore({ projection: ledgerProjection, path: join(dir, 'real.db') }).close();
+    await openLedger(join(dir, 'real.db')).close();
     symlinkSync(join(dir, 'real.db'), join(dir, 'link.db'));
     // A stray file where a WAL named after the link would be: syncing it would put nothing of the ledger on disk.
     writeFileSync(join(dir, 'link.db-wal'), '');
     const synced: string[] = [];
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(dir, 'link.db'), walSync: (file) => (synced.push(file), walSync(file)) });
+    const store = openLedger(join(dir, 'link.db'), { walSync: (file) => (synced.push(file), walSync(file)) });
     expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');
     expect(synced).toEqual([realpathSync(join(dir, 'real.db'))]);
     await store.close();
   });
 
   it('a WAL deleted under the running ledger is noticed at the next sync: the write fails and nothing more is written', async () => {
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
+    const store = openLedger(join(tmp(), 'l.db'));
     expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');
     unlinkSync(`${store.path}-wal`);
     await expectLeft(store.execute('b', submit()), 'LEDGER_UNAVAILABLE', /-wal was deleted while the ledger had it open/);
@@ -292,7 +292,7 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
   });
 
   it('a write lock another connection holds is waited for by a timer: the event loop keeps turning, and the write goes through once it is free', async () => {
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db'), busyTimeoutMs: 5000 });
+    const store = openLedger(join(tmp(), 'l.db'), { busyTimeoutMs: 5000 });
     const other = new Database(store.path);
     other.exec('BEGIN IMMEDIATE');
     let ticks = 0;
@@ -310,7 +310,7 @@ describe('SQLite event store, inline writer at FULL: the WAL synced off the even
   });
 
   it('walSync puts a real WAL on disk and refuses after close', async () => {
-    const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'l.db') });
+    const store = openLedger(join(tmp(), 'l.db'));
     await orThrow(store.execute('a', submit()));
     const wal = walSync(store.path);
     await expect(wal.sync()).resolves.toBeUndefined();

@@ -8,6 +8,7 @@ import type { LedgerState } from '../../src/events/state.js';
 import { useTempDir } from '../support/tmp.js';
 import { orThrow } from '../../src/events/storeResult.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
+import { checkWithinBudget, expectEnoughRuns, propertyBudget } from '../support/scheduleBudget.js';
 
 const GUIDS = ['g0', 'g1', 'g2', 'g3'];
 const CODES = ['0000', 'B201', 'B202', 'E500', 'E400'];
@@ -33,11 +34,15 @@ const stepArb = fc.record({
   advanceMs: fc.integer({ min: 0, max: 40 }),
 });
 
+// 300 sequences take about 4 s on an idle 2-core machine; 100 are run however long they take, the rest while 15 s last.
+const budget = propertyBudget(15, 100, 300);
+
 describe('property: the ledger is always the fold of the log', () => {
   const tmp = useTempDir();
 
   it('random command sequences on random GUIDs keep ledger = rebuild, gapless seqs, one row per GUID, and match a pure model', async () => {
-    await fc.assert(
+    let completed = 0;
+    await checkWithinBudget(
       fc.asyncProperty(fc.array(stepArb, { minLength: 1, maxLength: 25 }), async (steps) => {
         let now = 1_000;
         const store = openSqliteStore({ projection: ledgerProjection, path: join(tmp(), 'p.db'), clock: () => now, synchronous: 'NORMAL' });
@@ -68,8 +73,10 @@ describe('property: the ledger is always the fold of the log', () => {
         } finally {
           await store.close();
         }
+        completed++;
       }),
-      { interruptAfterTimeLimit: 15_000, markInterruptAsFailure: false, numRuns: 300 },
+      budget,
     );
-  }, 60_000);
+    expectEnoughRuns(budget, completed, 'the ledger property');
+  }, budget.testTimeoutMs);
 });

@@ -13,7 +13,7 @@ import { REPO_ROOT } from './children.js';
 const BUILD_CONFIG = join(REPO_ROOT, 'tsconfig.build.json');
 const BUILD_INFO = join(REPO_ROOT, 'dist', 'tsconfig.build.tsbuildinfo');
 /** The console's build (`scripts/buildConsole.mjs`): its page, compiled last, marks when it ran. */
-const CONSOLE_INPUTS = [join(REPO_ROOT, 'src', 'console'), join(REPO_ROOT, 'tsconfig.console.json'), join(REPO_ROOT, 'scripts', 'buildConsole.mjs')];
+const CONSOLE_INPUTS = [join(REPO_ROOT, 'src', 'console'), join(REPO_ROOT, 'src', 'shared'), join(REPO_ROOT, 'tsconfig.console.json'), join(REPO_ROOT, 'scripts', 'buildConsole.mjs')];
 const CONSOLE_BUILT = join(REPO_ROOT, 'dist', 'console', 'index.html');
 
 function newestMtime(path: string): number {

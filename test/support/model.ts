@@ -324,10 +324,17 @@ export interface ReplyContext {
   /** The first definite answer any channel got for this GUID, if one did (checked against a purged row). */
   readonly firstDefinite: string | undefined;
   /**
-   * The relay was frozen, or its ledger's acknowledgement held, while it answered: a claim may then miss its send
-   * window (issue #24), and E503 (nothing called) is a right answer.
+   * The relay's ledger was out of its reach while it answered (the relay frozen, its acknowledgement held, or the
+   * other relay frozen holding a lock it needed): a claim may then miss its send window and be left SENT uncalled
+   * (E901), and E503 (nothing called) is a right answer. Unset: the ledger was healthy, and neither is.
    */
   readonly ledgerStalled?: boolean;
+  /**
+   * The claim may have been acknowledged past its send window without the ledger failing the relay (in process: a
+   * freeze or held acknowledgement the relay waits out whole, or a tick of its clock): E901 for a row left SENT
+   * uncalled is right, E503 still is not.
+   */
+  readonly claimDelayed?: boolean;
 }
 
 /**
@@ -371,8 +378,8 @@ export function judgeReply(r: ObservedReply, ctx: ReplyContext): string[] {
     case 'E901':
       // §7: a resend of a row FAILED by an inquiry is held (E901) while too young or while the inquiry cannot tell.
       // Issue #24: a claim acknowledged past the send window is not called, and the row stays SENT for the sweep.
-      if (!some((s) => s.status === 'UNKNOWN' || (s.status === 'FAILED' && s.byInquiry)) && ctx.states.at(-1)?.status !== 'SENT') {
-        say('E901 only while UNKNOWN (or FAILED by an inquiry), right after an unknown outcome, or for a claim left SENT uncalled');
+      if (!some((s) => s.status === 'UNKNOWN' || (s.status === 'FAILED' && s.byInquiry)) && !(ctx.states.at(-1)?.status === 'SENT' && (ctx.ledgerStalled === true || ctx.claimDelayed === true))) {
+        say('E901 only while UNKNOWN (or FAILED by an inquiry), right after an unknown outcome, or for a claim left SENT uncalled while the ledger stalled');
       }
       break;
     case 'E902':

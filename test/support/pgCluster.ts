@@ -325,10 +325,11 @@ export interface FormationNode {
  * How fast the monitor decides a failover. `fast`: what the failover tests use (each failover in a few seconds)
  * and still safe against two writable primaries: the monitor waits `primary_demote_timeout` (4 s) before the
  * promoted standby takes writes, longer than an isolated old primary's keeper waits before it shuts its Postgres
- * down (`network_partition_timeout`, 3 s). `default`: pg_auto_failover's own settings (health check every 5 s,
- * unhealthy after 20 s, 30 s demote timeout), as a user would run it.
+ * down (`network_partition_timeout`, 3 s). `recommended`: docs/deploying.md's recommended settings (the same health
+ * checks, unhealthy after 3 s, 6 s demote timeout, keepers' `network_partition_timeout` 5 s). `default`:
+ * pg_auto_failover's own settings (health check every 5 s, unhealthy after 20 s, 30 s demote timeout).
  */
-export type FailoverTiming = 'fast' | 'default';
+export type FailoverTiming = 'fast' | 'recommended' | 'default';
 
 const FAST_MONITOR: Readonly<Record<string, number>> = {
   'pgautofailover.health_check_period': 1000,
@@ -340,11 +341,27 @@ const FAST_MONITOR: Readonly<Record<string, number>> = {
   'pgautofailover.startup_grace_period': 1000,
 };
 const FAST_NETWORK_PARTITION_TIMEOUT_S = 3;
+/** docs/deploying.md, "recommended" in the E503 window table. */
+const RECOMMENDED_MONITOR: Readonly<Record<string, number>> = {
+  'pgautofailover.health_check_period': 1000,
+  'pgautofailover.health_check_timeout': 1000,
+  'pgautofailover.health_check_max_retries': 1,
+  'pgautofailover.health_check_retry_delay': 500,
+  'pgautofailover.node_considered_unhealthy_timeout': 3000,
+  'pgautofailover.primary_demote_timeout': 6000,
+};
+const RECOMMENDED_NETWORK_PARTITION_TIMEOUT_S = 5;
+const MONITOR_SETTINGS: Readonly<Record<FailoverTiming, Readonly<Record<string, number>>>> = { fast: FAST_MONITOR, recommended: RECOMMENDED_MONITOR, default: {} };
+const NETWORK_PARTITION_TIMEOUT_S: Readonly<Record<FailoverTiming, number | null>> = { fast: FAST_NETWORK_PARTITION_TIMEOUT_S, recommended: RECOMMENDED_NETWORK_PARTITION_TIMEOUT_S, default: null };
+
+/** The recipe's database (`pg_autoctl create postgres --dbname`) and guidgate's role in it. */
+export const FORMATION_DB = 'guidgate';
+export const FORMATION_ROLE = 'guidgate';
 
 export interface AutoFailoverFormation {
-  /** `pg_autoctl show uri --formation default`, as printed: `postgres://127.0.0.1:p1,127.0.0.1:p2/postgres?target_session_attrs=read-write&sslmode=prefer`. */
+  /** `pg_autoctl show uri --formation default`, as printed: `postgres://127.0.0.1:p1,127.0.0.1:p2/guidgate?target_session_attrs=read-write&sslmode=require`. */
   readonly uri: string;
-  /** The same hosts with `user=postgres` and `sslmode=disable` (no user in the URI: a client would log in as root). */
+  /** The same URL with the user `guidgate` added (no user in the URI: a client would log in as root), the rest as printed. */
   readonly url: string;
   readonly monitorPort: number;
   readonly nodes: readonly FormationNode[];
@@ -356,6 +373,8 @@ export interface AutoFailoverFormation {
   states(): Promise<Array<{ name: string; reported: string; assigned: string }>>;
   /** Stops the primary as a crash would: `pg_autoctl stop --immediate`, then SIGKILL of its postmaster. */
   stopPrimary(): Promise<FormationNode>;
+  /** `pg_autoctl perform switchover`: the primary demoted, the secondary promoted; resolves when the command returns. */
+  switchover(): Promise<void>;
   /** Waits until a node other than `not` takes writes; resolves with it. */
   waitForWritablePrimary(opts?: { not?: FormationNode; timeoutMs?: number }): Promise<FormationNode>;
   stop(): Promise<void>;
@@ -383,8 +402,11 @@ export async function startAutoFailoverFormation(opts: { timing?: FailoverTiming
   try {
     const [monitorPort, ...nodePorts] = (await freePorts(3)) as [number, number, number];
     const monitorDir = ws.dataDir('monitor');
-    const monitorUri = `postgres://autoctl_node@127.0.0.1:${monitorPort}/pg_auto_failover?sslmode=disable`;
-    ws.spawnService('monitor', PG_AUTOCTL, ['create', 'monitor', '--pgdata', monitorDir, '--pgport', String(monitorPort), '--hostname', '127.0.0.1', '--auth', 'trust', '--no-ssl', '--run']);
+    // docs/deploying.md's recipe, command for command: the monitor created, made to listen on 127.0.0.1 only
+    // (`create monitor` has no --listen; it listens on every interface by default), then run.
+    await ws.run(PG_AUTOCTL, ['create', 'monitor', '--pgdata', monitorDir, '--pgport', String(monitorPort), '--hostname', '127.0.0.1', '--auth', 'trust', '--ssl-self-signed']);
+    await ws.run(PG_AUTOCTL, ['config', 'set', '--pgdata', monitorDir, 'postgresql.listen_addresses', '127.0.0.1']);
+    ws.spawnService('monitor', PG_AUTOCTL, ['run', '--pgdata', monitorDir]);
     await waitFor(
       () =>
         onServer(monitorPort, async (c) => (await c.query("SELECT 1 FROM pg_extension WHERE extname = 'pgautofailover'")).rowCount === 1, 'pg_auto_failover').catch(() => false),
@@ -392,11 +414,12 @@ export async function startAutoFailoverFormation(opts: { timing?: FailoverTiming
     ).catch((err: Error) => {
       throw new Error(`${err.message}\n${ws.logTail('monitor')}`);
     });
-    if (timing === 'fast') {
+    const monitorUri = (await ws.run(PG_AUTOCTL, ['show', 'uri', '--pgdata', monitorDir, '--formation', 'monitor'])).trim();
+    if (timing !== 'default') {
       await onServer(
         monitorPort,
         async (c) => {
-          for (const [name, value] of Object.entries(FAST_MONITOR)) await c.query(`ALTER SYSTEM SET ${name} = ${value}`);
+          for (const [name, value] of Object.entries(MONITOR_SETTINGS[timing])) await c.query(`ALTER SYSTEM SET ${name} = ${value}`);
           await c.query('SELECT pg_reload_conf()');
         },
         'pg_auto_failover',
@@ -409,9 +432,10 @@ export async function startAutoFailoverFormation(opts: { timing?: FailoverTiming
       // keeper's own timeouts are in its configuration before its service starts.
       await ws.run(PG_AUTOCTL, [
         'create', 'postgres', '--pgdata', node.dataDir, '--pgport', String(node.port), '--listen', '127.0.0.1', '--hostname', '127.0.0.1',
-        '--auth', 'trust', '--no-ssl', '--monitor', monitorUri, '--name', node.name,
+        '--auth', 'trust', '--ssl-self-signed', '--monitor', monitorUri, '--name', node.name, '--dbname', FORMATION_DB,
       ]);
-      if (timing === 'fast') await ws.run(PG_AUTOCTL, ['config', 'set', '--pgdata', node.dataDir, 'timeout.network_partition_timeout', String(FAST_NETWORK_PARTITION_TIMEOUT_S)]);
+      const partitionTimeout = NETWORK_PARTITION_TIMEOUT_S[timing];
+      if (partitionTimeout !== null) await ws.run(PG_AUTOCTL, ['config', 'set', '--pgdata', node.dataDir, 'timeout.network_partition_timeout', String(partitionTimeout)]);
       ws.spawnService(node.name, PG_AUTOCTL, ['run', '--pgdata', node.dataDir]);
       const want = i === 0 ? ['single'] : ['primary', 'secondary'];
       await waitFor(
@@ -428,7 +452,15 @@ export async function startAutoFailoverFormation(opts: { timing?: FailoverTiming
     const readyMs = performance.now() - started;
     const uri = (await ws.run(PG_AUTOCTL, ['show', 'uri', '--pgdata', monitorDir, '--formation', 'default'])).trim();
     // Not WHATWG `URL`: it refuses a multi-host authority (the very error of issue #26).
-    const url = uri.replace(/^postgres:\/\//, 'postgres://postgres@').replace(/([?&])sslmode=[^&]*/, '$1sslmode=disable');
+    // The recipe's role for guidgate: it owns its database (serve creates its tables) and may read
+    // pg_stat_replication's sync_state (the durability report); nothing more. Roles reach the secondary by replication.
+    await onServer(nodes[0]!.port, async (c) => {
+      await c.query(`CREATE ROLE ${FORMATION_ROLE} LOGIN`);
+      await c.query(`GRANT pg_read_all_stats TO ${FORMATION_ROLE}`);
+      await c.query(`ALTER DATABASE ${FORMATION_DB} OWNER TO ${FORMATION_ROLE}`);
+    });
+    // As printed (sslmode=require, from --ssl-self-signed: guidgate reads it as libpq does), with the user added.
+    const url = uri.replace(/^postgres:\/\//, `postgres://${FORMATION_ROLE}@`);
 
     const primary = async () => {
       for (const n of nodes) if (await isWritable(n.port)) return n;
@@ -454,6 +486,9 @@ export async function startAutoFailoverFormation(opts: { timing?: FailoverTiming
           // already down
         }
         return node;
+      },
+      async switchover() {
+        await ws.run(PG_AUTOCTL, ['perform', 'switchover', '--pgdata', monitorDir, '--formation', 'default'], 180_000);
       },
       async waitForWritablePrimary({ not, timeoutMs: waitMs = 120_000 } = {}) {
         return waitFor(
@@ -624,6 +659,55 @@ export async function startPrimaryWithAsyncStandby(): Promise<PrimaryWithStandby
       async promoteStandby() {
         await ws.run(`${PG_BIN}/pg_ctl`, ['promote', '-D', standbyDir, '-w', '-t', '60']);
         await waitFor(() => isWritable(standbyPort), { timeoutMs: 60_000, intervalMs: 50, what: 'the promoted standby writable' });
+      },
+      stop: () => ws.stop(),
+    };
+  } catch (err) {
+    await ws.stop();
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// A server and a base backup of it, put back on the same timeline
+
+export interface ServerWithBackup {
+  readonly port: number;
+  /** Its `postgres` database, user postgres. */
+  readonly url: string;
+  /** `pg_basebackup` of the running server now (`-X stream`, no `-R`): a copy that starts as a primary. */
+  takeBackup(): Promise<void>;
+  /**
+   * The server SIGKILLed and the copy started on a new port: it replays the WAL the backup carries and takes writes
+   * on the same timeline, with the same system identifier (no promotion). Resolves with its port.
+   */
+  replaceWithBackup(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+/** A server of its own that a test replaces with a base backup of itself, as an operator's restore does. */
+export async function startServerWithBackup(): Promise<ServerWithBackup> {
+  const ws = new Workspace('pgbackup');
+  try {
+    const [port] = (await freePorts(1)) as [number];
+    const dataDir = await initAndStart(ws, 'server', port);
+    const backupDir = ws.dataDir('backup');
+    let taken = false;
+    return {
+      port,
+      url: serverUrl(port),
+      async takeBackup() {
+        await ws.run(`${PG_BIN}/pg_basebackup`, ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-D', backupDir, '-X', 'stream', '-c', 'fast', '--no-sync']);
+        taken = true;
+      },
+      async replaceWithBackup() {
+        if (!taken) throw new Error('no backup taken');
+        ws.crashServer(dataDir);
+        await waitFor(() => postmasterPid(dataDir) === null, { what: 'the server gone' });
+        const [backupPort] = (await freePorts(1)) as [number];
+        await startPostmaster(ws, 'backup', backupDir, backupPort);
+        await waitFor(() => isWritable(backupPort), { timeoutMs: 60_000, intervalMs: 50, what: 'the restored copy writable' });
+        return backupPort;
       },
       stop: () => ws.stop(),
     };

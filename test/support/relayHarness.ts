@@ -7,6 +7,7 @@ import { openKeyRing, type KeyRing } from '../../src/relay/auth/keyRing.js';
 import type { Scope } from '../../src/relay/auth/keysFile.js';
 import { serve, type RunningRelay, type ServeOptions } from '../../src/wiring/serve.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/index.js';
+import { sleep } from './waitFor.js';
 
 export interface Harness {
   readonly relay: RunningRelay;
@@ -34,6 +35,20 @@ export async function httpRequest(url: string, init: { method: 'GET' | 'POST'; b
 function injected(res: { statusCode: number; body: string; headers: Record<string, string | string[] | number | undefined> }): HttpReply {
   const headers = Object.fromEntries(Object.entries(res.headers).map(([k, v]) => [k, typeof v === 'number' ? String(v) : v]));
   return { status: res.statusCode, body: res.body, headers, json: () => JSON.parse(res.body) as Record<string, unknown> };
+}
+
+/**
+ * Resends each body to `url`'s POST /v1/transfers every 200 ms until a definite answer (0000, B2xx, E500), for at
+ * most 60 s each, as a channel does after a failover or a restore; the codes, in the bodies' order.
+ */
+export async function resendUntilDefinite(url: string, bodies: readonly string[]): Promise<string[]> {
+  return Promise.all(bodies.map(async (body) => {
+    for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(200)) {
+      const r = await httpRequest(`${url}/v1/transfers`, { method: 'POST', body }).catch(() => null);
+      if (r !== null && /^(0000|B2\d\d|E500)$/.test(String(r.json()['code']))) return String(r.json()['code']);
+    }
+    return 'no definite answer within 60 s';
+  }));
 }
 
 /**

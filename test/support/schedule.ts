@@ -29,12 +29,12 @@ import type { EventStore } from '../../src/events/store.js';
 import { createAccountClient, type AccountClient, type CallOutcome } from '../../src/account/accountClient.js';
 import { buildApp } from '../../src/relay/app.js';
 import { createMetrics } from '../../src/telemetry/metrics.js';
-import { sweepOrphans } from '../../src/settle/sweepOrphans.js';
-import { resolveUnknown } from '../../src/settle/resolve.js';
-import { settleOnce } from '../../src/settle/settler.js';
+import { sweepOrphans } from '../../src/send/sweepOrphans.js';
+import { resolveUnknown } from '../../src/commands/resolve.js';
+import { settleOnce } from '../../src/commands/settler.js';
 import { createBreaker } from '../../src/relay/breaker.js';
-import { reprocessFailed } from '../../src/settle/reprocess.js';
-import { purgeDone } from '../../src/settle/purge.js';
+import { reprocessFailed } from '../../src/commands/reprocess.js';
+import { purgeDone } from '../../src/commands/purge.js';
 import { startSimulator, type FaultMode, type Simulator } from '../../src/simulator/index.js';
 import {
   channelRequest,
@@ -365,12 +365,20 @@ export function crashable(store: EventStore, dead: () => boolean): EventStore {
     recordUnclearInquiry: (...a) => (dead() ? gone() : store.recordUnclearInquiry(...a)),
     recordRequests: (...a) => (dead() ? gone() : store.recordRequests(...a)),
     readRequests: (...a) => (dead() ? gone() : store.readRequests(...a)),
+    recordKeyUses: (...a) => (dead() ? gone() : store.recordKeyUses(...a)),
+    keyUses: () => (dead() ? gone() : store.keyUses()),
     spaceOnDisk: () => (dead() ? gone() : store.spaceOnDisk()),
     reclaimSpace: () => (dead() ? gone() : store.reclaimSpace()),
     countByStatus: () => (dead() ? gone() : store.countByStatus()),
     rebuildProjection: () => (dead() ? gone() : store.rebuildProjection()),
     verifyProjection: () => (dead() ? gone() : store.verifyProjection()),
     leaseRows: (...a) => (dead() ? gone() : store.leaseRows(...a)),
+    leaseNotifications: (...a) => (dead() ? gone() : store.leaseNotifications(...a)),
+    recordDeliveries: (...a) => (dead() ? gone() : store.recordDeliveries(...a)),
+    redeliverNotifications: (...a) => (dead() ? gone() : store.redeliverNotifications(...a)),
+    listNotifications: (...a) => (dead() ? gone() : store.listNotifications(...a)),
+    notificationAttempts: (...a) => (dead() ? gone() : store.notificationAttempts(...a)),
+    notificationCounts: () => (dead() ? gone() : store.notificationCounts()),
     releaseLeases: (...a) => (dead() ? gone() : store.releaseLeases(...a)),
     now: () => (dead() ? gone() : store.now()),
     recordReconciliation: (...a) => (dead() ? gone() : store.recordReconciliation(...a)),
@@ -393,6 +401,19 @@ export interface Stoppable {
   frozen: Promise<void> | null;
   /** Set by `delay-ack`: how late the next claim's acknowledgement comes (real ms), once. */
   delayNextClaimMs: number | null;
+  /** When it was frozen or an acknowledgement was held back (performance.now(); `to` Infinity while it lasts). */
+  readonly stalls: Array<{ from: number; to: number }>;
+}
+
+/** Runs `work` as a stall of `relay`: its ledger was out of its reach meanwhile. */
+async function stalling<T>(relay: Stoppable, work: () => Promise<T>): Promise<T> {
+  const stall = { from: performance.now(), to: Number.POSITIVE_INFINITY };
+  relay.stalls.push(stall);
+  try {
+    return await work();
+  } finally {
+    stall.to = performance.now();
+  }
 }
 
 /**
@@ -413,7 +434,7 @@ export function stoppable(store: EventStore, relay: Stoppable): EventStore {
         if (relay.delayNextClaimMs !== null && (command?.type === 'Submit' || command?.type === 'Send')) {
           const ms = relay.delayNextClaimMs;
           relay.delayNextClaimMs = null;
-          await sleep(ms);
+          await stalling(relay, () => sleep(ms));
         }
         await relay.frozen;
         return result;
@@ -513,6 +534,9 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
   const reader = ledgerReader(ops.db);
   const tracker = new CallTracker(reader);
   const inquiry = createAccountClient({ baseUrl: sim.url, timeoutMs: 1000 });
+  // The first HTTP exchange of a process compiles undici's parser (tens of ms here): done before any call whose
+  // deadline is a schedule's 60 ms, which no byte may outlive.
+  await inquiry.inquire('warm-up');
   const reprocessRaw = createAccountClient({ baseUrl: sim.url, timeoutMs: sc.timeoutMs });
   const reprocessClient = tracker.wrap(reprocessRaw, () => false, 'reprocess');
   let healReprocessRaw: AccountClient | null = null;
@@ -537,7 +561,7 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
   const startRelay = async (timeoutMs: number): Promise<Incarnation> => {
     const store = openSqliteStore({ projection: ledgerProjection, path: db, clock, synchronous: 'NORMAL' });
     const id = ++incarnations;
-    const box: { dead: boolean } & Stoppable = { dead: false, frozen: null, delayNextClaimMs: null };
+    const box: { dead: boolean } & Stoppable = { dead: false, frozen: null, delayNextClaimMs: null, stalls: [] };
     const guarded = crashable(stoppable(store, box), () => box.dead);
     const swept = await orThrow(sweepOrphans(guarded, sc.graceMs, clock()));
     const client = createAccountClient({ baseUrl: sim.url, timeoutMs });
@@ -590,6 +614,8 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
       return;
     }
     const before = reader.row(guid);
+    const sentAt = performance.now();
+    const virtualSentAt = now;
     const res = await inc.app.inject({ method: 'POST', url: '/v1/transfers', payload: req.body, headers: { 'content-type': 'application/json', ...req.headers } });
     if (inc.dead) {
       log(`${label}: relay#${inc.id} crashed before the reply reached the channel`);
@@ -612,6 +638,8 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
       absentBefore: before === null,
       maxAttempts: sc.maxAttempts,
       firstDefinite: firstDefinite.get(guid),
+      // A tick while the request was answered is the ledger taking that long, as far as the relay's clock tells.
+      claimDelayed: now !== virtualSentAt || inc.stalls.some((st) => st.from <= performance.now() && st.to >= sentAt),
     })) violate(`${guid} ${v}: ${why}`);
     if (isDefinite(code)) {
       const first = firstDefinite.get(guid);
@@ -698,10 +726,12 @@ export async function runSchedule(sc: Schedule, s: Releaser, opts: RunOptions): 
           if (frozen === null || frozen.frozen !== null) return;
           log(`${label}: relay#${frozen.id}`);
           stalls++;
-          frozen.frozen = sleep(a.ms).then(() => {
-            frozen.frozen = null;
+          await stalling(frozen, async () => {
+            frozen.frozen = sleep(a.ms).then(() => {
+              frozen.frozen = null;
+            });
+            await frozen.frozen;
           });
-          await frozen.frozen;
           return;
         }
         case 'tick':

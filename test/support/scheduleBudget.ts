@@ -7,7 +7,7 @@ import fc from 'fast-check';
 export interface Budget {
   readonly seconds: number;
   readonly ms: number;
-  /** Runs are bounded by time, not count. */
+  /** Runs are bounded by time, and by this count where a property's sample is complete sooner. */
   readonly numRuns: number;
   /** Vitest's timeout for the test: the budget plus room for the last run, shrinking and cleanup. */
   readonly testTimeoutMs: number;
@@ -26,12 +26,12 @@ export function soakSeconds(): number | null {
   return n;
 }
 
-export function propertyBudget(defaultSeconds: number, minRuns: number): Budget {
+export function propertyBudget(defaultSeconds: number, minRuns: number, maxRuns = 1_000_000): Budget {
   const soak = soakSeconds();
   const seconds = soak ?? defaultSeconds;
   const replay = replayOf(process.env['GUIDGATE_PROPERTY_REPLAY']);
   // A replay is one run.
-  return { seconds, ms: seconds * 1000, numRuns: 1_000_000, testTimeoutMs: seconds * 1000 + 120_000, soak: soak !== null, minRuns: replay === null ? minRuns : 1, replay };
+  return { seconds, ms: seconds * 1000, numRuns: maxRuns, testTimeoutMs: seconds * 1000 + 120_000, soak: soak !== null, minRuns: replay === null ? minRuns : 1, replay };
 }
 
 /**
@@ -47,11 +47,11 @@ export async function checkWithinBudget<Ts extends [unknown, ...unknown[]]>(prop
   const started = Date.now();
   await fc.assert(property, { numRuns: budget.minRuns, includeErrorInReport: true });
   const left = budget.ms - (Date.now() - started);
-  if (left <= 0) return;
+  if (left <= 0 || budget.numRuns <= budget.minRuns) return;
   const more = await fc.check(property, {
     interruptAfterTimeLimit: left,
     markInterruptAsFailure: false,
-    numRuns: budget.numRuns,
+    numRuns: budget.numRuns - budget.minRuns,
     includeErrorInReport: true,
   });
   if (more.failed && more.counterexample !== null) throw new Error(await fc.asyncDefaultReportMessage(more), { cause: more.errorInstance });

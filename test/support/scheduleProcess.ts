@@ -18,8 +18,8 @@ import { openStore } from '../../src/store/openStore.js';
 import { isPostgresUrl } from '../../src/store/postgres/postgresStore.js';
 import { parsePostgresUrl } from '../../src/store/postgres/postgresUrl.js';
 import { createAccountClient } from '../../src/account/accountClient.js';
-import { resolveUnknown } from '../../src/settle/resolve.js';
-import { reprocessFailed } from '../../src/settle/reprocess.js';
+import { resolveUnknown } from '../../src/commands/resolve.js';
+import { reprocessFailed } from '../../src/commands/reprocess.js';
 import { startSimulator, type FaultMode, type Simulator } from '../../src/simulator/index.js';
 import { REPO_ROOT } from './children.js';
 import {
@@ -249,18 +249,20 @@ export class ProcessWorld {
   readonly dispatcher = new Agent({ pipelining: 1, connections: 16, keepAliveTimeout: 1000 });
   kills = 0;
   /** When a relay was frozen or had a COMMIT acknowledgement held (`to` Infinity while it lasts). */
-  private readonly stalls: Array<{ from: number; to: number }> = [];
+  private readonly stalls: Array<{ relay: 0 | 1; kind: 'freeze' | 'delay-ack'; from: number; to: number }> = [];
 
   /**
-   * Whether a relay was stalled at any time between `from` and `to` (Date.now() values): any, since a relay stopped
-   * inside its write transaction holds the SQLite write lock, or its rows' locks on PostgreSQL, from the other too.
+   * Whether relay `relay`'s ledger was stalled at any time between `from` and `to` (Date.now() values): its own freeze
+   * or held acknowledgement, or the other relay's freeze, since a relay stopped inside its write transaction holds the
+   * SQLite write lock, or its rows' locks on PostgreSQL, from the other too. The other's held acknowledgement is no
+   * excuse: the server has committed and let go of its locks, only that relay has not heard so.
    */
-  stalledDuring(from: number, to: number): boolean {
-    return this.stalls.some((st) => st.from <= to && st.to >= from);
+  stalledDuring(relay: 0 | 1, from: number, to: number): boolean {
+    return this.stalls.some((st) => (st.relay === relay || st.kind === 'freeze') && st.from <= to && st.to >= from);
   }
 
-  private async stalling<T>(work: () => Promise<T>): Promise<T> {
-    const stall = { from: Date.now(), to: Number.POSITIVE_INFINITY };
+  private async stalling<T>(relay: 0 | 1, kind: 'freeze' | 'delay-ack', work: () => Promise<T>): Promise<T> {
+    const stall = { relay, kind, from: Date.now(), to: Number.POSITIVE_INFINITY };
     this.stalls.push(stall);
     try {
       return await work();
@@ -337,7 +339,7 @@ export class ProcessWorld {
   async freeze(i: 0 | 1, ms: number): Promise<boolean> {
     const p = this.relays[i];
     if (p === null || p === undefined || this.restarting[i] !== null || p.child.exitCode !== null) return false;
-    await this.stalling(async () => {
+    await this.stalling(i, 'freeze', async () => {
       p.child.kill('SIGSTOP');
       try {
         await sleep(ms);
@@ -352,7 +354,7 @@ export class ProcessWorld {
   async delayAck(marker: string, ms: number): Promise<boolean> {
     if (this.proxy === null) return false;
     const hold = this.proxy.arm(marker);
-    await this.stalling(async () => {
+    await this.stalling(1, 'delay-ack', async () => {
       try {
         await sleep(ms);
       } finally {
@@ -475,7 +477,7 @@ export async function runProcessSchedule(sc: PSchedule, s: Releaser, w: ProcessW
     log(`${label} → ${code} ${r.status}${r.replayed ? ' replayed' : ''}; states ${between.states.map((st) => `${st.status}#${st.lastSeq}`).join('→')}`);
     lastReply.set(`${guid}/${v}`, code);
     if (after !== null && classOf(g, after.fingerprint) === null) violate(`${guid}: ledger fingerprint is not the contract fingerprint of anything sent`);
-    const ledgerStalled = w.stalledDuring(sentAt, Date.now());
+    const ledgerStalled = w.stalledDuring(relay, sentAt, Date.now());
     for (const why of judgeReply(r, { requestFingerprint: req.fingerprint, rowFingerprint: after?.fingerprint ?? null, states: between.states, absentBefore: before === null, maxAttempts: RELAY.maxAttempts, firstDefinite: firstDefinite.get(guid), ledgerStalled })) {
       violate(`${guid} ${v}: ${why}`);
     }

@@ -5,19 +5,29 @@ import { exited } from './serveProcess.js';
 import { waitFor } from './waitFor.js';
 import type { LedgerReadModel } from '../../src/events/store.js';
 import { orThrow } from '../../src/events/storeResult.js';
-import type { Simulator } from '../../src/simulator/index.js';
+import type { Simulator, SimulatorStats } from '../../src/simulator/index.js';
 
 /**
- * At most once, every GUID: nothing applied twice; a GUID never claimed (every copy got E503 or never arrived) never
- * called; a claimed one settled DONE and applied exactly once.
+ * GUIDs that reached the account system's POST /transfer more than once, whatever it answered, sorted. Against a
+ * simulator that answers every call (no hold or garbage fault), a second call is a second processing: a B2xx or
+ * E500 asked again is as wrong as a 0000 applied twice, though only the latter shows as a posting.
+ */
+export function calledMoreThanOnce(stats: Pick<SimulatorStats, 'calls'>): string[] {
+  return Object.keys(stats.calls).filter((g) => (stats.calls[g] ?? 0) > 1).sort();
+}
+
+/**
+ * At most once, every GUID, against a simulator that answers every call: nothing called twice; a GUID never claimed
+ * (every copy got E503 or never arrived) never called; a claimed one settled DONE, called once and applied once.
  */
 export async function expectSettledOnceEach(store: Pick<LedgerReadModel, 'getLedger'>, sim: Pick<Simulator, 'stats'>, guids: readonly string[]): Promise<void> {
   const stats = sim.stats();
   expect(stats.doubleApplied).toEqual([]);
+  expect(calledMoreThanOnce(stats), 'GUIDs called more than once').toEqual([]);
   for (const g of guids) {
     const row = await orThrow(store.getLedger(g));
     if (row === null) expect(stats.calls[g] ?? 0, g).toBe(0);
-    else expect([row.status, stats.applied[g] ?? 0], g).toEqual(['DONE', 1]);
+    else expect([row.status, stats.calls[g] ?? 0, stats.applied[g] ?? 0], g).toEqual(['DONE', 1, 1]);
   }
 }
 

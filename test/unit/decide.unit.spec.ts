@@ -293,4 +293,13 @@ describe('decide: the continuity window (CONTRACT.md §9), a GUID the ledger doe
   it('a GUID the ledger knows is decided as before: the inquiry about an unknown GUID does not apply', () => {
     given(ev.claimed(), ev.sent(1)).when(withInquiry({ kind: 'processed', code: '0000', response: '{}' }), NOW).thenRefused('exists');
   });
+  it('a row FAILED by a refused connection, resent inside the window: the same rule (the forgotten log may have sent it since)', () => {
+    const refused = [ev.claimed(), ev.sent(1), ev.connectFailed(1)] as const;
+    const resolved = { type: 'Resolved', at: NOW, data: { source: 'inquiry', outcome: 'processed', code: '0000', response: '{}' } } as const;
+    given(...refused).when(withInquiry({ kind: 'processed', code: '0000', response: '{}' }, WENT_BACK + 1), NOW).then([resolved]);
+    given(...refused).when({ type: 'Send', timeoutMs: 2000, maxAttempts: 3, minAgeMs: 5_000, firstSend: { wentBackAt: WENT_BACK, at: NOW, answer: { kind: 'processed', code: '0000', response: '{}' } } }, NOW).then([resolved]);
+    given(...refused).when(withInquiry({ kind: 'absent' }, WENT_BACK + 4_999), NOW).thenRefused('too-young');
+    given(...refused).when(withInquiry({ kind: 'unknown' }, WENT_BACK + 60_000), NOW).thenRefused('inquiry-unclear');
+    given(...refused).when(withInquiry({ kind: 'absent' }, WENT_BACK + 5_000), NOW).then([{ type: 'Sent', at: NOW, data: { attempt: 2, timeoutMs: submit.timeoutMs } }]);
+  });
 });

@@ -11,10 +11,11 @@ import { sectionOf, tableRows } from '../support/markdown.js';
 
 /** Each folder of src/ and the folders it may import besides itself, from the top of the house down. */
 const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
-  cli: ['wiring', 'relay', 'settle', 'account', 'telemetry', 'store', 'simulator', 'reconcile', 'contract', 'events', 'shared', 'json'],
-  wiring: ['relay', 'settle', 'account', 'telemetry', 'store', 'simulator', 'reconcile', 'events', 'shared', 'json'],
-  relay: ['settle', 'account', 'telemetry', 'contract', 'events', 'shared', 'json'],
-  settle: ['account', 'telemetry', 'projections', 'reconcile', 'events', 'shared', 'json'],
+  cli: ['wiring', 'relay', 'commands', 'send', 'account', 'telemetry', 'store', 'simulator', 'reconcile', 'contract', 'events', 'shared', 'json'],
+  wiring: ['relay', 'commands', 'send', 'account', 'telemetry', 'store', 'simulator', 'reconcile', 'events', 'shared', 'json'],
+  relay: ['commands', 'send', 'account', 'telemetry', 'contract', 'events', 'shared', 'json'],
+  commands: ['send', 'account', 'telemetry', 'projections', 'reconcile', 'events', 'shared', 'json'],
+  send: ['account', 'telemetry', 'events', 'shared', 'json'],
   account: ['telemetry', 'events', 'shared', 'json'],
   telemetry: ['events', 'shared', 'json'],
   store: ['projections', 'events', 'shared', 'json'],
@@ -23,10 +24,10 @@ const MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
   client: ['contract', 'events', 'json'],
   contract: ['events', 'shared', 'json'],
   simulator: ['shared', 'json'],
+  console: ['shared'],
   events: ['shared', 'json'],
   shared: ['json'],
   json: [],
-  console: [],
 };
 
 const SRC = join(REPO_ROOT, 'src');
@@ -83,6 +84,37 @@ function upwardImports(files: ReadonlyArray<{ path: string; text: string }>, may
   return wrong;
 }
 
+/**
+ * The circles among files: each as `a.ts → b.ts → a.ts`, relative to src/. Type-only imports count too: a circle
+ * of types is still two modules that cannot be read, or moved, one without the other.
+ */
+function fileCircles(files: ReadonlyArray<{ path: string; text: string }>): string[] {
+  const known = new Set(files.map((f) => f.path));
+  const edges = new Map(
+    files.map(({ path, text }) => [
+      path,
+      importsOf(text)
+        .filter((specifier) => specifier.startsWith('.'))
+        .map((specifier) => resolve(dirname(path), specifier).replace(/\.js$/, '.ts'))
+        .filter((target) => known.has(target)),
+    ]),
+  );
+  const done = new Set<string>();
+  const circles: string[] = [];
+  const visit = (path: string, trail: string[]): void => {
+    const at = trail.indexOf(path);
+    if (at >= 0) {
+      circles.push([...trail.slice(at), path].map((p) => relative(SRC, p)).join(' → '));
+      return;
+    }
+    if (done.has(path)) return;
+    for (const next of edges.get(path) ?? []) visit(next, [...trail, path]);
+    done.add(path);
+  };
+  for (const path of known) visit(path, []);
+  return circles;
+}
+
 describe('the layout: every import points down', () => {
   const files = sourceFiles(SRC).map((path) => ({ path, text: readFileSync(path, 'utf8') }));
 
@@ -100,16 +132,38 @@ describe('the layout: every import points down', () => {
   });
 
   it('finds an upward import, and names the file and the import', () => {
-    const path = join(SRC, 'settle', 'resolve.ts');
+    const path = join(SRC, 'commands', 'resolve.ts');
     expect(upwardImports([{ path, text: "import { buildApp } from '../relay/app.js';" }], MAY_IMPORT)).toEqual([
-      "src/settle/resolve.ts: import '../relay/app.js' (src/settle may not import src/relay)",
+      "src/commands/resolve.ts: import '../relay/app.js' (src/commands may not import src/relay)",
     ]);
     expect(upwardImports([{ path, text: "const { serve } = await import('../wiring/serve.js');" }], MAY_IMPORT)).toHaveLength(1);
     expect(upwardImports([{ path: join(SRC, 'stray.ts'), text: '' }], MAY_IMPORT)).toHaveLength(1);
   });
 
-  it('src/ has no import the table does not allow', () => {
+  it('src/ has no import the table does not allow (and prints the arrows it found)', () => {
     expect(upwardImports(files, MAY_IMPORT)).toEqual([]);
+    const arrows = new Map<string, Set<string>>();
+    for (const { path, text } of files) {
+      const from = folderOf(path)!;
+      const to = arrows.get(from) ?? new Set<string>();
+      arrows.set(from, to);
+      for (const specifier of importsOf(text)) {
+        const target = specifier.startsWith('.') ? folderOf(resolve(dirname(path), specifier)) : null;
+        if (target !== null && target !== from) to.add(target);
+      }
+    }
+    const order = Object.keys(MAY_IMPORT);
+    const lines = order.map((folder) => `src/${folder} → ${[...(arrows.get(folder) ?? [])].sort((a, b) => order.indexOf(a) - order.indexOf(b)).join(', ') || '(nothing)'}`);
+    console.info(`the arrows of src/, from the top of the house down:\n${lines.join('\n')}`);
+  });
+
+  it('no file imports itself back, through any chain of imports', () => {
+    const a = join(SRC, 'reconcile', 'format', 'report.ts');
+    const b = join(SRC, 'reconcile', 'format', 'csvReport.ts');
+    expect(fileCircles([{ path: a, text: "import { csvReport } from './csvReport.js';" }, { path: b, text: "import type { ReportWriter } from './report.js';" }])).toEqual([
+      'reconcile/format/report.ts → reconcile/format/csvReport.ts → reconcile/format/report.ts',
+    ]);
+    expect(fileCircles(files)).toEqual([]);
   });
 
   it('the table has no circle: each folder imports only folders listed after it', () => {

@@ -2,7 +2,7 @@ import { describe, it, expect } from 'vitest';
 import type { Command } from '../../src/events/decide.js';
 import { foldEvents } from '../../src/events/evolve.js';
 import type { LedgerState } from '../../src/events/state.js';
-import { planBatch, type Unit } from '../../src/store/postgres/planBatch.js';
+import { planBatch, type Unit } from '../../src/store/shared/planBatch.js';
 import { ev } from '../support/given.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 
@@ -32,6 +32,17 @@ describe('planBatch (the group commit, decided in JS before anything is written)
     const plan = planBatch([submit('a'), bad, submit('x')], new Map(), toRow);
     expect(plan.units.map((u) => u.kind)).toEqual(['won', 'error', 'won']);
     expect(plan.rows.map((r) => r.row.guid)).toEqual(['a', 'x']);
+  });
+
+  it('a row the projection cannot make fails its GUID\'s units alone; nothing of that GUID is planned', () => {
+    const picky: typeof toRow = (state) => {
+      if (state.guid === 'x') throw new Error('no row for x');
+      return toRow(state);
+    };
+    const plan = planBatch([submit('a'), submit('x'), exec('x', { type: 'RecordTimeout', attempt: 1, reason: 'timeout' }), submit('b')], new Map(), picky);
+    expect(plan.units.map((u) => u.kind)).toEqual(['won', 'error', 'error', 'won']);
+    expect(plan.rows.map((r) => r.row.guid)).toEqual(['a', 'b']);
+    expect(plan.events.map((e) => e.guid)).not.toContain('x');
   });
 
   it('a blocked GUID (its next seq already in the log) loses without writing', () => {

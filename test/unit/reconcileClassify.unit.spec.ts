@@ -35,11 +35,20 @@ describe('classify: the contract §8 table, one category per GUID', () => {
     ['DONE 0000 sent within pending of to, no entry yet', row('DONE', '0000', { firstSentAt: W.to - 1 }), [], 'pending', null],
     ['pending starts exactly at to − pending', row('DONE', '0000', { firstSentAt: W.to - W.pendingMs }), [], 'pending', null],
     ['one ms before to − pending is missing', row('DONE', '0000', { firstSentAt: W.to - W.pendingMs - 1 }), [], 'missing_in_journal', 'P2'],
-    ['B201 + no entry: both sides agree', row('DONE', 'B201'), [], 'matched', null],
-    ['FAILED + no entry: both sides agree', row('FAILED', 'E902'), [], 'matched', null],
-    ['UNKNOWN + no entry: for resolve, not a break', row('UNKNOWN', 'E901'), [], 'matched', null],
   ] as const)('%s → %s', (_what, ledger, entries, category, severity) => {
     expect(classify(ledger, entries, W)).toEqual({ category, severity });
+  });
+
+  // Both sides agree that no money moved, but matched is DONE 0000 with its posting: these are counted apart.
+  it.each([
+    ['B201 + no entry', row('DONE', 'B201'), 'rejected'],
+    ['E500 + no entry', row('DONE', 'E500'), 'rejected'],
+    ['a B202 tombstone + no entry', row('PURGED', 'B202', { terms: null }), 'rejected'],
+    ['FAILED + no entry', row('FAILED', 'E902'), 'unsettled'],
+    ['UNKNOWN + no entry: for resolve, not a break', row('UNKNOWN', 'E901'), 'unsettled'],
+    ['SENT + no entry', row('SENT', null), 'unsettled'],
+  ] as const)('%s → no posting (%s), not matched, not a break', (_what, ledger, kind) => {
+    expect(classify(ledger, [], W)).toEqual({ category: 'no_posting', severity: null, kind });
   });
 });
 

@@ -4,6 +4,7 @@ import { ReconcileUsageError, LedgerSourceError } from '../../src/reconcile/erro
 import { DEFAULT_PENDING_MS, journalRange, parseInstant, parseWindow } from '../../src/reconcile/instant.js';
 import { compareGuids } from '../../src/reconcile/journalStage.js';
 import { termsOfRequest } from '../../src/reconcile/ledgerFacts.js';
+import { journalFormatOf, parseJournalFormat } from '../../src/reconcile/journalInput.js';
 
 const MAY_1_SHANGHAI = Date.UTC(2024, 3, 30, 16); // 2024-05-01T00:00:00+08:00
 
@@ -142,5 +143,27 @@ describe('compareGuids: code point order (SQLite BINARY over UTF-8)', () => {
     const byBytes = [...guids].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)));
     expect([...guids].sort(compareGuids)).toEqual(byBytes);
     expect(compareGuids('😀', '\uffff')).toBeGreaterThan(0); // '😀' < '\uffff' in UTF-16 units
+  });
+});
+
+describe('the journal file\'s format: --format, else the name', () => {
+  it.each([
+    ['csv', 'csv'],
+    ['NDJSON', 'ndjson'],
+    [' ndjson ', 'ndjson'],
+    ['jsonl', null],
+    ['xml', null],
+    ['', null],
+  ] as const)('--format %j → %s', (text, format) => {
+    expect(parseJournalFormat(text)).toBe(format);
+  });
+  it.each([
+    ['core.csv', 'csv'],
+    ['core.NDJSON', 'ndjson'],
+    ['core.jsonl', 'ndjson'],
+    ['core.txt', null],
+    ['core', null],
+  ] as const)('%s → %s by its name', (path, format) => {
+    expect(journalFormatOf(path)).toBe(format);
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { StoredEvent } from '../../src/events/codecs.js';
 import type { StoredRequestRecord } from '../../src/events/store.js';
-import { timeline } from '../../src/settle/history.js';
+import { timeline } from '../../src/commands/history.js';
 import { indentJson } from '../../src/json/indentJson.js';
 import { timelineView } from '../../src/relay/operator/timeline.js';
 

@@ -1,6 +1,6 @@
 import type { Writable } from 'node:stream';
 import { viewOf, type ReportOptions } from './breakView.js';
-import type { ReportWriter } from './report.js';
+import type { ReportWriter } from './writer.js';
 import { TextOut } from './textOut.js';
 
 export const BREAK_CSV_COLUMNS = [
@@ -10,10 +10,21 @@ export const BREAK_CSV_COLUMNS = [
   'first_seen',
 ] as const;
 
-/** RFC 4180: quoted when it holds a comma, a quote or a line break (quotes doubled); empty for null. */
+/** What a spreadsheet may run as a formula when a cell starts with it (CWE-1236, OWASP "CSV Injection"). */
+const FORMULA_START = /^[=+\-@\t\r]/;
+/** A plain integer (a negative amount of a reversal): a spreadsheet reads it as a number, never as a formula. */
+const PLAIN_INTEGER = /^-?[0-9]+$/;
+
+/**
+ * RFC 4180: quoted when it holds a comma, a quote or a line break (quotes doubled); empty for null. A cell that
+ * starts with `=`, `+`, `-`, `@`, a tab or a carriage return (a journal's ref or GUID, an account as the core wrote
+ * it, a ledger account such as `-A1`) is neutralised as OWASP advises: prefixed with `'` and quoted, so that a
+ * spreadsheet shows it as text instead of running it; a plain integer (`-500`) is left a number.
+ */
 export function csvCell(value: string | number | bigint | null): string {
   if (value === null) return '';
   const s = String(value);
+  if (FORMULA_START.test(s) && !PLAIN_INTEGER.test(s)) return `"'${s.replaceAll('"', '""')}"`;
   return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
 }
 

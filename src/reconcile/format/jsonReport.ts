@@ -1,8 +1,8 @@
 import type { Writable } from 'node:stream';
-import { CATEGORIES, type ReconcileSummary } from '../types.js';
+import { CATEGORIES, NO_POSTING_KINDS, type ReconcileSummary } from '../types.js';
 import { moneyList, viewOf, type ReportOptions } from './breakView.js';
 import { toJson } from './jsonText.js';
-import type { ReportWriter } from './report.js';
+import type { ReportWriter } from './writer.js';
 import { TextOut } from './textOut.js';
 
 /** The summary's members of the JSON form (everything but window, source and breaks). */
@@ -16,6 +16,8 @@ export function summaryJson(s: ReconcileSummary): Record<string, unknown> {
     journal: s.journal,
     ledgerRows: s.ledgerRows,
     matchedWithoutTerms: s.matchedWithoutTerms,
+    // GUIDs with no posting whose row does not say done 0000: in no category (not matched, not a break).
+    ...(s.noPosting === undefined ? {} : { noPosting: Object.fromEntries(NO_POSTING_KINDS.map((k) => [k, { count: s.noPosting![k].count, ledger: moneyList(s.noPosting![k].ledger) }])) }),
   };
 }
 

@@ -1,8 +1,9 @@
 import type { Writable } from 'node:stream';
 import { formatDuration } from '../../shared/duration.js';
-import { CATEGORIES, type Category, type MoneyByCurrency, type ReconcileSummary } from '../types.js';
+import { majorUnits } from '../../shared/money.js';
+import { CATEGORIES, NO_POSTING_KINDS, type Category, type MoneyByCurrency, type NoPostingKind, type ReconcileSummary } from '../types.js';
 import { moneyList, viewOf, type BreakView, type ReportOptions } from './breakView.js';
-import type { ReportWriter } from './report.js';
+import type { ReportWriter } from './writer.js';
 import { TextOut } from './textOut.js';
 
 const SEVERITY: Record<Category, string> = {
@@ -16,10 +17,16 @@ const SEVERITY: Record<Category, string> = {
   matched: '-',
 };
 
+/** The summary's lines for the GUIDs in no category: no posting, and the row does not say done 0000. */
+const NO_POSTING_LABEL: Record<NoPostingKind, string> = { rejected: 'rejected, no posting', unsettled: 'unsettled, no posting' };
+
 const at = (ms: number): string => new Date(ms).toISOString();
 
+/** An amount for people (CONTRACT.md §5): major units by the currency's ISO 4217 minor units, `71.99 CNY`. */
+const amountText = (amount: bigint, currency: string | null): string => `${majorUnits(amount, currency)} ${currency ?? '(no currency)'}`;
+
 function money(m: MoneyByCurrency): string {
-  const parts = moneyList(m).map(({ currency, amount }) => `${amount} ${currency ?? '(no currency)'}`);
+  const parts = moneyList(m).map(({ currency, amount }) => amountText(amount, currency));
   return parts.length === 0 ? '0' : parts.join(', ');
 }
 
@@ -30,9 +37,9 @@ export function breakLine(v: BreakView): string {
     l === null
       ? 'ledger: no row'
       : `ledger: ${l.status} ${l.code ?? '-'}` +
-        (l.amount === null ? ' (tombstone: no request kept)' : `, ${l.from} → ${l.to} ${l.amount} ${l.currency ?? '(no currency)'}`) +
+        (l.amount === null ? ' (tombstone: no request kept)' : `, ${l.from} → ${l.to} ${amountText(l.amount, l.currency)}`) +
         `, first sent ${at(l.firstSentAt)}`;
-  const postings = v.journal.map((e) => `${e.ref} ${e.from} → ${e.to} ${e.amount} ${e.currency ?? '(no currency)'} at ${at(e.appliedAt)} (line ${e.line})`);
+  const postings = v.journal.map((e) => `${e.ref} ${e.from} → ${e.to} ${amountText(e.amount, e.currency)} at ${at(e.appliedAt)} (line ${e.line})`);
   const journal = postings.length === 0 ? 'journal: no posting' : `journal: ${postings.length === 1 ? '' : `${postings.length} postings: `}${postings.join('; ')}`;
   const differs = v.differs.length === 0 ? '' : `  differs: ${v.differs.join(', ')}`;
   return `${v.severity} ${v.category} ${v.guid}${differs}  ${ledger}  ${journal}`;
@@ -41,6 +48,9 @@ export function breakLine(v: BreakView): string {
 export function summaryLines(s: ReconcileSummary): string[] {
   const w = s.window;
   const rows = CATEGORIES.map((c) => [c, SEVERITY[c], String(s.counts[c]), money(s.money[c].ledger), money(s.money[c].journal)]);
+  // Agreement, but not `matched` (DONE 0000 with its posting): each on its own line, its requests' money on the ledger side.
+  const apart = s.noPosting;
+  if (apart !== undefined) for (const k of NO_POSTING_KINDS) rows.push([NO_POSTING_LABEL[k], '-', String(apart[k].count), money(apart[k].ledger), '0']);
   const head = ['category', 'sev', 'GUIDs', 'ledger money', 'journal money'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const table = [head, ...rows].map((r) => r.map((cell, i) => (i === 2 ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join('  ').trimEnd());

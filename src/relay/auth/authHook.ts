@@ -55,6 +55,18 @@ export function bearerToken(header: string | undefined): string | null {
   return BEARER.exec(header)?.[1] ?? null;
 }
 
+/**
+ * Whether a caller of a public route may be told details an operator needs and others must not learn (the
+ * database's hosts, ports and user in /healthz's reason): keys off (open mode, where every route is open), or a
+ * key with the `read` or `admin` scope.
+ */
+export function seesDetails(keys: (() => readonly Key[]) | undefined, authorization: string | undefined): boolean {
+  if (keys === undefined) return true;
+  const token = bearerToken(authorization);
+  const key = token === null ? null : findKey(keys(), token);
+  return key !== null && (key.scopes.has('read') || key.scopes.has('admin'));
+}
+
 const authenticated = new WeakMap<FastifyRequest, Key>();
 
 /** The key that authenticated this request; undefined without keys (open mode) or on a public route. */
@@ -68,6 +80,8 @@ export interface AuthDeps {
   readonly store: Pick<EventStore, 'getLedger'>;
   /** Sends a reply in the contract's shape and counts it (the app's `SendReply`). */
   readonly send: (reply: FastifyReply, r: Reply) => FastifyReply;
+  /** Told the name of every key that authenticates a request (its last use: `keys list --db`). */
+  readonly used?: (key: string) => void;
 }
 
 /**
@@ -90,6 +104,7 @@ export function registerAuth(app: FastifyInstance, deps: AuthDeps): void {
       return refuse(reply, codeReply('E401', undefined, { message: token === null ? 'this route needs Authorization: Bearer TOKEN' : 'unknown token' }));
     }
     authenticated.set(req, key);
+    deps.used?.(key.name);
     if (access.kind === 'any-key') return;
     if (access.kind === 'scope') {
       if (key.scopes.has(access.scope)) return;

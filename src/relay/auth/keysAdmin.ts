@@ -1,7 +1,7 @@
 import { closeSync, existsSync, fchownSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
-import { formatKeyLine, isKeyLine, isKeyName, newToken, parseKeysFile, SCOPES, tokenHash, type Scope } from './keysFile.js';
+import { createdLineOf, formatCreatedLine, formatKeyLine, isKeyLine, isKeyName, newToken, parseKeysFile, SCOPES, tokenHash, type Scope } from './keysFile.js';
 
 /** `guidgate keys add|list|remove` (CONTRACT.md §5, §6). Nothing here ever writes a token to the file. */
 
@@ -14,6 +14,8 @@ export interface KeysCommandError {
 export interface KeyListing {
   readonly name: string;
   readonly scopes: readonly Scope[];
+  /** When `keys add` made it (ms since the epoch); null for a key made before guidgate recorded it, or by hand. */
+  readonly created: number | null;
 }
 
 const failed = (message: string): E.Either<KeysCommandError, never> => E.left({ exit: 1, message });
@@ -33,14 +35,19 @@ function readExisting(path: string): E.Either<KeysCommandError, KeysFileText | n
   }
   const parsed = parseKeysFile(text);
   if (E.isLeft(parsed)) return failed(`${path} ${parsed.left.message}; fix the file first`);
-  return E.right({ text, keys: parsed.right.map((k) => ({ name: k.name, scopes: SCOPES.filter((s) => k.scopes.has(s)) })) });
+  const created = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const c = createdLineOf(line);
+    if (c !== null) created.set(c.name, c.at);
+  }
+  return E.right({ text, keys: parsed.right.map((k) => ({ name: k.name, scopes: SCOPES.filter((s) => k.scopes.has(s)), created: created.get(k.name) ?? null })) });
 }
 
 /**
  * Appends a new key and returns its token, which exists nowhere else (the caller shows it once), and whether this
  * made the file.
  */
-export function addKey(path: string, name: string, scopes: readonly Scope[]): E.Either<KeysCommandError, { token: string; created: boolean }> {
+export function addKey(path: string, name: string, scopes: readonly Scope[], now: number = Date.now()): E.Either<KeysCommandError, { token: string; created: boolean }> {
   if (!isKeyName(name)) return E.left({ exit: 2, message: `'${name}' is not a key name (^[A-Za-z0-9._-]{1,64}$, and not a token)` });
   if (scopes.length === 0) return E.left({ exit: 2, message: `give at least one scope (${SCOPES.join(', ')})` });
   const existing = readExisting(path);
@@ -54,7 +61,8 @@ export function addKey(path: string, name: string, scopes: readonly Scope[]): E.
     // The mode applies when the file is created: it holds hashes only, but who may call is still nobody's business.
     const fd = openSync(path, 'a', 0o600);
     try {
-      writeSync(fd, `${prefix}${formatKeyLine(name, scopes, tokenHash(token))}\n`);
+      // One write: a reader (serve on SIGHUP) sees the key with its created line or neither.
+      writeSync(fd, `${prefix}${formatCreatedLine(name, now)}\n${formatKeyLine(name, scopes, tokenHash(token))}\n`);
     } finally {
       closeSync(fd);
     }
@@ -84,14 +92,14 @@ export function listKeys(path: string): E.Either<KeysCommandError, readonly KeyL
 }
 
 /**
- * Removes the key's line and keeps every other line (comments too) as it was; the file is replaced whole, with the
- * old file's owner.
+ * Removes the key's line and the comment saying when it was made, and keeps every other line (other comments too) as
+ * it was; the file is replaced whole, with the old file's owner.
  */
 export function removeKey(path: string, name: string): E.Either<KeysCommandError, void> {
   const file = readRequired(path);
   if (E.isLeft(file)) return file;
   if (!file.right.keys.some((k) => k.name === name)) return failed(`no key named ${name} in ${path}`);
-  const kept = file.right.text.split('\n').filter((line) => !(isKeyLine(line) && line.trim().split(/[ \t]+/)[0] === name));
+  const kept = file.right.text.split('\n').filter((line) => !(isKeyLine(line) && line.trim().split(/[ \t]+/)[0] === name) && createdLineOf(line)?.name !== name);
   const temp = `${path}.${process.pid}.tmp`;
   try {
     const owner = statSync(path);

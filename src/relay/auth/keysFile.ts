@@ -113,6 +113,25 @@ export function formatKeyLine(name: string, scopes: readonly Scope[], hash: stri
   return `${name} ${scopes.join(',')} ${hash}`;
 }
 
+/**
+ * When a key was made, kept beside its line as a comment (`# NAME created 2026-12-05T09:30:00.000Z`): the line format
+ * of CONTRACT.md §6 has no room for it, a fourth field would make every strict reader (an older guidgate among them)
+ * refuse the file, and every reader skips comments.
+ */
+export function formatCreatedLine(name: string, at: number): string {
+  return `# ${name} created ${new Date(at).toISOString()}`;
+}
+
+const CREATED_LINE = /^#\s*([A-Za-z0-9._-]{1,64}) created (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s*$/;
+
+/** The key a `formatCreatedLine` comment is about and when it was made; null for any other line. */
+export function createdLineOf(line: string): { readonly name: string; readonly at: number } | null {
+  const m = CREATED_LINE.exec(line.replace(/\r$/, '').trim());
+  if (m === null) return null;
+  const at = Date.parse(m[2]!);
+  return Number.isNaN(at) ? null : { name: m[1]!, at };
+}
+
 /** 32 random bytes; the prefix makes a leaked token easy to recognise (secret scanners, logs). */
 export function newToken(): string {
   return `gg_${randomBytes(32).toString('base64url')}`;

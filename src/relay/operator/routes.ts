@@ -5,9 +5,9 @@ import type { LedgerState } from '../../events/state.js';
 import type { StoreError } from '../../events/errors.js';
 import type { EventStore } from '../../events/store.js';
 import { toStoreError } from '../../events/storeResult.js';
-import { listLedger } from '../../settle/ledger.js';
-import { reprocessFailed, whyReprocessLeavesOut } from '../../settle/reprocess.js';
-import { resolveUnknown, whyResolveLeavesOut } from '../../settle/resolve.js';
+import { listLedger } from '../../commands/ledger.js';
+import { actOnGuid, type GuidAction } from '../../commands/actOnGuid.js';
+import { HELD_ELSEWHERE } from '../../commands/rows.js';
 import type { Tracing } from '../../telemetry/tracing.js';
 import { topLevelMembers } from '../../json/topLevelMembers.js';
 import { DEFAULTS } from '../../shared/defaults.js';
@@ -15,18 +15,21 @@ import { formatDuration, parseDuration } from '../../shared/duration.js';
 import type { AccountClient } from '../../account/accountClient.js';
 import type { Breaker } from '../breaker.js';
 import type { Metrics } from '../../telemetry/metrics.js';
-import type { MonotonicClock } from '../../settle/sendWindow.js';
+import type { MonotonicClock } from '../../send/sendWindow.js';
 import { requestKey } from '../auth/authHook.js';
 import { codeReply, ledgerLog, ledgerUnavailableReply, type Reply } from '../replies.js';
 import { GUID_PATTERN } from '../../contract/transferRequest.js';
 import type { RouteDoc } from '../openapi.js';
 import * as S from './schemas.js';
-import { readTimeline } from '../../settle/history.js';
-import { oldestRowOf, readBlackHoleDeadLetters, readLedgerCounts, unansweredSends } from '../../settle/stats.js';
+import { pageLimit, pageOf } from './paging.js';
+import { readTimeline } from '../../commands/history.js';
+import { readNotificationsOf } from '../../commands/notifications.js';
+import { oldestRowOf, readBlackHoleDeadLetters, readLedgerCounts, unansweredSends } from '../../commands/stats.js';
 import { timelineView } from './timeline.js';
-import { runHeadView, runView, viewJson } from '../../settle/reconciliations.js';
+import { reprocessCommand, type CommandLineSettings } from './reprocessCommand.js';
+import { runHeadView, runView, viewJson } from '../../commands/reconciliations.js';
 import { operatorRow } from '../../events/policy.js';
-import type { ContinuityView } from '../../settle/continuityGuard.js';
+import type { ContinuityView } from '../../send/continuityGuard.js';
 
 export interface OperatorDeps {
   readonly store: EventStore;
@@ -48,9 +51,14 @@ export interface OperatorDeps {
   readonly tracing?: Tracing | undefined;
   /** Sends a reply in the contract's shape (and counts it). */
   readonly send: (reply: FastifyReply, r: Reply) => FastifyReply;
+  /** serve's ledger and account system: the overview gives the command that sends a dead letter again. Absent: not given. */
+  readonly commandLine?: CommandLineSettings | undefined;
 }
 
 const LEDGER_PAGE_MAX = 500;
+/** A reconciliation run's breaks per page: by default, and at most (each break a few hundred bytes of JSON). */
+const BREAK_PAGE_DEFAULT = 1000;
+const BREAK_PAGE_MAX = 5000;
 
 /** Marks a body that named a key twice (the parser cannot answer E400 naming the field itself). */
 const DUPLICATE = Symbol('duplicate key');
@@ -75,7 +83,7 @@ const json = (reply: FastifyReply, status: number, value: unknown): FastifyReply
 type GuidRequest = FastifyRequest<{ Params: { guid: string } }>;
 
 /**
- * The operator API (issue #15): a GUID's timeline, the ledger paged, the overview, and resolve or reprocess of
+ * The operator API : a GUID's timeline, the ledger paged, the overview, and resolve or reprocess of
  * one GUID. Scopes are the auth hook's (src/relay/auth/authHook.ts): reads need `read`, actions `admin`.
  * Registered as a plugin: its JSON body parser and strict schemas stay inside it, away from the channel API.
  */
@@ -146,9 +154,11 @@ function registerTimeline(app: FastifyInstance, deps: OperatorDeps): void {
     if (row.right === null) return send(reply, codeReply('E404', guid));
     const timeline = await readTimeline(store, guid);
     if (E.isLeft(timeline)) return unavailable(deps, req, reply, timeline.left, guid);
-    // The black-hole pattern (#28), said in words: "sent 5 times, every inquiry absent"; null when it is not that.
+    // The black-hole pattern, said in words: "sent 5 times, every inquiry absent"; null when it is not that.
     const blackHole = unansweredSends(timeline.right.flatMap((e) => (e.kind === 'event' ? [e] : [])));
-    return json(reply, 200, { guid, row: operatorRow(row.right), blackHole, timeline: timeline.right.map(timelineView) });
+    const notifications = await readNotificationsOf(store, guid);
+    if (E.isLeft(notifications)) return unavailable(deps, req, reply, notifications.left, guid);
+    return json(reply, 200, { guid, row: operatorRow(row.right), blackHole, timeline: timeline.right.map(timelineView), notifications: notifications.right });
   });
 }
 
@@ -172,16 +182,15 @@ function registerLedgerPages(app: FastifyInstance, deps: OperatorDeps): void {
     if (statuses === null) return send(reply, e400('status', `status must be one or more of ${STATUSES.join(', ')}, comma-separated`));
     const olderThanMs = q.olderThan === undefined ? undefined : parseDuration(q.olderThan);
     if (olderThanMs === null) return send(reply, e400('olderThan', 'olderThan must be a duration: 500ms, 30s, 5m, 2h, 7d'));
-    const limit = q.limit === undefined ? DEFAULTS.ledgerPageRows : Number(q.limit);
-    if (limit < 1 || limit > LEDGER_PAGE_MAX) return send(reply, e400('limit', `limit must be from 1 to ${LEDGER_PAGE_MAX}`));
+    const limit = pageLimit(q.limit, DEFAULTS.ledgerPageRows, LEDGER_PAGE_MAX);
+    if (E.isLeft(limit)) return send(reply, limit.left);
     // The cursor is the last GUID of the page before: rows after it, in GUID order.
     if (q.cursor !== undefined && !GUID_PATTERN.test(q.cursor)) return send(reply, e400('cursor', 'cursor must be a nextCursor this route gave'));
     try {
       const rows: LedgerState[] = [];
-      // One row more than asked: whether there is a next page, without an empty last page.
-      for await (const row of listLedger(store, { statuses, olderThanMs, limit: limit + 1, afterGuid: q.cursor })) rows.push(row);
-      const page = rows.slice(0, limit);
-      return json(reply, 200, { rows: page.map(operatorRow), nextCursor: rows.length > limit ? page[page.length - 1]!.guid : null });
+      for await (const row of listLedger(store, { statuses, olderThanMs, limit: limit.right + 1, afterGuid: q.cursor })) rows.push(row);
+      const { page, next } = pageOf(rows, limit.right, (row) => row.guid);
+      return json(reply, 200, { rows: page.map(operatorRow), nextCursor: next });
     } catch (err) {
       // The ledger's clock or a page that could not be read: the paged iteration throws its StoreError.
       return unavailable(deps, req, reply, toStoreError(err, 'read'));
@@ -210,15 +219,20 @@ function registerOverview(app: FastifyInstance, deps: OperatorDeps): void {
     if (E.isLeft(oldestFailed)) return unavailable(deps, req, reply, oldestFailed.left);
     const blackHoles = await readBlackHoleDeadLetters(store, { maxAttempts: deps.maxAttempts });
     if (E.isLeft(blackHoles)) return unavailable(deps, req, reply, blackHoles.left);
+    const notifications = await store.notificationCounts();
+    if (E.isLeft(notifications)) return unavailable(deps, req, reply, notifications.left);
     const shown = (row: LedgerState | null) => (row === null ? null : operatorRow(row));
     return json(reply, 200, {
       statuses: counts.byStatus,
       oldest: { UNKNOWN: shown(oldestUnknown.right), FAILED: shown(oldestFailed.right) },
-      deadLetters: counts.deadLetters,
+      deadLetters: deps.commandLine === undefined
+        ? counts.deadLetters
+        : { ...counts.deadLetters, command: reprocessCommand(deps.commandLine, { maxAttempts: counts.deadLetters.maxAttempts, timeoutMs: deps.timeoutMs, graceMs: deps.graceMs, minAgeMs: deps.minAgeMs }) },
       blackHoles: blackHoles.right,
       breaker: deps.breaker?.view() ?? { state: 'off' },
       continuity: deps.continuity?.view() ?? { state: 'off', breaks: 0, lastBreak: null },
       replies: deps.metrics.recentReplies(),
+      notifications: notifications.right,
     });
   });
 }
@@ -239,49 +253,42 @@ function registerReconciliations(app: FastifyInstance, deps: OperatorDeps): void
     },
   }, async (req, reply) => {
     if (req.validationError) return send(reply, validationReply(req.validationError));
-    const limit = req.query.limit === undefined ? DEFAULTS.ledgerPageRows : Number(req.query.limit);
-    if (limit < 1 || limit > LEDGER_PAGE_MAX) return send(reply, e400('limit', `limit must be from 1 to ${LEDGER_PAGE_MAX}`));
-    // One run more than asked: whether there is a next page, without an empty last page.
-    const runs = await store.reconciliations({ limit: limit + 1, ...(req.query.cursor === undefined ? {} : { beforeId: req.query.cursor }) });
+    const limit = pageLimit(req.query.limit, DEFAULTS.ledgerPageRows, LEDGER_PAGE_MAX);
+    if (E.isLeft(limit)) return send(reply, limit.left);
+    const runs = await store.reconciliations({ limit: limit.right + 1, ...(req.query.cursor === undefined ? {} : { beforeId: req.query.cursor }) });
     if (E.isLeft(runs)) return unavailable(deps, req, reply, runs.left);
-    const page = runs.right.slice(0, limit);
-    return exact(reply, { runs: page.map(runHeadView), nextCursor: runs.right.length > limit ? page[page.length - 1]!.id : null });
+    const { page, next } = pageOf(runs.right, limit.right, (run) => run.id);
+    return exact(reply, { runs: page.map(runHeadView), nextCursor: next });
   });
-  app.get<{ Params: { id: string } }>('/v1/reconciliations/:id', {
-    schema: { params: S.reconciliationParams },
+  app.get<{ Params: { id: string }; Querystring: { limit?: string; after?: string } }>('/v1/reconciliations/:id', {
+    schema: { params: S.reconciliationParams, querystring: S.reconciliationBreaksQuery },
     attachValidation: true,
     config: {
       openapi: {
-        summary: 'One reconciliation run: its summary (money per category and side) and every break, with the run that first saw it; account numbers masked',
-        example: { params: { id: '1' } },
-        responses: { 200: { description: 'the run and its breaks in GUID order', schema: S.reconciliationDetail }, 400: 'E400', 404: 'E404 no such reconciliation run', 503: 'E503' },
+        summary: 'One reconciliation run: its summary (money per category and side) and its breaks a page at a time, each with the run that first saw it; account numbers masked',
+        example: { params: { id: '1' }, query: { limit: '1000' } },
+        responses: { 200: { description: 'the run and one page of its breaks in GUID order; nextAfter is null on the last', schema: S.reconciliationDetail }, 400: 'E400', 404: 'E404 no such reconciliation run', 503: 'E503' },
       } satisfies RouteDoc,
     },
   }, async (req, reply) => {
     if (req.validationError) return send(reply, validationReply(req.validationError));
-    const run = await store.reconciliation(req.params.id);
+    const limit = pageLimit(req.query.limit, BREAK_PAGE_DEFAULT, BREAK_PAGE_MAX);
+    if (E.isLeft(limit)) return send(reply, limit.left);
+    // A page of breaks, never the whole run: a run may hold millions.
+    const run = await store.reconciliation(req.params.id, { limit: limit.right + 1, ...(req.query.after === undefined ? {} : { after: req.query.after }) });
     if (E.isLeft(run)) return unavailable(deps, req, reply, run.left);
     if (run.right === null) return send(reply, codeReply('E404', undefined, { message: 'no such reconciliation run' }));
-    return exact(reply, runView(run.right));
+    const { page: breaks, next: nextAfter } = pageOf(run.right.breaks, limit.right, (b) => b.guid);
+    return exact(reply, { ...runView({ ...run.right, breaks }), nextAfter });
   });
 }
 
-type ActionName = 'resolve' | 'reprocess';
 type ActionBody = { dryRun?: boolean; minAge?: string; maxAttempts?: number };
 type ActionRequest = FastifyRequest<{ Params: { guid: string }; Body: ActionBody | undefined }>;
 
-/** What the command reported of the GUID through onRow; nothing when its selection left the row out. */
-interface ActionRun {
-  readonly ledgerErrors: number;
-  readonly outcome?: string;
-  readonly detail?: string | undefined;
-  /** The row as the command read it. */
-  readonly row?: LedgerState;
-}
-
 /** POST /v1/transfers/{guid}/resolve or /reprocess: the command, restricted to the GUID; the row before and after. */
-function registerAction(app: FastifyInstance, deps: OperatorDeps, name: ActionName, body: typeof S.actionBody | typeof S.reprocessBody, doc: RouteDoc): void {
-  const { store, send } = deps;
+function registerAction(app: FastifyInstance, deps: OperatorDeps, name: GuidAction, body: typeof S.actionBody | typeof S.reprocessBody, doc: RouteDoc): void {
+  const { send } = deps;
   app.post<{ Params: { guid: string }; Body: ActionBody | undefined }>(`/v1/transfers/:guid/${name}`, {
     schema: { params: S.guidParams, body },
     attachValidation: true,
@@ -290,36 +297,27 @@ function registerAction(app: FastifyInstance, deps: OperatorDeps, name: ActionNa
     const asked = actionInput(req, deps.minAgeMs);
     if (E.isLeft(asked)) return send(reply, asked.left);
     const { dryRun, minAgeMs } = asked.right;
-    const maxAttempts = asked.right.maxAttempts ?? deps.maxAttempts;
     const { guid } = req.params;
-    const read = await store.getLedger(guid);
-    if (E.isLeft(read)) return unavailable(deps, req, reply, read.left, guid);
-    const before = read.right;
-    if (before === null) return send(reply, codeReply('E404', guid));
-    // The ledger's time before the run: resolve selects by a time at or after it, so a row too young for the run
-    // was too young at it (what the E409 says, even when the row comes of age while the run ends). A clock that
-    // fails here fails the run too, which reports it as its own failure.
-    const askedAt = await store.now();
-    const ran = await runOnGuid(deps, name, req, { dryRun, minAgeMs, maxAttempts });
-    if (ran.outcome === 'ledger-error' || ran.ledgerErrors > 0) {
-      // Logged once, with what the command reports: the row's failure, or only that its run stopped on one.
-      const cause = ran.outcome === 'ledger-error' ? (ran.detail ?? 'a read or write failed') : undefined;
-      ledgerLog(req.log)({ guid, reply: 'E503', action: name, cause: cause ?? `${name} stopped: a ledger read or write failed` });
-      // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
-      return send(reply, cause === undefined ? codeReply('E503', guid) : codeReply('E503', guid, { message: `ledger unavailable: ${cause}` }));
+    const acted = await actOnGuid(
+      { store: deps.store, account: deps.account, metrics: deps.metrics, tracing: deps.tracing, monotonicNow: deps.monotonicNow, sendLog: req.log },
+      name,
+      { guid, key: requestKey(req)?.name, dryRun, minAgeMs, maxAttempts: asked.right.maxAttempts ?? deps.maxAttempts, timeoutMs: deps.timeoutMs, graceMs: deps.graceMs },
+    );
+    switch (acted.kind) {
+      case 'not-found':
+        return send(reply, codeReply('E404', guid));
+      case 'unavailable':
+        return unavailable(deps, req, reply, acted.error, guid);
+      case 'failed':
+        // Logged once, with what the command reports: the row's failure, or only that its run stopped on one.
+        ledgerLog(req.log)({ guid, reply: 'E503', action: name, cause: acted.cause ?? `${name} stopped: a ledger read or write failed` });
+        // A reprocess whose send left but whose outcome could not be recorded says so: not "the account system was not called".
+        return send(reply, acted.cause === undefined ? codeReply('E503', guid) : codeReply('E503', guid, { message: `ledger unavailable: ${acted.cause}` }));
+      case 'not-taken':
+        return send(reply, codeReply('E409', guid, { message: acted.why, status: acted.after.status, before: operatorRow(acted.before), after: operatorRow(acted.after) }));
+      case 'done':
+        return json(reply, 200, { guid, dryRun, outcome: acted.outcome, ...(acted.detail === undefined ? {} : { detail: acted.detail }), before: operatorRow(acted.before), after: operatorRow(acted.after) });
     }
-    const reread = await store.getLedger(guid);
-    if (E.isLeft(reread)) return unavailable(deps, req, reply, reread.left, guid);
-    const after = reread.right ?? before;
-    if (ran.outcome === undefined || ran.outcome === 'not-leased') {
-      // Not leased and not moved since the command read it: another run (the settler, another process) holds it.
-      const notEligible = (message: string) => send(reply, codeReply('E409', guid, { message, status: after.status, before: operatorRow(before), after: operatorRow(after) }));
-      if (ran.outcome === 'not-leased' && after.lastSeq === ran.row?.lastSeq) return notEligible(HELD_ELSEWHERE);
-      const now = E.isRight(askedAt) ? askedAt : await store.now();
-      if (E.isLeft(now)) return unavailable(deps, req, reply, now.left, guid);
-      return notEligible(whyNotTaken(name, after, { minAgeMs, maxAttempts, now: now.right }));
-    }
-    return json(reply, 200, { guid, dryRun, outcome: ran.outcome, ...(ran.detail === undefined ? {} : { detail: ran.detail }), before: operatorRow(before), after: operatorRow(after) });
   });
 }
 
@@ -337,24 +335,6 @@ function actionInput(req: ActionRequest, floorMs: number): E.Either<Reply, { dry
   return E.right({ dryRun: body.dryRun === true, minAgeMs, ...(body.maxAttempts === undefined ? {} : { maxAttempts: body.maxAttempts }) });
 }
 
-/** The command's own code, restricted to this GUID: the same eligibility, sweep, min-age, cap and inquiry. */
-async function runOnGuid(deps: OperatorDeps, name: ActionName, req: ActionRequest, opts: { dryRun: boolean; minAgeMs: number; maxAttempts: number }): Promise<ActionRun> {
-  const { store, account, metrics, tracing } = deps;
-  const { guid } = req.params;
-  const key = requestKey(req)?.name;
-  // The command reports the row through onRow (`not-leased`: selected, but another run held it or it moved).
-  let reported: Omit<ActionRun, 'ledgerErrors'> = {};
-  const onRow = (row: LedgerState, outcome: string, detail?: string) => void (reported = { row, outcome, detail });
-  const { ledgerErrors } =
-    name === 'resolve'
-      ? await resolveUnknown({ store, account, metrics, tracing }, { guid, key, minAgeMs: opts.minAgeMs, graceMs: deps.graceMs, dryRun: opts.dryRun, limit: 1, onRow })
-      : await reprocessFailed(
-          { store, account, metrics, monotonicNow: deps.monotonicNow, sendLog: req.log, tracing },
-          { guid, key, maxAttempts: opts.maxAttempts, timeoutMs: deps.timeoutMs, graceMs: deps.graceMs, minAgeMs: opts.minAgeMs, dryRun: opts.dryRun, limit: 1, onRow },
-        );
-  return { ...reported, ledgerErrors };
-}
-
 function actionResponses(what: string): RouteDoc['responses'] {
   return {
     200: { description: what, schema: S.actionResult },
@@ -366,13 +346,4 @@ function actionResponses(what: string): RouteDoc['responses'] {
     415: 'E400 Content-Type is not application/json',
     503: 'E503',
   };
-}
-
-/** The message of an E409 for a row another run has leased (it is inquiring about or sending it right now). */
-const HELD_ELSEWHERE = 'held by another run (the background settler or another process); try again shortly';
-
-/** The message of an E409: which condition of the command's own selection leaves the row out (resolve's age at `now`). */
-function whyNotTaken(name: ActionName, row: LedgerState, rules: { minAgeMs: number; maxAttempts: number; now: number }): string {
-  const why = name === 'resolve' ? whyResolveLeavesOut(row, rules.now, rules.minAgeMs) : whyReprocessLeavesOut(row, rules.maxAttempts);
-  return why ?? `${name} did not take it: the row changed while the action ran; try again`;
 }

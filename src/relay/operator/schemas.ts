@@ -94,6 +94,18 @@ export const timeline = {
   required: ['guid', 'row', 'blackHole', 'timeline'],
   properties: {
     guid: { type: 'string' },
+    notifications: {
+      type: 'array',
+      description: 'the notifications to channels recorded for the GUID (CONTRACT.md §11), each with its delivery attempts',
+      items: {
+        type: 'object',
+        properties: {
+          webhookId: { type: 'string' }, type: { type: 'string', enum: ['transfer.settled', 'transfer.dead_letter'] }, state: { type: 'string', enum: ['pending', 'delivered', 'given_up'] },
+          attempts: { type: 'integer', minimum: 0 }, recordedAt: { type: 'string' }, nextAttemptAt: nullable({ type: 'string' }), deliveredAt: nullable({ type: 'string' }), lastResult: nullable({ type: 'string' }),
+          tries: { type: 'array', items: { type: 'object', properties: { at: ms, result: { type: 'string' }, httpStatus: nullable({ type: 'integer' }), detail: { type: 'string' }, latencyMs: { type: 'number' } } } },
+        },
+      },
+    },
     row: operatorRow,
     blackHole: nullable({
       type: 'object',
@@ -167,6 +179,11 @@ export const stats = {
   type: 'object',
   required: ['statuses', 'oldest', 'deadLetters', 'blackHoles', 'breaker', 'replies'],
   properties: {
+    notifications: {
+      type: 'object',
+      description: 'the notification outbox (CONTRACT.md §11): pending, delivered, given up, and when the oldest pending one was recorded',
+      properties: { pending: { type: 'integer', minimum: 0 }, oldestPendingAt: nullable(ms), delivered: { type: 'integer', minimum: 0 }, givenUp: { type: 'integer', minimum: 0 } },
+    },
     statuses: {
       type: 'object',
       required: [...STATUSES],
@@ -185,7 +202,11 @@ export const stats = {
       type: 'object',
       required: ['maxAttempts', 'count'],
       description: 'FAILED rows at the attempt cap: reprocess will not send them again',
-      properties: { maxAttempts: { type: 'integer' }, count: { type: 'integer', minimum: 0 } },
+      properties: {
+        maxAttempts: { type: 'integer' },
+        count: { type: 'integer', minimum: 0 },
+        command: { type: 'string', description: "the command line that sends dead letters again with one attempt more, naming serve's ledger (without a password), account system, --timeout, --grace and --min-age: add the GUIDs (and --dry-run first)" },
+      },
     },
     blackHoles: {
       type: 'object',
@@ -297,6 +318,15 @@ export const reconciliationQuery = {
   },
 } as const;
 
+export const reconciliationBreaksQuery = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    limit: { type: 'string', pattern: '^[0-9]{1,4}$', description: 'breaks per page, 1 to 5000 (default 1000)', examples: ['1000'] },
+    after: { type: 'string', minLength: 1, maxLength: 128, description: 'nextAfter of the page before: the breaks after this GUID' },
+  },
+} as const;
+
 export const reconciliationParams = {
   type: 'object',
   required: ['id'],
@@ -361,7 +391,7 @@ export const reconciliationBreak = {
 
 export const reconciliationDetail = {
   type: 'object',
-  required: [...reconciliationRun.required, 'bytes', 'money', 'journal', 'ledgerRows', 'matchedWithoutTerms', 'breaks'],
+  required: [...reconciliationRun.required, 'bytes', 'money', 'journal', 'ledgerRows', 'matchedWithoutTerms', 'breaks', 'nextAfter'],
   additionalProperties: false,
   properties: {
     ...runHeadProperties,
@@ -370,6 +400,14 @@ export const reconciliationDetail = {
     journal: { type: 'object', required: ['read', 'outsideRange', 'notJudged'], additionalProperties: false, properties: { read: { type: 'integer' }, outsideRange: { type: 'integer' }, notJudged: { type: 'integer' } } },
     ledgerRows: { type: 'integer', minimum: 0 },
     matchedWithoutTerms: { type: 'integer', minimum: 0 },
-    breaks: { type: 'array', items: reconciliationBreak, description: 'in GUID order' },
+    noPosting: {
+      type: 'object',
+      description: 'GUIDs with no posting whose row does not say done 0000, in no category (not matched, not a break): rejected (B2xx, E500), unsettled (not settled); absent in runs recorded before it was counted',
+      required: ['rejected', 'unsettled'],
+      additionalProperties: false,
+      properties: Object.fromEntries(['rejected', 'unsettled'].map((k) => [k, { type: 'object', required: ['count', 'ledger'], additionalProperties: false, properties: { count: { type: 'integer', minimum: 0 }, ledger: money } }])),
+    },
+    breaks: { type: 'array', items: reconciliationBreak, description: 'one page of the breaks, in GUID order (breakCount: how many in all)' },
+    nextAfter: nullable({ type: 'string', description: 'pass as after for the next page of breaks; null on the last page' }),
   },
 } as const;

@@ -1,4 +1,4 @@
-import type { TimelineEntry } from '../../settle/history.js';
+import type { TimelineEntry } from '../../commands/history.js';
 import { maskAccountsIn } from '../../shared/maskAccount.js';
 
 /**

@@ -1,4 +1,7 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { HostRotation } from './hosts.js';
+import { storePool } from './pools.js';
+import { parsePostgresUrl, PostgresUrlError } from './postgresUrl.js';
 import { SCHEMA_VERSION } from './schema.js';
 
 /** The tables a guidgate ledger on PostgreSQL has at this schema version (schema.ts' migrations create them). */
@@ -17,17 +20,25 @@ export interface PostgresSchemaCheck {
 /**
  * `guidgate check` on PostgreSQL, its first part: is this database a guidgate ledger at this guidgate's schema
  * version, with its tables? Reads only (one connection, no migration, unlike an open): a ledger an older guidgate
- * made is reported, not upgraded. The pages themselves are the server's to check (amcheck, its own tools).
+ * made is reported, not upgraded. The pages themselves are the server's to check (amcheck, its own tools). A
+ * multi-host URL is read as every command reads it: the connection goes to the host that takes writes.
  */
 export async function checkPostgresSchema(url: string): Promise<PostgresSchemaCheck> {
   const result = (problems: string[], schemaVersion: number | null, tables: string[] = []): PostgresSchemaCheck => ({
     ok: problems.length === 0, problems, schemaVersion, expectedVersion: SCHEMA_VERSION, tables,
   });
-  const client = new pg.Client({ connectionString: url });
-  client.on('error', () => undefined);
+  let pool: pg.Pool;
   try {
-    await client.connect();
+    pool = storePool({ max: 1, connectionTimeoutMillis: 5000, application_name: 'guidgate check' }, new HostRotation(parsePostgresUrl(url).hosts));
   } catch (err) {
+    if (err instanceof PostgresUrlError) return result([`bad PostgreSQL URL: ${err.message}`], null);
+    return result([`cannot connect: ${err instanceof Error ? err.message : String(err)}`], null);
+  }
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    await pool.end().catch(() => undefined);
     return result([`cannot connect: ${err instanceof Error ? err.message : String(err)}`], null);
   }
   try {
@@ -51,6 +62,7 @@ export async function checkPostgresSchema(url: string): Promise<PostgresSchemaCh
   } catch (err) {
     return result([`PostgreSQL: ${err instanceof Error ? err.message : String(err)}`], null);
   } finally {
-    await client.end().catch(() => undefined);
+    client.release();
+    await pool.end().catch(() => undefined);
   }
 }

@@ -4,6 +4,7 @@ import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection, LedgerQuery, StatusSummary } from '../../events/store.js';
 import { onlyUnsettled, UNSETTLED_SQL } from '../shared/unsettledIndex.js';
 import { statusSummary } from '../shared/rowCodecs.js';
+import { batcher } from '../shared/batcher.js';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -24,7 +25,8 @@ const FILTER = `
   AND ($8::text IS NULL OR guid = $8)
   AND ($9::bigint IS NULL OR (updated_at, guid) < ($9, $10::text))
   AND ($11::bigint IS NULL OR created_at >= $11)
-  AND ($12::bigint IS NULL OR created_at < $12)`;
+  AND ($12::bigint IS NULL OR created_at < $12)
+  AND ($13::text[] IS NULL OR guid = ANY($13))`;
 
 /**
  * The query's statement: the general one, or, when it asks only for unsettled states, the same with the partial
@@ -42,6 +44,7 @@ function filterValues(q: LedgerQuery): unknown[] {
     q.statuses ?? null, q.updatedBefore ?? null, q.sentAtOrBefore ?? null, q.attemptsBelow ?? null, q.attemptsAtLeast ?? null, q.afterGuid ?? null, q.inquiryDueBy ?? null, q.guid ?? null,
     q.beforeRow?.updatedAt ?? null, q.beforeRow?.guid ?? null,
     q.createdFrom ?? null, q.createdBefore ?? null,
+    q.guids === undefined ? null : [...q.guids],
   ];
 }
 
@@ -55,43 +58,37 @@ const MAX_READ_BATCH = 256;
  * its own callers only; a failed query fails the calls it carried.
  */
 export function coalescedGetLedger(db: Db, rowToState: LedgerProjection['rowToState']): (guid: string) => Promise<LedgerState | null> {
-  type Waiter = { readonly resolve: (s: LedgerState | null) => void; readonly reject: (e: unknown) => void };
-  let waiting = new Map<string, Waiter[]>();
-  const flush = (): void => {
-    const calls = waiting;
-    waiting = new Map();
-    const settle = (guid: string, how: (w: Waiter) => void) => calls.get(guid)!.forEach(how);
-    const guids = [...calls.keys()];
-    for (let i = 0; i < guids.length; i += MAX_READ_BATCH) {
-      const chunk = guids.slice(i, i + MAX_READ_BATCH);
-      db.query({ name: 'guidgate_get_ledgers', text: 'SELECT * FROM ledger WHERE guid = ANY($1::text[])', values: [chunk] })
-        .then(({ rows }) => {
-          const found = new Map<string, unknown>(rows.map((r: { guid: string }) => [r.guid, r]));
-          for (const guid of chunk) {
-            const row = found.get(guid);
-            let state: LedgerState | null;
-            try {
-              state = row === undefined ? null : rowToState(row);
-            } catch (err) {
-              settle(guid, (w) => w.reject(err));
-              continue;
-            }
-            settle(guid, (w) => w.resolve(state));
-          }
-        })
-        // A failed query, or anything else that went wrong: no caller is left waiting (a settled one ignores this).
-        .catch((err: unknown) => {
-          for (const guid of chunk) settle(guid, (w) => w.reject(err));
-        });
-    }
-  };
-  return (guid) =>
-    new Promise((resolve, reject) => {
-      if (waiting.size === 0) setImmediate(flush);
-      const calls = waiting.get(guid);
-      if (calls === undefined) waiting.set(guid, [{ resolve, reject }]);
-      else calls.push({ resolve, reject });
-    });
+  type Call = { readonly guid: string; readonly resolve: (s: LedgerState | null) => void; readonly reject: (e: unknown) => void };
+  const reads = batcher<Call>({
+    maxBatch: MAX_READ_BATCH,
+    maxInFlight: Number.POSITIVE_INFINITY,
+    async run(calls) {
+      const guids = [...new Set(calls.map((c) => c.guid))];
+      let found: Map<string, unknown>;
+      try {
+        const { rows } = await db.query({ name: 'guidgate_get_ledgers', text: 'SELECT * FROM ledger WHERE guid = ANY($1::text[])', values: [guids] });
+        found = new Map<string, unknown>(rows.map((r: { guid: string }) => [r.guid, r]));
+      } catch (err) {
+        for (const c of calls) c.reject(err);
+        return;
+      }
+      const states = new Map<string, { ok: true; state: LedgerState | null } | { ok: false; error: unknown }>();
+      for (const guid of guids) {
+        const row = found.get(guid);
+        try {
+          states.set(guid, { ok: true, state: row === undefined ? null : rowToState(row) });
+        } catch (error) {
+          states.set(guid, { ok: false, error });
+        }
+      }
+      for (const c of calls) {
+        const s = states.get(c.guid)!;
+        if (s.ok) c.resolve(s.state);
+        else c.reject(s.error);
+      }
+    },
+  });
+  return (guid) => new Promise((resolve, reject) => reads.push({ guid, resolve, reject }));
 }
 
 /** Rows matching `q`, in GUID order (byte order: the column's collation is "C", as SQLite compares), or newest change first. */
@@ -101,7 +98,7 @@ export async function queryLedger(db: Db, q: LedgerQuery, rowToState: LedgerProj
   const updated = q.order === 'updated';
   const { rows } = await db.query({
     name: `guidgate_query_ledger_${filter.name}${updated ? '_updated' : ''}`,
-    text: `SELECT * FROM ledger WHERE ${filter.where} ORDER BY ${updated ? 'updated_at DESC, guid DESC' : 'guid'} LIMIT $13`,
+    text: `SELECT * FROM ledger WHERE ${filter.where} ORDER BY ${updated ? 'updated_at DESC, guid DESC' : 'guid'} LIMIT $14`,
     values: [...filterValues(q), limit],
   });
   return rows.map((r) => rowToState(r));

@@ -24,7 +24,9 @@ export async function removeTombstones(db: pg.Pool | pg.ClientBase, before: numb
     text: `WITH gone AS (DELETE FROM ledger WHERE status = 'PURGED' AND updated_at < $1 RETURNING guid),
            gone_events AS (DELETE FROM events WHERE guid IN (SELECT guid FROM gone)),
            gone_schedule AS (DELETE FROM inquiry_schedule WHERE guid IN (SELECT guid FROM gone)),
-           gone_requests AS (DELETE FROM requests WHERE guid IN (SELECT guid FROM gone))
+           gone_requests AS (DELETE FROM requests WHERE guid IN (SELECT guid FROM gone)),
+           gone_notifications AS (DELETE FROM notifications WHERE guid IN (SELECT guid FROM gone)),
+           gone_attempts AS (DELETE FROM notification_attempts WHERE guid IN (SELECT guid FROM gone))
            SELECT count(*) AS n FROM gone`,
     values: [before],
   });

@@ -2,11 +2,12 @@ import pg from 'pg';
 import { actorsOf, type EventAudit, type NewEvent, type ProcessActor, type StoredEvent } from '../../events/codecs.js';
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
-import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, RequestRecord, SeenRow } from '../../events/store.js';
+import type { AppendResult, BreakPage, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, LedgerQuery, KeyUse, RequestRecord, SeenRow } from '../../events/store.js';
 import { orThrow, storeResult, type StoreResult } from '../../events/storeResult.js';
 import { writeHealth } from '../shared/writeHealth.js';
 import { atBoundary, isConnectionLost, toLedgerError } from './errors.js';
-import { groupCommit, type SubmittedUnit } from './groupCommit.js';
+import { groupCommit } from './groupCommit.js';
+import type { WriteUnit } from '../shared/writeProtocol.js';
 import { recordsSent, submitWithDeadline, writeDeadlineMs } from '../shared/writeDeadline.js';
 import { coalescedGetLedger, countByStatus, countLedger, queryLedger } from './ledgerQueries.js';
 import { recordUnclearInquiry } from './inquirySchedule.js';
@@ -15,15 +16,17 @@ import { leaseRows, releaseLeases } from './leases.js';
 import { readAll } from './readAll.js';
 import { readStream } from './readStream.js';
 import { readRequests, recordRequests } from './requests.js';
+import { readKeyUses, recordKeyUses } from './keyUses.js';
 import { migrate } from './schema.js';
 import { listReconciliations, readReconciliation, reconciliationBreaksOf, recordReconciliation } from './reconciliations.js';
 import { encodeRun, listBefore, recordedOf, runIdOf } from '../shared/reconciliationRows.js';
 import type { ReconcileResult } from '../../events/reconciliation.js';
 import { serverNow } from './serverClock.js';
 import { readDurability } from './durability.js';
-import { missingServerEvents, serverStanding } from './continuity.js';
+import { judgeServerChange, missingServerEvents, readServerMark, serverStanding, writeServerMark } from './continuity.js';
 import { boundedWritePool, sessionSettings, storePool, withClient } from './pools.js';
 import { HostRotation, type HostEvent } from './hosts.js';
+import { leaseNotifications, listNotifications, notificationAttempts, notificationCounts, recordDeliveries, redeliverNotifications } from './notifications.js';
 import { parsePostgresUrl, PostgresUrlError } from './postgresUrl.js';
 
 /** True when `--db` names a PostgreSQL database rather than a SQLite file. */
@@ -109,7 +112,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const writePool = boundedWritePool({ ...connection, max: maxInFlight }, rotation, lockTimeoutMs, deadlineMs);
   const writes = groupCommit(writePool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write'), projection });
   /** A unit for the group commit, given up (and left unwritten if not yet committed) at its deadline: a claim's, or the write deadline. */
-  const submit = (unit: SubmittedUnit): Promise<AppendResult | ExecuteResult> =>
+  const submit = (unit: WriteUnit): Promise<AppendResult | ExecuteResult> =>
     submitWithDeadline((caller) => writes.submit(unit, caller), unit.op === 'execute' && recordsSent(unit.command) ? claimDeadlineMs : deadlineMs);
   let closed: Promise<void> | null = null;
   // Every connection opened or lost, on either pool: what the continuity guard checks the server again after.
@@ -117,10 +120,17 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const connectionEvent = (): void => {
     connectionEvents++;
   };
+  // A commit whose wait for the synchronous standby was cancelled (statement_timeout, a cancel) returns success with
+  // only a WARNING: committed here, perhaps not on the standby. Counted, so the next continuity mark does not
+  // attest synchronous replication.
+  const syncWarnings = { count: 0, marked: 0 };
   for (const p of [pool, writePool]) {
     p.on('connect', (client) => {
       connectionEvent();
       client.on('error', connectionEvent);
+      client.on('notice', (notice) => {
+        if (notice.code === '01000' && /synchronous replication/i.test(notice.message ?? '')) syncWarnings.count++;
+      });
     });
     p.on('error', connectionEvent);
   }
@@ -172,7 +182,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
       })),
     );
   /** A unit of the group commit (a claim, an outcome), its outcome counted by the ping. */
-  const submitted = <T>(unit: SubmittedUnit): StoreResult<T> =>
+  const submitted = <T>(unit: WriteUnit): StoreResult<T> =>
     storeResult('write', () => {
       open();
       return health.watch(submit(unit) as Promise<T>);
@@ -182,13 +192,15 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     url,
     pool,
     appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult> {
-      return submitted({ op: 'append', guid, expectedSeq, events, actor: actorFor(audit) });
+      return submitted({ op: 'append', guid, expectedSeq, events, actor: actorFor(audit), ...notifyOf(audit) });
     },
     execute(guid: string, command: Command, audit?: EventAudit, seen?: SeenRow): StoreResult<ExecuteResult> {
-      return submitted({ op: 'execute', guid, command, actor: actorFor(audit), ...(clock === undefined ? {} : { now: clock() }), ...(seen === undefined ? {} : { seen: seen.state }) });
+      return submitted({ op: 'execute', guid, command, actor: actorFor(audit), ...notifyOf(audit), ...(clock === undefined ? {} : { now: clock() }), ...(seen === undefined ? {} : { seen: seen.state }) });
     },
     now: (): StoreResult<number> => read('clock', clock === undefined ? () => serverNow(pool) : async () => clock()),
     recordRequests: (records: readonly RequestRecord[]) => watched('request records', () => recordRequests(pool, records)),
+    recordKeyUses: (uses: readonly KeyUse[]) => watched('key uses', () => recordKeyUses(pool, uses)),
+    keyUses: () => read('read', () => readKeyUses(pool)),
     readRequests: (guid: string) => read('read', () => readRequests(pool, guid)),
     readStream: (guid: string): StoreResult<StoredEvent[]> => read('read', () => readStream(pool, guid)),
     readAll: (afterPosition: number, limit: number): StoreResult<StoredEvent[]> => read('read', () => readAll(pool, afterPosition, limit)),
@@ -212,24 +224,38 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
         const before = listBefore(beforeId);
         return before === null ? [] : listReconciliations(pool, Math.max(0, Math.floor(limit)), before);
       }),
-    reconciliation: (id: string) =>
+    reconciliation: (id: string, page?: BreakPage) =>
       read('read', async () => {
         const n = runIdOf(id);
-        return n === null ? null : withClient(pool, (client) => readReconciliation(client, n));
+        return n === null ? null : withClient(pool, (client) => readReconciliation(client, n, page));
       }),
     reconciliationBreaks: (guid: string) => read('read', () => reconciliationBreaksOf(pool, guid)),
+    leaseNotifications: (holder: string, limit: number, forMs: number) =>
+      watched('notifications', () => leaseNotifications(pool, holder, limit, forMs, clock === undefined ? null : clock())),
+    recordDeliveries: (outcomes) => watched('notifications', () => recordDeliveries(pool, outcomes)),
+    redeliverNotifications: (guids) => watched('notifications', () => redeliverNotifications(pool, guids, clock === undefined ? null : clock())),
+    listNotifications: (query) => read('read', () => listNotifications(pool, query)),
+    notificationAttempts: (guid: string) => read('read', () => notificationAttempts(pool, guid)),
+    notificationCounts: () => read('read', () => notificationCounts(pool)),
     removeTombstones: (before: number) => maintain('remove tombstones', () => removeTombstones(pool, before)),
     reclaimSpace: () => maintain('vacuum', () => reclaimSpace(pool)),
     spaceOnDisk: () => read('size', () => tablesBytes(pool)),
     rebuildProjection: () => maintain('rebuild', () => withClient(pool, (client) => rebuildProjection(client, projection))),
     verifyProjection: () => read('verify', () => withClient(pool, (client) => verifyProjection(client, projection))),
     durability: () => read('durability', () => readDurability(pool, hosts.length)),
-    // Continuity (CONTRACT.md §9): read on the pool's connections; no mark beside a server's ledger (it would go back with it).
+    // Continuity (CONTRACT.md §9): read on the pool's connections; the mark is kept in the ledger, where every
+    // relay reads it (continuity.ts says what it can and cannot witness).
     ledgerStanding: () => read('standing', () => serverStanding(pool)),
     missingEvents: (keys) => read('read', () => missingServerEvents(pool, keys)),
     connectionEvents: () => connectionEvents,
-    readMark: () => storeResult('continuity mark', async () => (open(), null)),
-    writeMark: () => storeResult('continuity mark', async () => open()),
+    readMark: () => read('continuity mark', () => readServerMark(pool)),
+    writeMark: (mark) =>
+      watched('continuity mark', async () => {
+        const warnings = syncWarnings.count;
+        await writeServerMark(pool, mark, warnings !== syncWarnings.marked);
+        syncWarnings.marked = warnings;
+      }),
+    judgeServerChange: (change) => read('continuity', async () => judgeServerChange(pool, change, await serverNow(pool))),
     ping: () =>
       storeResult('ping', () => {
         open();
@@ -241,3 +267,9 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     },
   };
 }
+
+/** What an append says for the notification rule (src/events/notifications.ts), beside its actor. */
+const notifyOf = (audit: EventAudit | undefined): { replied?: true; cap?: number } => ({
+  ...(audit?.replied === true ? { replied: true as const } : {}),
+  ...(audit?.cap === undefined ? {} : { cap: audit.cap }),
+});

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { RecordedBreak, RecordedReconciliation, RecordedRun } from '../../events/reconciliation.js';
 import { firstSeenOf, rowToBreak, rowToRun, type BreakRow, type EarlierBreak, type EarlierRun, type RunRow } from '../shared/reconciliationRows.js';
+import type { BreakPage } from '../../events/store.js';
 import { SERVER_NOW_MS } from './serverClock.js';
 
 type Db = pg.Pool | pg.ClientBase;
@@ -60,11 +61,16 @@ export async function listReconciliations(db: Db, limit: number, beforeId: numbe
 }
 
 /** One run and its breaks, read in one REPEATABLE READ transaction: as of one instant. */
-export async function readReconciliation(client: pg.ClientBase, id: number): Promise<RecordedReconciliation | null> {
+export async function readReconciliation(client: pg.ClientBase, id: number, page?: BreakPage): Promise<RecordedReconciliation | null> {
   await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
   try {
     const head = await client.query({ text: 'SELECT id, recorded_at, summary FROM reconciliations WHERE id = $1', values: [id] });
-    const breaks = head.rows.length === 0 ? [] : (await client.query({ text: 'SELECT run_id, guid, category, severity, first_seen, ledger, journal FROM reconciliation_breaks WHERE run_id = $1 ORDER BY guid', values: [id] })).rows;
+    const columns = 'SELECT run_id, guid, category, severity, first_seen, ledger, journal FROM reconciliation_breaks';
+    // A page: keyset on the primary key (run_id, guid); GUIDs are never empty, so '' is before every one.
+    const query = page === undefined
+      ? { text: `${columns} WHERE run_id = $1 ORDER BY guid`, values: [id] }
+      : { text: `${columns} WHERE run_id = $1 AND guid > $2 ORDER BY guid LIMIT $3`, values: [id, page.after ?? '', Math.max(0, Math.floor(page.limit))] };
+    const breaks = head.rows.length === 0 ? [] : (await client.query(query)).rows;
     await client.query('COMMIT');
     return head.rows.length === 0 ? null : { ...rowToRun(head.rows[0]), breaks: breaks.map(rowToBreak) };
   } catch (err) {

@@ -46,7 +46,7 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX ledger_status_sent ON ledger (status, sent_at);
   CREATE INDEX ledger_status_guid ON ledger (status, guid);
   `,
-  // Issue #15, the audit trail (as SQLite's migration 4): who wrote each event, and the channel's requests
+  // The audit trail (as SQLite's migration 4): who wrote each event, and the channel's requests
   // beside the log (metadata only; tombstone removal deletes them with the events).
   `
   ALTER TABLE events ADD COLUMN actor text;
@@ -79,7 +79,7 @@ const MIGRATIONS: readonly string[] = [
   DROP INDEX IF EXISTS ledger_status_guid;
   CREATE INDEX ledger_unsettled ON ledger (status, guid) WHERE ${UNSETTLED_SQL};
   `,
-  // 5: reconciliation runs (CONTRACT.md §8, issue #27) beside the log, as SQLite's migration 8.
+  // 5: reconciliation runs (CONTRACT.md §8) beside the log, as SQLite's migration 8.
   `
   CREATE TABLE reconciliations (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -104,6 +104,75 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (run_id, guid)
   );
   CREATE INDEX reconciliation_breaks_guid ON reconciliation_breaks (guid, run_id);
+  `,
+  // Each key's last use (serve --keys), written at most once a minute by each serve, shown by `keys list --db`.
+  `
+  CREATE TABLE key_uses (
+    key          text COLLATE "C" PRIMARY KEY,
+    last_used_at bigint NOT NULL
+  );
+  `,
+  // The continuity guard's record in the ledger itself (continuity.ts): the highest position and server every
+  // relay's check has seen (one row, only ever raised), and every window a relay opened, so that a relay restarted
+  // or started later keeps the window and learns of a server change it did not watch.
+  `
+  CREATE TABLE continuity_high_water (
+    id        boolean PRIMARY KEY DEFAULT true CHECK (id),
+    position  bigint NOT NULL,
+    server    text,
+    last_guid text COLLATE "C",
+    last_seq  integer,
+    at        bigint NOT NULL
+  );
+  CREATE TABLE continuity_windows (
+    opened_at bigint NOT NULL,
+    ends_at   bigint NOT NULL,
+    why       text,
+    standing  jsonb,
+    PRIMARY KEY (opened_at, ends_at)
+  );
+  CREATE TABLE continuity_relays (
+    relay         text PRIMARY KEY,
+    server        text    NOT NULL,
+    checked_at    bigint  NOT NULL,
+    sync_attested boolean NOT NULL,
+    stopped       boolean NOT NULL DEFAULT false,
+    retired       boolean NOT NULL DEFAULT false,
+    vouched       text,
+    vouch_ok      boolean
+  );
+  `,
+  // The notification outbox (CONTRACT.md §11), as SQLite's: written in the append's statement (writeBatch.ts),
+  // leased with UPDATE … FOR UPDATE SKIP LOCKED by the serve processes that deliver (notifications.ts).
+  `
+  CREATE TABLE notifications (
+    guid         text COLLATE "C" NOT NULL,
+    seq          integer NOT NULL,
+    type         text    NOT NULL,
+    at           bigint  NOT NULL,
+    body         text    NOT NULL,
+    state        text    NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'given_up')),
+    created_at   bigint  NOT NULL,
+    next_at      bigint  NOT NULL,
+    attempts     integer NOT NULL DEFAULT 0,
+    holder       text,
+    lease_until  bigint,
+    last_result  text,
+    delivered_at bigint,
+    PRIMARY KEY (guid, seq)
+  );
+  CREATE INDEX notifications_due ON notifications (next_at) WHERE state = 'pending';
+  CREATE TABLE notification_attempts (
+    position    bigserial PRIMARY KEY,
+    guid        text COLLATE "C" NOT NULL,
+    seq         integer NOT NULL,
+    at          bigint  NOT NULL,
+    result      text    NOT NULL,
+    http_status integer,
+    detail      text    NOT NULL,
+    latency_ms  integer NOT NULL
+  );
+  CREATE INDEX notification_attempts_guid ON notification_attempts (guid, position);
   `,
 ];
 

@@ -2,20 +2,27 @@ import type pg from 'pg';
 import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection } from '../../events/store.js';
 import type { LedgerColumns } from './ledgerColumns.js';
-import type { BatchPlan } from './planBatch.js';
+import type { BatchPlan } from '../shared/planBatch.js';
 import { REDACTED_TYPES, redactData } from '../shared/purgeRedaction.js';
+import { eventKey, type WriteOutcome } from '../shared/writeProtocol.js';
 
-/** Reads and locks the batch's existing rows, in GUID order (the order every writer takes them in). */
-export async function lockRows(client: pg.ClientBase, guids: readonly string[], rowToState: LedgerProjection['rowToState']): Promise<Map<string, LedgerState>> {
-  const { rows } = await client.query({
+/** Reads and locks the batch's existing rows, in GUID order (the order every writer takes them in); a row that does not decode is `unreadable`. */
+export async function lockRows(client: pg.ClientBase, guids: readonly string[], rowToState: LedgerProjection['rowToState']): Promise<{ rows: Map<string, LedgerState>; unreadable: Map<string, unknown> }> {
+  const { rows } = await client.query<{ guid: string }>({
     name: 'guidgate_lock_rows',
     text: 'SELECT * FROM ledger WHERE guid = ANY($1::text[]) ORDER BY guid FOR UPDATE',
     values: [guids],
   });
-  return new Map(rows.map((r) => {
-    const s = rowToState(r);
-    return [s.guid, s];
-  }));
+  const states = new Map<string, LedgerState>();
+  const unreadable = new Map<string, unknown>();
+  for (const r of rows) {
+    try {
+      states.set(r.guid, rowToState(r));
+    } catch (err) {
+      unreadable.set(r.guid, err);
+    }
+  }
+  return { rows: states, unreadable };
 }
 
 /**
@@ -60,6 +67,7 @@ export function writeStatement(columns: LedgerColumns): string {
   const PREV = columns.names.length + 1;
   const E = PREV + 1;
   const R = E + 6;
+  const N = R + 3;
   const SET = columns.names.filter((c) => c !== 'guid').map((c) => `${c} = r.${c}`).join(', ');
   return `
 WITH r AS (
@@ -84,6 +92,16 @@ redacted AS (
   UPDATE events SET data = x.data
   FROM unnest($${R}::text[], $${R + 1}::integer[], $${R + 2}::text[]) AS x(guid, seq, data)
   WHERE events.guid = x.guid AND events.seq = x.seq AND x.guid IN (SELECT guid FROM won)
+),
+notified AS (
+  INSERT INTO notifications (guid, seq, type, at, body, created_at, next_at)
+  SELECT n.guid, n.seq, n.type, n.at, n.body, n.at, n.at
+  FROM unnest($${N}::text[], $${N + 1}::integer[], $${N + 2}::text[], $${N + 3}::bigint[], $${N + 4}::text[]) AS n(guid, seq, type, at, body)
+  WHERE n.guid IN (SELECT guid FROM won)
+  ON CONFLICT (guid, seq) DO NOTHING
+),
+unnotified AS (
+  DELETE FROM notifications WHERE guid = ANY($${N + 5}::text[]) AND guid IN (SELECT guid FROM won)
 )
 SELECT guid, NULL::integer AS seq, NULL::bigint AS position FROM won
 UNION ALL
@@ -95,15 +113,6 @@ export interface BatchSql {
   readonly columns: LedgerColumns;
   readonly write: string;
 }
-
-export interface WriteOutcome {
-  /** GUIDs whose row moved (or was created) as planned. */
-  readonly won: Set<string>;
-  /** The global position of each written event, by `guid#seq`. */
-  readonly positions: Map<string, number>;
-}
-
-export const eventKey = (guid: string, seq: number) => `${guid}#${seq}`;
 
 export async function writeBatch(client: pg.ClientBase, sql: BatchSql, plan: BatchPlan, redactions: readonly Redaction[]): Promise<WriteOutcome> {
   const { rows } = await client.query<{ guid: string; seq: number | null; position: number | null }>({
@@ -121,6 +130,12 @@ export async function writeBatch(client: pg.ClientBase, sql: BatchSql, plan: Bat
       redactions.map((x) => x.guid),
       redactions.map((x) => x.seq),
       redactions.map((x) => x.data),
+      plan.notifications.map((n) => n.guid),
+      plan.notifications.map((n) => n.seq),
+      plan.notifications.map((n) => n.type),
+      plan.notifications.map((n) => n.at),
+      plan.notifications.map((n) => n.body),
+      [...plan.purged],
     ],
   });
   const won = new Set<string>();

@@ -10,7 +10,10 @@ import { Status } from '../../events/codecs.js';
 import { LedgerCorruptError } from '../../events/errors.js';
 import {
   CATEGORIES,
+  NO_POSTING_KINDS,
   type Break,
+  type NoPostingKind,
+  type NoPostingTally,
   type Category,
   type CategoryMoney,
   type JournalEntry,
@@ -74,6 +77,7 @@ export function encodeRun(result: ReconcileResult): { run: RunRow; breaks: Break
     journal: s.journal,
     ledgerRows: s.ledgerRows,
     matchedWithoutTerms: s.matchedWithoutTerms,
+    ...(s.noPosting === undefined ? {} : { noPosting: Object.fromEntries(NO_POSTING_KINDS.map((k) => [k, { count: s.noPosting![k].count, ledger: moneyJson(s.noPosting![k].ledger) }])) }),
     breaks: s.breaks,
     severities: s.severities,
   };
@@ -135,7 +139,8 @@ const Int = t.refinement(t.number, Number.isSafeInteger, 'Int');
 const Digits = t.refinement(t.string, (s) => /^-?\d+$/.test(s), 'Digits');
 const Money = t.array(t.tuple([t.union([t.string, t.null]), Digits]));
 const CountsCodec = t.type(Object.fromEntries(CATEGORIES.map((c) => [c, Int])) as Record<Category, typeof Int>);
-const SummaryCodec = t.type({
+const NoPostingCodec = t.type({ count: Int, ledger: Money });
+const SummaryCodec = t.intersection([t.type({
   window: t.type({ from: Int, to: Int, pendingMs: Int }),
   source: t.string,
   sha256: t.string,
@@ -147,7 +152,7 @@ const SummaryCodec = t.type({
   matchedWithoutTerms: Int,
   breaks: Int,
   severities: t.type({ P1: Int, P2: Int }),
-});
+}), t.partial({ noPosting: t.type({ rejected: NoPostingCodec, unsettled: NoPostingCodec }) })]);
 const RunRowCodec = t.type({ id: Int, recorded_at: Int, summary: t.string });
 const CategoryCodec = t.keyof(Object.fromEntries(CATEGORIES.filter((c) => c !== 'matched' && c !== 'pending').map((c) => [c, null])) as Record<Break['category'], null>);
 const LedgerCodec = t.type({
@@ -194,7 +199,9 @@ export function rowToRun(raw: unknown): RecordedRun {
       return [c, { ledger: moneyOf(m.ledger), journal: moneyOf(m.journal) } satisfies CategoryMoney];
     }),
   ) as Record<Category, CategoryMoney>;
-  return { id: String(id), recordedAt: recorded_at, summary: { ...s, money } };
+  const { noPosting: apart, ...rest } = s;
+  const noPosting = apart === undefined ? undefined : ({ rejected: { count: apart.rejected.count, ledger: moneyOf(apart.rejected.ledger) }, unsettled: { count: apart.unsettled.count, ledger: moneyOf(apart.unsettled.ledger) } } satisfies Record<NoPostingKind, NoPostingTally>);
+  return { id: String(id), recordedAt: recorded_at, summary: { ...rest, money, ...(noPosting === undefined ? {} : { noPosting }) } };
 }
 
 /** A `reconciliation_breaks` row as the break it records, `firstSeen` filled. */

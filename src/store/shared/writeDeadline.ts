@@ -10,7 +10,7 @@ export const WRITE_DEADLINE_MARGIN_MS = 1000;
 /**
  * The deadline of the writes a caller waits on before it acts (an outcome, a sweep, a settlement): the lock wait
  * plus the margin; with `limitMs`, never longer than that. A claim (a write that records a Sent: `recordsSent`) and
- * the health probe get the claim deadline `serve` gives, its send window (half of --grace, src/settle/sendWindow.ts),
+ * the health probe get the claim deadline `serve` gives, its send window (half of --grace, src/send/sendWindow.ts),
  * so that a claim either commits in time to be called or fails as E503 with nothing written.
  */
 export function writeDeadlineMs(lockWaitMs: number, limitMs?: number): number {

@@ -1,9 +1,8 @@
 import type Database from 'better-sqlite3';
-import type { Actor, NewEvent, StoredEvent } from '../../events/codecs.js';
 import { foldLog } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
 import { rowToEvent } from '../shared/rowCodecs.js';
-import { encodeEvents, type EncodedEvents } from '../shared/rowEncoding.js';
+import type { PlannedEvent } from '../shared/planBatch.js';
 import { REDACTED_TYPES, redactData } from '../shared/purgeRedaction.js';
 
 /**
@@ -19,35 +18,29 @@ export function eventsTable(db: Database.Database) {
   const deleteAt = db.prepare('DELETE FROM events WHERE position = ?');
 
   return {
-    /** Everything an append needs, computed before anything is written (this is where JS can throw). */
-    encode(guid: string, firstSeq: number, events: readonly NewEvent[], actor: Actor | null): EncodedAppend {
-      const { data, actorJson } = encodeEvents(events, actor);
-      return { guid, firstSeq, events, actor, data, actorJson };
-    },
     /**
-     * Inserts encoded events; only SQLite can fail here. If a later insert of several meets a taken seq,
-     * the earlier ones of this call are deleted again before the error leaves, so a lost append leaves
-     * nothing without a savepoint (a savepoint per append made SQLite copy every page it touched into a
-     * sub-journal). Any other error fails the caller's whole batch.
+     * Inserts one GUID's planned events (src/store/shared/planBatch.ts: everything that can throw in JS has run);
+     * returns their positions, or null when the log already holds one of their seqs (the append lost): the ones
+     * inserted before it are deleted again, so a lost append leaves nothing without a savepoint (a savepoint per
+     * append made SQLite copy every page it touched into a sub-journal). Any other error fails the caller's whole
+     * batch, which SQLite may already have rolled back.
      */
-    insertEncoded({ guid, firstSeq, events, data, actor, actorJson }: EncodedAppend): StoredEvent[] {
-      const stored: StoredEvent[] = [];
-      try {
-        events.forEach((e, i) => {
-          const info = insert.run(guid, firstSeq + i, e.type, e.at, data[i], actorJson);
-          stored.push({ ...e, guid, seq: firstSeq + i, position: Number(info.lastInsertRowid), actor } as StoredEvent);
-        });
-      } catch (err) {
-        // Only a lost seq leaves the transaction open and this append's first rows in it; any other
-        // SQLite error fails the whole batch, which may already have been rolled back by SQLite itself.
-        if (isUniqueViolation(err) && db.inTransaction) this.undo(stored);
-        throw err;
+    insertPlanned(planned: readonly PlannedEvent[]): number[] | null {
+      const positions: number[] = [];
+      for (const e of planned) {
+        try {
+          positions.push(Number(insert.run(e.guid, e.seq, e.event.type, e.event.at, e.data, e.actorJson).lastInsertRowid));
+        } catch (err) {
+          if (!isUniqueViolation(err) || !db.inTransaction) throw err;
+          this.remove(positions);
+          return null;
+        }
       }
-      return stored;
+      return positions;
     },
     /** Deletes events this transaction has just inserted (an append found lost after them). */
-    undo(stored: readonly StoredEvent[]): void {
-      for (const e of stored) deleteAt.run(e.position);
+    remove(positions: readonly number[]): void {
+      for (const position of positions) deleteAt.run(position);
     },
     /** Takes what purge redacts (shared/purgeRedaction.ts) out of the GUID's events written so far. */
     redact(guid: string): void {
@@ -68,14 +61,6 @@ export function eventsTable(db: Database.Database) {
   };
 }
 export type EventsTable = ReturnType<typeof eventsTable>;
-
-/** An append with its events encoded (shared/rowEncoding.ts): only SQLite can fail once it is written. */
-export interface EncodedAppend extends EncodedEvents {
-  readonly guid: string;
-  readonly firstSeq: number;
-  readonly events: readonly NewEvent[];
-  readonly actor: Actor | null;
-}
 
 /** True for the error SQLite raises when an insert breaks the (guid, seq) key: the claim was lost. */
 export function isUniqueViolation(err: unknown): boolean {

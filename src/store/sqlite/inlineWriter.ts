@@ -4,7 +4,8 @@ import type { LedgerProjection } from '../../events/store.js';
 import type { Caller } from '../shared/writeDeadline.js';
 import type { WalSync } from './walSync.js';
 import { logPosition } from './continuityMark.js';
-import { createWriteEngine, type WriteOp } from './writeEngine.js';
+import { createWriteEngine, type OpOutcome, type WriteOp } from './writeEngine.js';
+import { batcher } from '../shared/batcher.js';
 import { settle, type Pending, type Writer } from './writer.js';
 
 /** The longest pause between two tries for a write lock that another connection holds. */
@@ -33,7 +34,7 @@ const needsSync = (op: WriteOp): boolean => !(op.op === 'execute' && OUTCOMES.ha
 
 /**
  * Writes on this thread: the units queued while the previous batch committed (and synced) share the next
- * transaction (group commit). With `wal` (synchronous=FULL, see walSync.ts) a committed batch's units are
+ * transaction (group commit, through the stores' one batcher). With `wal` (synchronous=FULL, see walSync.ts) a committed batch's units are
  * settled only once fdatasync has put the WAL on disk, off the event loop (the outcomes of calls at once:
  * `needsSync`); the next batch waits for that sync, so one sync serves everyone who queued meanwhile; a batch of
  * outcomes only is not synced by itself, the next sync covers it. A write lock another connection holds is waited for by a
@@ -46,10 +47,6 @@ export function inlineWriter(
   o: { maxBatch: number; projection: LedgerProjection; busyTimeoutMs: number; wal: WalSync | null; fileLost: () => string | null },
 ): Writer {
   const engine = createWriteEngine(db, o.projection, o.busyTimeoutMs);
-  let queue: Queued[] = [];
-  let scheduled = false;
-  /** The batch whose WAL is being synced: nothing else is written until it is on disk. */
-  let syncing: Promise<void> | null = null;
   /** Set once a sync failed: what was committed since the last good one may not be on disk, so nothing more is written. */
   let broken: string | null = null;
   /**
@@ -60,24 +57,9 @@ export function inlineWriter(
   let unsynced = false;
   let syncedPosition = logPosition(db);
   let lockPauseMs = 0;
-  let idle: (() => void) | null = null;
-  let closing: Promise<void> | null = null;
 
-  const schedule = (): void => {
-    if (scheduled) return;
-    scheduled = true;
-    setImmediate(flush);
-  };
   const failAll = (units: readonly Queued[], why: string): void => {
     for (const u of units) u.pending.reject(new LedgerUnavailableError(why));
-  };
-  /** Takes out of the queue the units `drop` says go (failing them with `why`, if given); returns how many went. */
-  const dropWhere = (drop: (u: Queued) => boolean, why?: string): number => {
-    const gone = queue.filter(drop);
-    if (gone.length === 0) return 0;
-    queue = queue.filter((u) => !drop(u));
-    if (why !== undefined) failAll(gone, why);
-    return gone.length;
   };
 
   /**
@@ -98,101 +80,87 @@ export function inlineWriter(
     return `ledger sync failed: ${why}; ${sealed}; nothing more is written: restart serve`;
   }
 
-  function flush(): void {
-    scheduled = false;
-    if (syncing !== null) return;
-    // Units whose callers have stopped waiting are not written: a claim nobody will call for would only be an orphan.
-    dropWhere((u) => u.caller.gaveUp);
-    if (queue.length === 0) {
-      idle?.();
-      return;
-    }
-    const batch = queue.slice(0, o.maxBatch);
-    // Once per batch, right before it is written: is the file at the path still the one this connection writes to?
-    const lost = o.fileLost();
-    if (lost !== null) {
-      queue = queue.slice(batch.length);
-      failAll(batch, lost);
-      schedule();
-      return;
-    }
-    const now = performance.now();
-    const outcomes = engine.tryRun(batch.map((b) => b.op));
-    if (outcomes === 'locked') {
-      // Each unit waits for the lock as long as SQLite's busy timeout would have let it, counted from its own arrival.
-      dropWhere((u) => now - u.at >= o.busyTimeoutMs, `ledger write failed: database is locked (by another process, for more than the busy timeout of ${o.busyTimeoutMs} ms)`);
+  /**
+   * Commits the batch, waiting by a timer while another connection holds the write lock: each unit as long as
+   * SQLite's busy timeout would have let it, counted from its own arrival. Returns the units it wrote and their
+   * outcomes; the ones it failed or dropped meanwhile are settled here.
+   */
+  async function commit(units: Queued[]): Promise<{ batch: Queued[]; outcomes: OpOutcome[] } | null> {
+    let batch = units;
+    for (;;) {
+      // Units whose callers have stopped waiting are not written: a claim nobody will call for would only be an orphan.
+      batch = batch.filter((u) => !u.caller.gaveUp);
+      if (batch.length === 0) return null;
+      // Right before each try: is the file at the path still the one this connection writes to?
+      const lost = o.fileLost();
+      if (lost !== null) {
+        failAll(batch, lost);
+        return null;
+      }
+      const now = performance.now();
+      const outcomes = engine.tryRun(batch.map((b) => b.op));
+      if (outcomes !== 'locked') {
+        lockPauseMs = 0;
+        return { batch, outcomes };
+      }
+      failAll(batch.filter((u) => now - u.at >= o.busyTimeoutMs), `ledger write failed: database is locked (by another process, for more than the busy timeout of ${o.busyTimeoutMs} ms)`);
+      batch = batch.filter((u) => now - u.at < o.busyTimeoutMs);
       lockPauseMs = Math.min(LOCK_RETRY_MAX_MS, Math.max(1, lockPauseMs * 2));
-      scheduled = true;
-      setTimeout(flush, lockPauseMs);
-      return;
+      await new Promise((resolve) => setTimeout(resolve, lockPauseMs));
     }
-    queue = queue.slice(batch.length);
-    lockPauseMs = 0;
+  }
+
+  /** One batch: committed, and, with `wal`, settled once its WAL is on disk (an outcome at its commit: `needsSync`). */
+  async function write(units: Queued[]): Promise<void> {
+    if (broken !== null) return failAll(units, broken);
+    const committed = await commit(units);
+    if (committed === null) return;
+    const { batch, outcomes } = committed;
     if (o.wal === null || !outcomes.some((x) => x.ok)) {
       batch.forEach((b, i) => settle(b.pending, outcomes[i]!));
-      schedule();
       return;
     }
-    // An outcome is answered at its commit; everything else once the WAL is on disk (`needsSync`).
     const held = batch.flatMap((b, i) => (needsSync(b.op) ? [i] : []));
     batch.forEach((b, i) => {
       if (!needsSync(b.op)) settle(b.pending, outcomes[i]!);
     });
-    if (held.length === 0) {
-      unsynced = true;
-      schedule();
-      return;
-    }
-    const waiting = held.map((i) => batch[i]!);
-    // Nothing is written until this sync ends: everything up to here is on disk once it has (not before).
-    const position = logPosition(db);
     unsynced = true;
-    syncing = o.wal.sync().then(
-      () => {
-        syncedPosition = position;
-        unsynced = false;
-        // The file may have been replaced while the WAL was synced: then these commits went to a file nobody reads.
-        const lostMeanwhile = o.fileLost();
-        if (lostMeanwhile !== null) failAll(waiting, lostMeanwhile);
-        else for (const i of held) settle(batch[i]!.pending, outcomes[i]!);
-      },
-      (err: unknown) => {
-        broken = breakOnFailedSync(err);
-        failAll(waiting, broken);
-        failAll(queue, broken);
-        queue = [];
-      },
-    ).finally(() => {
-      syncing = null;
-      schedule();
-    });
+    if (held.length === 0) return;
+    // Nothing is written until this sync ends (the batcher sends one batch at a time): everything up to here is on
+    // disk once it has (not before).
+    const position = logPosition(db);
+    try {
+      await o.wal.sync();
+    } catch (err) {
+      broken = breakOnFailedSync(err);
+      return failAll(held.map((i) => batch[i]!), broken);
+    }
+    syncedPosition = position;
+    unsynced = false;
+    // The file may have been replaced while the WAL was synced: then these commits went to a file nobody reads.
+    const lostMeanwhile = o.fileLost();
+    if (lostMeanwhile !== null) failAll(held.map((i) => batch[i]!), lostMeanwhile);
+    else for (const i of held) settle(batch[i]!.pending, outcomes[i]!);
   }
+
+  // Whatever `write` did not settle when it threw (a read of the log's position failing) fails: nobody waits in vain.
+  const queue = batcher<Queued>({ maxBatch: o.maxBatch, maxInFlight: 1, run: (units) => write(units).catch((err: unknown) => failAll(units, `ledger write failed: ${err instanceof Error ? err.message : String(err)}`)) });
+  let closing: Promise<void> | null = null;
 
   return {
     started: Promise.resolve(),
     submit: (op, caller) =>
       new Promise((resolve, reject) => {
-        if (broken !== null) {
-          reject(new LedgerUnavailableError(broken));
-          return;
-        }
-        queue.push({ op, pending: { resolve, reject }, at: performance.now(), caller });
-        if (syncing === null) schedule();
+        if (broken !== null) reject(new LedgerUnavailableError(broken));
+        else queue.push({ op, pending: { resolve, reject }, at: performance.now(), caller });
       }),
     problem: () => broken,
     durablePosition: () => (unsynced ? syncedPosition : null),
     close() {
       // Everything queued is written (and synced) first, outcomes answered at their commit included.
-      closing ??= new Promise<void>((resolve) => {
-        idle = () => {
-          idle = null;
-          const last = unsynced && broken === null && o.wal !== null ? o.wal.sync().catch(() => undefined) : Promise.resolve();
-          void last.then(() => {
-            o.wal?.close();
-            resolve();
-          });
-        };
-        schedule();
+      closing ??= queue.drain().then(async () => {
+        if (unsynced && broken === null && o.wal !== null) await o.wal.sync().catch(() => undefined);
+        o.wal?.close();
       });
       return closing;
     },

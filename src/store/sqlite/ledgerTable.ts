@@ -10,6 +10,11 @@ function whereClause(q: LedgerQuery): { sql: string; params: Record<string, unkn
     where.push('guid = @guid');
     params['guid'] = q.guid;
   }
+  if (q.guids !== undefined) {
+    if (q.guids.length === 0) return null;
+    where.push(`guid IN (${q.guids.map((_, i) => `@g${i}`).join(', ')})`);
+    q.guids.forEach((g, i) => (params[`g${i}`] = g));
+  }
   if (q.statuses !== undefined) {
     if (q.statuses.length === 0) return null;
     where.push(`status IN (${q.statuses.map((_, i) => `@s${i}`).join(', ')})`);
@@ -83,6 +88,12 @@ export function ledgerTable(db: Database.Database, projection: LedgerProjection)
     replaceRowAt(row: ProjectionRow, lastSeq: number): boolean {
       return updateAt.run([...others.map((c) => row[c]), row['guid'], lastSeq]).changes === 1;
     },
+    /** The row a plan writes (src/store/shared/planBatch.ts): new when `prevSeq` is -1, else replaced only if still at `prevSeq`. */
+    placeRow(row: ProjectionRow, prevSeq: number): boolean {
+      if (prevSeq >= 0) return this.replaceRowAt(row, prevSeq);
+      this.writeRow(row);
+      return true;
+    },
     read(guid: string): LedgerState | null {
       const values = selectOne.get(guid);
       return values === undefined ? null : decode(values);
@@ -104,6 +115,8 @@ export function ledgerTable(db: Database.Database, projection: LedgerProjection)
       db.prepare("DELETE FROM events WHERE guid IN (SELECT guid FROM ledger WHERE status = 'PURGED' AND updated_at < ?)").run(before);
       db.prepare("DELETE FROM requests WHERE guid IN (SELECT guid FROM ledger WHERE status = 'PURGED' AND updated_at < ?)").run(before);
       db.prepare("DELETE FROM inquiry_schedule WHERE guid IN (SELECT guid FROM ledger WHERE status = 'PURGED' AND updated_at < ?)").run(before);
+      db.prepare("DELETE FROM notifications WHERE guid IN (SELECT guid FROM ledger WHERE status = 'PURGED' AND updated_at < ?)").run(before);
+      db.prepare("DELETE FROM notification_attempts WHERE guid IN (SELECT guid FROM ledger WHERE status = 'PURGED' AND updated_at < ?)").run(before);
       return db.prepare("DELETE FROM ledger WHERE status = 'PURGED' AND updated_at < ?").run(before).changes;
     },
     /** Raw rows of `status, n, oldest`; the store decodes them. */

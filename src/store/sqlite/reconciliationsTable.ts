@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import { firstSeenOf, rowToBreak, rowToRun, type BreakRow, type EarlierBreak, type EarlierRun, type RunRow } from '../shared/reconciliationRows.js';
 import type { RecordedBreak, RecordedReconciliation, RecordedRun } from '../../events/reconciliation.js';
+import type { BreakPage } from '../../events/store.js';
 
 const CHUNK = 500;
 
@@ -14,7 +15,7 @@ export function reconciliationsTable(db: Database.Database) {
   return {
     record: (row: RunRow, breaks: readonly BreakRow[], at: number) => sql().record(row, breaks, at),
     list: (limit: number, beforeId: number) => sql().list(limit, beforeId),
-    read: (id: number) => sql().read(id),
+    read: (id: number, page?: BreakPage) => sql().read(id, page),
     ofGuid: (guid: string) => sql().ofGuid(guid),
   };
 }
@@ -26,6 +27,7 @@ function prepare(db: Database.Database) {
   const runs = db.prepare('SELECT id, recorded_at, summary FROM reconciliations WHERE id < ? ORDER BY id DESC LIMIT ?');
   const run = db.prepare('SELECT id, recorded_at, summary FROM reconciliations WHERE id = ?');
   const breaksOfRun = db.prepare('SELECT run_id, guid, category, severity, first_seen, ledger, journal FROM reconciliation_breaks WHERE run_id = ? ORDER BY guid');
+  const breaksPage = db.prepare('SELECT run_id, guid, category, severity, first_seen, ledger, journal FROM reconciliation_breaks WHERE run_id = ? AND guid > ? ORDER BY guid LIMIT ?');
   const breaksOfGuid = db.prepare(
     `SELECT b.run_id, b.guid, b.category, b.severity, b.first_seen, b.ledger, b.journal, r.id, r.recorded_at, r.summary
      FROM reconciliation_breaks b JOIN reconciliations r ON r.id = b.run_id WHERE b.guid = ? ORDER BY b.run_id`,
@@ -57,9 +59,12 @@ function prepare(db: Database.Database) {
     list(limit: number, beforeId: number): RecordedRun[] {
       return runs.all(beforeId, limit).map(rowToRun);
     },
-    read(id: number): RecordedReconciliation | null {
+    read(id: number, page?: BreakPage): RecordedReconciliation | null {
       const head = run.get(id);
-      return head === undefined ? null : { ...rowToRun(head), breaks: breaksOfRun.all(id).map(rowToBreak) };
+      if (head === undefined) return null;
+      // GUIDs are never empty: '' is before every one of them.
+      const rows = page === undefined ? breaksOfRun.all(id) : breaksPage.all(id, page.after ?? '', Math.max(0, Math.floor(page.limit)));
+      return { ...rowToRun(head), breaks: rows.map(rowToBreak) };
     },
     ofGuid(guid: string): RecordedBreak[] {
       return breaksOfGuid.all(guid).map((raw) => ({ run: rowToRun(raw), break: rowToBreak(raw) }));

@@ -50,7 +50,7 @@ const MIGRATIONS: readonly string[] = [
     next_at   INTEGER NOT NULL
   ) WITHOUT ROWID;
   `,
-  // Issue #15, the audit trail. events.actor: who wrote the event (JSON, src/events/codecs.ts Actor; NULL for
+  // The audit trail. events.actor: who wrote the event (JSON, src/events/codecs.ts Actor; NULL for
   // events written before). requests: every channel request for a GUID the ledger has, beside the log (a
   // request that changes no state is no event), metadata only; tombstone removal deletes them with the events.
   `
@@ -114,7 +114,7 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX ledger_status_updated ON ledger (status, updated_at);
   CREATE INDEX ledger_unsettled ON ledger (status, guid) WHERE ${UNSETTLED_SQL};
   `,
-  // 8: reconciliation runs (CONTRACT.md §8, issue #27) beside the log: a run changes no transfer's state. The summary
+  // 8: reconciliation runs (CONTRACT.md §8) beside the log: a run changes no transfer's state. The summary
   // as JSON text (src/store/shared/reconciliationRows.ts), beside the columns runs are listed by; each break with the
   // run that first saw it, found by GUID for a transfer's history.
   `
@@ -141,6 +141,56 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (run_id, guid)
   ) WITHOUT ROWID;
   CREATE INDEX reconciliation_breaks_guid ON reconciliation_breaks (guid, run_id);
+  `,
+  // 9: each key's last use (serve --keys), written at most once a minute by serve, shown by `keys list --db`.
+  `
+  CREATE TABLE key_uses (
+    key          TEXT    PRIMARY KEY,
+    last_used_at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  `,
+  // The notification outbox (CONTRACT.md §11) beside the log: a row per notification an append made due, written
+  // in that append's transaction (src/events/notifications.ts says when); its body is fixed then and signed on each
+  // attempt. `serve --notify-url` leases the due ones (holder, lease_until) and records each attempt in
+  // notification_attempts, which `history` shows. Purge removes a GUID's notifications with its response.
+  `
+  CREATE TABLE notifications (
+    guid         TEXT    NOT NULL,
+    seq          INTEGER NOT NULL,
+    type         TEXT    NOT NULL,
+    at           INTEGER NOT NULL,
+    body         TEXT    NOT NULL,
+    state        TEXT    NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'given_up')),
+    created_at   INTEGER NOT NULL,
+    next_at      INTEGER NOT NULL,
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    holder       TEXT,
+    lease_until  INTEGER,
+    last_result  TEXT,
+    delivered_at INTEGER,
+    PRIMARY KEY (guid, seq)
+  ) WITHOUT ROWID;
+  CREATE INDEX notifications_due ON notifications (next_at) WHERE state = 'pending';
+  CREATE TABLE notification_attempts (
+    position    INTEGER PRIMARY KEY AUTOINCREMENT,
+    guid        TEXT    NOT NULL,
+    seq         INTEGER NOT NULL,
+    at          INTEGER NOT NULL,
+    result      TEXT    NOT NULL,
+    http_status INTEGER,
+    detail      TEXT    NOT NULL,
+    latency_ms  INTEGER NOT NULL
+  );
+  CREATE INDEX notification_attempts_guid ON notification_attempts (guid, position);
+  `,
+  // Which continuity mark last vouched for this ledger (its random id and folder): src/store/sqlite/continuityMark.ts.
+  `
+  CREATE TABLE continuity_vouch (
+    one     INTEGER PRIMARY KEY CHECK (one = 1),
+    mark_id TEXT    NOT NULL,
+    folder  TEXT    NOT NULL,
+    at      INTEGER NOT NULL
+  );
   `,
 ];
 

@@ -1,20 +1,22 @@
+import { realpathSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { actorsOf, type EventAudit, type NewEvent, type ProcessActor } from '../../events/codecs.js';
 import type { Command } from '../../events/decide.js';
 import { LedgerClosedError, LedgerUnavailableError } from '../../events/errors.js';
-import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, RequestRecord, SeenRow } from '../../events/store.js';
+import type { AppendResult, EventStore, ExecuteResult, LeaseRequest, LedgerProjection, KeyUse, RequestRecord, SeenRow } from '../../events/store.js';
 import { storeResult, toStoreError, type StoreResult } from '../../events/storeResult.js';
 import { recordsSent, submitWithDeadline, writeDeadlineMs, type Caller } from '../shared/writeDeadline.js';
 import { writeHealth } from '../shared/writeHealth.js';
 import { encodeRun, recordedOf } from '../shared/reconciliationRows.js';
 import type { ReconcileResult } from '../../events/reconciliation.js';
-import { fileStanding, missingFileEvents, readFileMark, writeFileMark } from './continuityMark.js';
+import { continuityDir, fileStanding, missingFileEvents, readFileMark, writeFileMark, type MarkPlace } from './continuityMark.js';
 import { fileBytes, reclaimSpace } from './fileSpace.js';
 import { watchOpenedFile, type FileWatch } from './fileWatch.js';
 import { inlineWriter } from './inlineWriter.js';
 import { openDatabase, openedFile, type Synchronous } from './openDatabase.js';
 import { readMethods, type OnConnection, type ReadMethods } from './readMethods.js';
 import { threadWriter } from './threadWriter.js';
+import { notificationsTable } from './notificationsTable.js';
 import { walSync, type WalSync } from './walSync.js';
 import type { WriteOp, WriteResult } from './writeEngine.js';
 import type { Writer } from './writer.js';
@@ -57,6 +59,8 @@ export interface SqliteStoreOptions {
   readonly actor?: ProcessActor;
   /** How the inline writer puts the WAL on disk at FULL (walSync.ts); tests hand in one they control. */
   readonly walSync?: (dbPath: string) => WalSync;
+  /** The folder of the continuity marks (`--continuity-dir`; continuityMark.ts `continuityDir` when absent). */
+  readonly continuityDir?: string | undefined;
 }
 
 export interface SqliteEventStore extends EventStore {
@@ -124,6 +128,7 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   const deadlineMs = writeDeadlineMs(busyTimeoutMs);
   const claimDeadlineMs = writeDeadlineMs(busyTimeoutMs, options.claimDeadlineMs);
   const actorFor = actorsOf(options.actor);
+  const outbox = notificationsTable(db);
 
   function write<O extends WriteOp>(op: O): Promise<WriteResult<O>> {
     if (closed) return Promise.reject(new LedgerClosedError());
@@ -140,11 +145,14 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
   // What ping asks once no write has settled for a while: a probe that writes a page, so it meets a full disk as a claim would.
   const health = writeHealth(() => write({ op: 'probe' }));
   const written = <T>(step: () => Promise<T>): StoreResult<T> => storeResult('write', step);
-  /** The continuity mark's file beside the ledger (continuityMark.ts). */
-  const beside = <T>(step: () => Promise<T>): StoreResult<T> =>
+  /** The continuity mark (continuityMark.ts): keyed by the ledger's real path, as opened. */
+  let place: MarkPlace | undefined;
+  const marked = <T>(none: T, step: (p: MarkPlace) => Promise<T>): StoreResult<T> =>
     storeResult('continuity mark', () => {
       if (closed) throw new LedgerClosedError();
-      return step();
+      if (path === ':memory:') return Promise.resolve(none);
+      place ??= { ledger: realpathSync(path), dir: continuityDir(options.continuityDir) };
+      return step(place);
     });
 
   return {
@@ -152,16 +160,20 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     db,
     ...reads,
     appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult> {
-      return written(() => write({ op: 'append', guid, expectedSeq, events, actor: actorFor(audit) }));
+      return written(() => write({ op: 'append', guid, expectedSeq, events, actor: actorFor(audit), ...repliedOf(audit) }));
     },
     execute(guid: string, command: Command, audit?: EventAudit, seen?: SeenRow): StoreResult<ExecuteResult> {
-      return written(() => write({ op: 'execute', guid, command, now: clock(), actor: actorFor(audit), ...(seen === undefined ? {} : { seen: seen.state }) }));
+      return written(() => write({ op: 'execute', guid, command, now: clock(), actor: actorFor(audit), ...repliedOf(audit), ...(seen === undefined ? {} : { seen: seen.state }) }));
     },
     recordRequests: (records: readonly RequestRecord[]) =>
       written(async () => {
         if (records.length > 0) await write({ op: 'recordRequests', records });
       }),
     recordUnclearInquiry: (guid: string, sentAt: number, at: number, minAgeMs: number) => written(() => write({ op: 'recordUnclearInquiry', guid, sentAt, at, minAgeMs })),
+    recordKeyUses: (uses: readonly KeyUse[]) =>
+      written(async () => {
+        if (uses.length > 0) await write({ op: 'recordKeyUses', uses: uses.map(({ key, at }) => ({ key, at })) });
+      }),
     leaseRows: (holder: string, rows: readonly LeaseRequest[], forMs: number) =>
       written(async () => {
         if (rows.length === 0) return new Set<string>();
@@ -180,6 +192,15 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
         const { id, firstSeen } = await write({ op: 'recordReconciliation', run: row, breaks, at });
         return recordedOf(run, id, at, firstSeen);
       }),
+    leaseNotifications: (holder: string, limit: number, forMs: number) => written(() => write({ op: 'leaseNotifications', holder, limit, now: clock(), forMs })),
+    recordDeliveries: (outcomes) =>
+      written(async () => {
+        if (outcomes.length > 0) await write({ op: 'recordDeliveries', outcomes: outcomes.map((o) => ({ ...o })) });
+      }),
+    redeliverNotifications: (guids) => written(() => write({ op: 'redeliverNotifications', guids: [...guids], now: clock() })),
+    listNotifications: (query) => onConnection('read', () => outbox.list(query)),
+    notificationAttempts: (guid) => onConnection('read', () => outbox.attempts(guid)),
+    notificationCounts: () => onConnection('read', () => outbox.counts()),
     now: () => onConnection('clock', () => clock()),
     removeTombstones: (before: number) => written(() => write({ op: 'removeTombstones', before })),
     rebuildProjection: () => written(() => write({ op: 'rebuild' })),
@@ -187,8 +208,8 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     ledgerStanding: () => onConnection('standing', () => fileStanding(db, path, w.durablePosition())),
     missingEvents: (keys) => onConnection('read', () => missingFileEvents(db, keys)),
     connectionEvents: () => 0,
-    readMark: () => beside(() => (path === ':memory:' ? Promise.resolve(null) : readFileMark(path))),
-    writeMark: (mark) => beside(() => (path === ':memory:' ? Promise.resolve() : writeFileMark(path, mark))),
+    readMark: () => marked(null, (p) => readFileMark(db, p)),
+    writeMark: (mark) => marked(undefined, (p) => writeFileMark(db, p, mark)),
     reclaimSpace: () => storeResult('vacuum', () => reclaimSpace(db, path, onConnection)),
     ping() {
       return storeResult('ping', async () => {
@@ -212,3 +233,9 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
     },
   };
 }
+
+/** The `replied` mark of an append (src/events/notifications.ts), plain data for the writer. */
+const repliedOf = (audit: EventAudit | undefined): { replied?: true; cap?: number } => ({
+  ...(audit?.replied === true ? { replied: true as const } : {}),
+  ...(audit?.cap === undefined ? {} : { cap: audit.cap }),
+});

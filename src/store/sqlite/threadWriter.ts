@@ -8,6 +8,7 @@ import type { Synchronous } from './openDatabase.js';
 import type { WriteOp } from './writeEngine.js';
 import type { FromWriter, ToWriter } from './writerWorker.js';
 import { settle, type Pending, type Writer } from './writer.js';
+import { batcher } from '../shared/batcher.js';
 
 /** Writes on a worker thread with its own connection; results come back after the batch committed. */
 export function threadWriter(options: { path: string; synchronous: Synchronous; busyTimeoutMs: number; maxBatch: number; projection: LedgerProjection }): Writer {
@@ -25,22 +26,22 @@ export function threadWriter(options: { path: string; synchronous: Synchronous; 
   let nextId = 1;
   // One message per turn of the event loop, not per unit: each message costs a wake-up and a clone on both
   // sides (measured: the ledger's CPU per request fell from 122 to 102 µs with one message per turn).
-  let outbox: Array<{ id: number; op: WriteOp }> = [];
-  const send = () => {
-    if (outbox.length === 0) return;
-    const units = outbox;
-    outbox = [];
-    try {
-      worker.postMessage({ units } satisfies ToWriter);
-    } catch (err) {
-      // A unit that cannot be copied to the writer (not plain data): none of this message was written.
-      const why = `ledger write not submitted: ${err instanceof Error ? err.message : String(err)}`;
-      for (const u of units) {
-        pending.get(u.id)?.reject(new LedgerUnavailableError(why));
-        pending.delete(u.id);
+  const outbox = batcher<{ id: number; op: WriteOp }>({
+    maxBatch: Number.POSITIVE_INFINITY,
+    maxInFlight: Number.POSITIVE_INFINITY,
+    async run(units) {
+      try {
+        worker.postMessage({ units } satisfies ToWriter);
+      } catch (err) {
+        // A unit that cannot be copied to the writer (not plain data): none of this message was written.
+        const why = `ledger write not submitted: ${err instanceof Error ? err.message : String(err)}`;
+        for (const u of units) {
+          pending.get(u.id)?.reject(new LedgerUnavailableError(why));
+          pending.delete(u.id);
+        }
       }
-    }
-  };
+    },
+  });
   let broken: string | null = null;
   let closed: (() => void) | null = null;
   let closing: Promise<void> | null = null;
@@ -80,7 +81,7 @@ export function threadWriter(options: { path: string; synchronous: Synchronous; 
         // The writer looks at the slot right before it writes the unit, its lock held (writerWorker.ts).
         caller.onGiveUp = () => markGaveUp(slots, id);
         pending.set(id, { resolve, reject });
-        if (outbox.push({ id, op }) === 1) setImmediate(send);
+        outbox.push({ id, op });
       });
     },
     problem: () => broken,
@@ -92,8 +93,8 @@ export function threadWriter(options: { path: string; synchronous: Synchronous; 
       if (broken !== null) return worker.terminate().then(() => undefined);
       closing = new Promise<void>((resolve) => {
         closed = resolve;
-        send(); // units submitted in this turn go first
-        worker.postMessage({ close: true } satisfies ToWriter);
+        // Units submitted before close go first.
+        void outbox.drain().then(() => worker.postMessage({ close: true } satisfies ToWriter));
       }).then(() => {
         broken = 'ledger is closed';
       });

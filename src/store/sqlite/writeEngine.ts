@@ -1,29 +1,30 @@
 import Database from 'better-sqlite3';
-import type { Actor, NewEvent, StoredEvent } from '../../events/codecs.js';
-import { decide, type Command } from '../../events/decide.js';
 import { LedgerCorruptError, LedgerUnavailableError } from '../../events/errors.js';
-import { foldEvents } from '../../events/evolve.js';
-import type { AppendResult, ExecuteResult, LedgerProjection, RequestRecord } from '../../events/store.js';
+import type { AppendResult, ExecuteResult, KeyUse, LedgerProjection, RequestRecord } from '../../events/store.js';
 import type { InquiryScheduled } from '../../events/inquirySchedule.js';
 import type { LedgerState } from '../../events/state.js';
+import type { DeliveryOutcome, StoredNotification } from '../../events/notifications.js';
+import { notificationsTable } from './notificationsTable.js';
 import { inquiryScheduleTable } from './inquiryScheduleTable.js';
 import { leasesTable } from './leasesTable.js';
 import { requestsTable } from './requestsTable.js';
 import { reconciliationsTable } from './reconciliationsTable.js';
+import { keyUsesTable } from './keyUsesTable.js';
 import type { BreakRow, RunRow } from '../shared/reconciliationRows.js';
 import { checkRequestRecord } from '../shared/rowEncoding.js';
 import { ledgerTable } from './ledgerTable.js';
-import { eventsTable, isUniqueViolation } from './eventsTable.js';
-import { executeResultOf } from '../shared/executeResult.js';
+import { eventsTable } from './eventsTable.js';
+import type { PlannedEvent, Unit } from '../shared/planBatch.js';
+import { eventKey, runProtocolSync, type ProtocolOptions, type SyncWriteIo } from '../shared/writeProtocol.js';
 import { CALLER_GAVE_UP } from '../shared/writeDeadline.js';
 
 /** A unit of work for the writer; plain data, so it can cross to a worker thread. */
 export type WriteOp =
-  /** `seen`: the row as the caller saw it (null: none), decided on first instead of a read (see EventLog.execute). */
-  | { readonly op: 'execute'; readonly guid: string; readonly command: Command; readonly now: number; readonly actor: Actor | null; readonly seen?: LedgerState | null }
-  | { readonly op: 'append'; readonly guid: string; readonly expectedSeq: number; readonly events: readonly NewEvent[]; readonly actor: Actor | null }
+  /** An execute or an append: the write protocol's units (src/store/shared/writeProtocol.ts). */
+  | Unit
   /** The channel's requests, buffered by the relay: inserted in the batch's transaction, beside the log. */
   | { readonly op: 'recordRequests'; readonly records: readonly RequestRecord[] }
+  | { readonly op: 'recordKeyUses'; readonly uses: readonly KeyUse[] }
   | { readonly op: 'rebuild' }
   | { readonly op: 'removeTombstones'; readonly before: number }
   /** Changes nothing, but writes: takes the write lock and commits one page, to learn whether a write would go through now. */
@@ -32,7 +33,11 @@ export type WriteOp =
   | { readonly op: 'leaseRows'; readonly holder: string; readonly rows: ReadonlyArray<{ readonly guid: string; readonly lastSeq: number }>; readonly now: number; readonly forMs: number }
   | { readonly op: 'releaseLeases'; readonly holder: string; readonly now: number }
   /** A reconciliation run, encoded (src/store/shared/reconciliationRows.ts), with its breaks; `at`: when it is recorded. */
-  | { readonly op: 'recordReconciliation'; readonly run: RunRow; readonly breaks: readonly BreakRow[]; readonly at: number };
+  | { readonly op: 'recordReconciliation'; readonly run: RunRow; readonly breaks: readonly BreakRow[]; readonly at: number }
+  /** The outbox (CONTRACT.md §11): due notifications leased to `holder`, attempts recorded, notifications queued again. */
+  | { readonly op: 'leaseNotifications'; readonly holder: string; readonly limit: number; readonly now: number; readonly forMs: number }
+  | { readonly op: 'recordDeliveries'; readonly outcomes: readonly DeliveryOutcome[] }
+  | { readonly op: 'redeliverNotifications'; readonly guids: readonly string[]; readonly now: number };
 
 export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
   ? ExecuteResult
@@ -50,7 +55,11 @@ export type WriteResult<O extends WriteOp> = O extends { op: 'execute' }
               ? null
               : O extends { op: 'recordReconciliation' }
                 ? { id: number; firstSeen: number[] }
-                : number;
+                : O extends { op: 'leaseNotifications' }
+                  ? StoredNotification[]
+                  : O extends { op: 'recordDeliveries' }
+                    ? null
+                    : number;
 
 /** An error as plain data (it may cross a thread), turned back into its class by `reviveError`. */
 export interface OpError {
@@ -75,10 +84,10 @@ function toOpError(err: unknown): OpError {
 /**
  * The write side of the ledger, synchronous: a batch of units of work runs in ONE transaction (one fsync:
  * group commit). A unit's own problem (a corrupt row, an impossible event) fails only that unit and leaves
- * nothing of it: appends do all their JS work before their first write (see appendInTx), the rare
- * maintenance units run inside a savepoint. SQLite's own errors (I/O, full, busy, read-only), and anything
- * failing once an append has begun writing, fail the whole batch: nothing of it is durable, so no request
- * in it may call the account system.
+ * nothing of it: executes and appends go through the write protocol, which plans everything in JS before the
+ * first write (src/store/shared/writeProtocol.ts); the rare maintenance units run inside a savepoint. SQLite's
+ * own errors (I/O, full, busy, read-only) fail the whole batch: nothing of it is durable, so no request in it
+ * may call the account system.
  */
 export function createWriteEngine(db: Database.Database, projection: LedgerProjection, busyTimeoutMs: number) {
   const events = eventsTable(db);
@@ -87,6 +96,8 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
   const leases = leasesTable(db);
   const requests = requestsTable(db);
   const reconciliations = reconciliationsTable(db);
+  const keyUses = keyUsesTable(db);
+  const outbox = notificationsTable(db);
   const begin = db.prepare('BEGIN IMMEDIATE');
   // For tryRun: BEGIN without waiting for another connection's write lock, then the usual wait again for reads.
   // Not prepared once: SQLite applies a busy_timeout pragma when it compiles the statement, not when it runs. Run
@@ -98,77 +109,57 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
   const rollbackTo = db.prepare('ROLLBACK TO op');
   const release = db.prepare('RELEASE op');
   const deleteLedger = db.prepare('DELETE FROM ledger');
+  const PROTOCOL: ProtocolOptions = { stateToRow: projection.stateToRow, maxRounds: PROTOCOL_ROUNDS, checkTaken: false };
 
-  /**
-   * Set while an append is writing: an error then may have left part of it behind, so it fails the whole
-   * batch (rolled back, nothing durable, no call made) instead of only this unit.
-   */
-  let writing = false;
-
-  /**
-   * The compare-and-set append, inside the write transaction. Everything that can throw in JS (decoding
-   * the current row, evolve, encoding the events and the row) happens before the first write, so a unit's
-   * own problem leaves nothing behind and needs no savepoint. (A savepoint per unit made SQLite copy every
-   * page the unit touched into its sub-journal: about 40% of the writer's CPU; see docs/performance.md.)
-   * A unique violation (another writer, maybe another process, appended this seq first) undoes this
-   * append's own inserts and is "lost"; any other failure while writing fails the whole batch.
-   */
-  function appendInTx(guid: string, expectedSeq: number, newEvents: readonly NewEvent[], actor: Actor | null, seen?: LedgerState | null): AppendResult {
-    // A row the caller has seen is not read again: if it is out of date, the (guid, seq) key refuses the insert below.
-    const current = seen === undefined ? ledger.read(guid) : seen;
-    if ((current?.lastSeq ?? -1) !== expectedSeq) return { won: false, state: current };
-    const state = foldEvents(guid, newEvents, current);
-    if (state === null || newEvents.length === 0) return { won: false, state: current };
-    const encoded = events.encode(guid, expectedSeq + 1, newEvents, actor);
-    const row = projection.stateToRow(state);
-    const purged = newEvents.some((e) => e.type === 'Purged');
-
-    writing = true;
-    let stored: StoredEvent[];
-    try {
-      stored = events.insertEncoded(encoded);
-    } catch (err) {
-      // The log already holds this seq although the projection said otherwise: someone moved first.
-      if (isUniqueViolation(err)) {
-        writing = false;
-        return { won: false, state: ledger.read(guid) };
-      }
-      throw err;
-    }
-    // A row the caller saw is replaced only if it is still at that seq: the (guid, seq) key cannot refuse an append
-    // onto a stream that is no longer there (its tombstone removed since), but the row's own seq can.
-    if (seen !== undefined && seen !== null && !ledger.replaceRowAt(row, seen.lastSeq)) {
-      events.undo(stored);
-      writing = false;
-      return { won: false, state: ledger.read(guid) };
-    }
-    if (purged) events.redact(guid);
-    if (seen === undefined || seen === null) ledger.writeRow(row);
-    writing = false;
-    return { won: true, state, events: stored };
-  }
-
-  function runOne(w: WriteOp): unknown {
-    switch (w.op) {
-      case 'append':
-        return appendInTx(w.guid, w.expectedSeq, w.events, w.actor);
-      case 'execute': {
-        if (w.seen !== undefined) {
-          // What the caller saw is usually the row as it is: decide on it, and let the append's key tell otherwise.
-          // A refusal, or an append the key refuses, is decided again below on the row as read now.
-          const decided = decide(w.seen, w.command, w.now);
-          if (decided._tag === 'Right') {
-            const result = appendInTx(w.guid, w.seen?.lastSeq ?? -1, decided.right, w.actor, w.seen);
-            if (result.won) return executeResultOf(result);
-          }
+  /** The store's side of the write protocol, inside the write transaction (its lock held: every read is current). */
+  const io: SyncWriteIo = {
+    read(guids) {
+      const rows = new Map<string, LedgerState>();
+      const unreadable = new Map<string, unknown>();
+      for (const guid of guids) {
+        try {
+          const state = ledger.read(guid);
+          if (state !== null) rows.set(guid, state);
+        } catch (err) {
+          if (err instanceof Database.SqliteError) throw err;
+          unreadable.set(guid, err);
         }
-        const state = ledger.read(w.guid);
-        const decided = decide(state, w.command, w.now);
-        if (decided._tag === 'Left') return { kind: 'refused', refusal: decided.left } satisfies ExecuteResult;
-        // Lost although we hold the write lock: the projection is behind the log (its row promised a seq the
-        // log's unique key already holds). Someone moved first; answer from the state as it is now.
-        return executeResultOf(appendInTx(w.guid, state?.lastSeq ?? -1, decided.right, w.actor));
       }
+      return { rows, unreadable };
+    },
+    // Asked only with checkTaken; here the (guid, seq) key refuses a taken seq in `write` itself.
+    taken: () => new Set(),
+    write(plan) {
+      const won = new Set<string>();
+      const positions = new Map<string, number>();
+      const planned = new Map<string, PlannedEvent[]>();
+      for (const e of plan.events) planned.set(e.guid, [...(planned.get(e.guid) ?? []), e]);
+      for (const { row, prevSeq } of plan.rows) {
+        const guid = row['guid'] as string;
+        const guidEvents = planned.get(guid) ?? [];
+        const inserted = events.insertPlanned(guidEvents);
+        if (inserted === null) continue;
+        // A row read or seen at `prevSeq` is replaced only if it is still there: the (guid, seq) key cannot refuse an
+        // append onto a stream that is no longer there (its tombstone removed since), but the row's own seq can.
+        if (!ledger.placeRow(row, prevSeq)) {
+          events.remove(inserted);
+          continue;
+        }
+        won.add(guid);
+        guidEvents.forEach((e, i) => positions.set(eventKey(e.guid, e.seq), inserted[i]!));
+        if (plan.purged.has(guid)) {
+          events.redact(guid);
+          outbox.removeOf(guid);
+        }
+      }
+      // In the append's transaction: a crash between the event and its delivery loses no notification.
+      outbox.insert(plan.notifications.filter((n) => won.has(n.guid)));
+      return { won, positions };
+    },
+  };
+
+  function runOne(w: Exclude<WriteOp, Unit | { op: 'recordRequests' }>): unknown {
+    switch (w.op) {
       case 'rebuild': {
         const folded = events.foldAll();
         deleteLedger.run();
@@ -182,14 +173,11 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
         // where a commit that writes nothing would not (a full disk fails only what it has to store).
         db.pragma(`user_version = ${db.pragma('user_version', { simple: true }) as number}`);
         return null;
-      case 'recordRequests':
-        w.records.forEach(checkRequestRecord);
-        writing = true;
-        requests.insert(w.records);
-        writing = false;
-        return null;
       case 'recordUnclearInquiry':
         return schedule.record(w.guid, w.sentAt, w.at, w.minAgeMs);
+      case 'recordKeyUses':
+        keyUses.record(w.uses);
+        return null;
       case 'leaseRows':
         return leases.lease(w.holder, w.rows, w.now, w.forMs);
       case 'releaseLeases':
@@ -197,41 +185,67 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
         return null;
       case 'recordReconciliation':
         return reconciliations.record(w.run, w.breaks, w.at);
+      case 'leaseNotifications':
+        return outbox.lease(w.holder, w.now, w.limit, w.forMs);
+      case 'recordDeliveries':
+        outbox.record(w.outcomes);
+        return null;
+      case 'redeliverNotifications':
+        return outbox.redeliver(w.guids, w.now);
+    }
+  }
+
+  /** A run of executes and appends, one protocol for all of them (a unit's own problem fails it alone). */
+  function writeUnits(units: readonly Unit[]): OpOutcome[] {
+    return runProtocolSync(units, PROTOCOL, io).map((o) => (o.ok ? o : { ok: false, error: toOpError(o.error) }));
+  }
+
+  /** The channel's requests: a record that does not check fails its unit alone; once inserting, SQLite's errors fail the batch. */
+  function recordRequests(records: readonly RequestRecord[]): OpOutcome {
+    try {
+      records.forEach(checkRequestRecord);
+    } catch (err) {
+      return { ok: false, error: toOpError(err) };
+    }
+    requests.insert(records);
+    return { ok: true, value: null };
+  }
+
+  /** Rare maintenance units write many rows: a savepoint makes each all or nothing. */
+  function maintain(w: Exclude<WriteOp, Unit | { op: 'recordRequests' }>): OpOutcome {
+    savepoint.run();
+    try {
+      const value = runOne(w);
+      release.run();
+      return { ok: true, value };
+    } catch (err) {
+      if (err instanceof Database.SqliteError) throw err;
+      rollbackTo.run();
+      release.run();
+      return { ok: false, error: toOpError(err) };
     }
   }
 
   function run(batch: readonly WriteOp[], lockTaken = false, dropped?: (index: number) => boolean): OpOutcome[] {
-    const outcomes: OpOutcome[] = [];
+    const outcomes: OpOutcome[] = new Array(batch.length);
     try {
       if (!lockTaken) begin.run();
-      for (const [i, w] of batch.entries()) {
+      for (let i = 0; i < batch.length; ) {
         // Asked as late as possible, with the lock held: a unit whose caller has answered without it stays unwritten.
-        if (dropped?.(i) === true) {
-          outcomes.push({ ok: false, error: GAVE_UP });
-          continue;
-        }
-        if (w.op === 'execute' || w.op === 'append' || w.op === 'recordRequests') {
-          // The hot path: no savepoint (see appendInTx); a failure before the first write is this unit's alone.
-          writing = false;
-          try {
-            outcomes.push({ ok: true, value: runOne(w) });
-          } catch (err) {
-            if (err instanceof Database.SqliteError || writing) throw err;
-            outcomes.push({ ok: false, error: toOpError(err) });
+        const w = batch[i]!;
+        if (isUnit(w)) {
+          // Consecutive executes and appends are decided together; the units around them keep their order.
+          const together: number[] = [];
+          for (; i < batch.length && isUnit(batch[i]!); i++) {
+            if (dropped?.(i) === true) outcomes[i] = { ok: false, error: GAVE_UP };
+            else together.push(i);
           }
+          writeUnits(together.map((k) => batch[k] as Unit)).forEach((o, k) => (outcomes[together[k]!] = o));
           continue;
         }
-        // Rare maintenance units write many rows: a savepoint makes each all or nothing.
-        savepoint.run();
-        try {
-          outcomes.push({ ok: true, value: runOne(w) });
-          release.run();
-        } catch (err) {
-          if (err instanceof Database.SqliteError) throw err;
-          rollbackTo.run();
-          release.run();
-          outcomes.push({ ok: false, error: toOpError(err) });
-        }
+        if (dropped?.(i) === true) outcomes[i] = { ok: false, error: GAVE_UP };
+        else outcomes[i] = w.op === 'recordRequests' ? recordRequests(w.records) : maintain(w);
+        i++;
       }
       commit.run();
       return outcomes;
@@ -280,8 +294,15 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
   };
 }
 
+/**
+ * SQLite holds the write lock, so a round's reads are current: a GUID loses a read round only to a projection behind
+ * its log (the (guid, seq) key refuses the append), and the round after a lost seen row (added by the protocol) settles it.
+ */
+const PROTOCOL_ROUNDS = 2;
+
 /** The outcome of a unit left unwritten because nobody waits for it any more; nobody reads it either. */
 const GAVE_UP: OpError = { kind: 'unavailable', message: CALLER_GAVE_UP };
 
+const isUnit = (w: WriteOp): w is Unit => w.op === 'execute' || w.op === 'append';
 const isBusy = (err: unknown): boolean => err instanceof Database.SqliteError && (err.code === 'SQLITE_BUSY' || err.code.startsWith('SQLITE_BUSY_'));
 export type WriteEngine = ReturnType<typeof createWriteEngine>;

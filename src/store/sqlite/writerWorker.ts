@@ -10,6 +10,7 @@ import type { ConnectionOptions } from './openDatabase.js';
 import { openDatabase } from './openDatabase.js';
 import { callerGaveUp } from './gaveUpSlots.js';
 import { createWriteEngine, type OpOutcome, type WriteOp } from './writeEngine.js';
+import { batcher } from '../shared/batcher.js';
 
 /** Units of work submitted in one turn of the request thread's event loop travel as one message. */
 export type ToWriter = { readonly units: ReadonlyArray<{ readonly id: number; readonly op: WriteOp }> } | { readonly close: true };
@@ -34,32 +35,25 @@ try {
   process.exit(0);
 }
 
-let queue: Array<{ id: number; op: WriteOp }> = [];
-let scheduled = false;
-
-function flush(): void {
-  scheduled = false;
-  while (queue.length > 0) {
-    const batch = queue.slice(0, maxBatch);
-    queue = queue.slice(batch.length);
+const queue = batcher<{ id: number; op: WriteOp }>({
+  maxBatch,
+  maxInFlight: 1,
+  // Every message already waiting arrives before the batcher's next turn: they all join this batch.
+  async run(batch) {
     // A unit whose caller gave up while this thread waited (for the lock, behind a long batch) is not written.
     const outcomes = engine.run(batch.map((b) => b.op), (i) => callerGaveUp(gaveUpSlots, batch[i]!.id));
     port.postMessage({ results: batch.map((b, i) => [b.id, outcomes[i]!] as const) } satisfies FromWriter);
-  }
-}
+  },
+});
 
 port.on('message', (msg: ToWriter) => {
   if ('close' in msg) {
-    flush();
-    db.close();
-    port.postMessage({ closed: true } satisfies FromWriter);
-    port.close();
+    void queue.drain().then(() => {
+      db.close();
+      port.postMessage({ closed: true } satisfies FromWriter);
+      port.close();
+    });
     return;
   }
   for (const unit of msg.units) queue.push(unit);
-  if (!scheduled) {
-    scheduled = true;
-    // Let every message already waiting arrive first: they all join this batch.
-    setImmediate(flush);
-  }
 });

@@ -3,13 +3,12 @@
  * resolve, purge) in a loop until it is killed. Prints "ready" once the first batch has committed.
  * Args: dbPath guidPrefix
  */
-import { openSqliteStore } from '../../../src/store/sqlite/sqliteStore.js';
+import { openLedger } from '../ledgerStore.js';
 import type { Command } from '../../../src/events/decide.js';
 import { orThrow } from '../../../src/events/storeResult.js';
-import { ledgerProjection } from '../../../src/projections/ledgerProjection.js';
 
 const [dbPath, prefix] = process.argv.slice(2);
-const store = openSqliteStore({ projection: ledgerProjection, path: dbPath! });
+const store = openLedger(dbPath!);
 const submit = (g: string): Command => ({ type: 'Submit', request: `{"guid":"${g}","pad":"${'x'.repeat(200)}"}`, fingerprint: g, timeoutMs: 0, maxAttempts: 5 });
 
 let i = 0;

@@ -242,7 +242,7 @@ async function openServedLedger(opts: ServeOptions, out: (line: string) => void)
   // Inline: commits on this thread (no copy of each unit to another thread and back), their fsync off the event loop.
   // A claim either commits within the send window, and is called, or fails E503 with nothing written (sendWindow.ts).
   const store = await openStore(opts.db, {
-    synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, claimDeadlineMs: sendWindowMs(opts.graceMs), writer: opts.writer ?? DEFAULTS.writer,
+    synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, claimDeadlineMs: sendWindowMs(opts.graceMs), writer: opts.writer ?? DEFAULTS.writer, backgroundCheckpoints: true,
     watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'), onHosts: (e) => hostEvent(e), continuityDir: opts.continuityDir,
   });
   const loose = ledgerWarning(opts.db);

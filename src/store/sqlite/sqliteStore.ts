@@ -12,6 +12,7 @@ import type { ReconcileResult } from '../../events/reconciliation.js';
 import { continuityDir, fileStanding, missingFileEvents, readFileMark, writeFileMark, type MarkPlace } from './continuityMark.js';
 import { fileBytes, reclaimSpace } from './fileSpace.js';
 import { watchOpenedFile, type FileWatch } from './fileWatch.js';
+import { startCheckpointer, type Checkpointer } from './checkpointer.js';
 import { inlineWriter } from './inlineWriter.js';
 import { openDatabase, openedFile, type Synchronous } from './openDatabase.js';
 import { readMethods, type OnConnection, type ReadMethods } from './readMethods.js';
@@ -55,6 +56,11 @@ export interface SqliteStoreOptions {
    * ping refuse with LedgerUnavailableError, and `onLost` is called once with the reason.
    */
   readonly watchFile?: { readonly intervalMs?: number; readonly onLost?: (reason: string) => void };
+  /**
+   * For `serve`: WAL checkpoints on a thread of their own (checkpointer.ts), not inside this thread's COMMITs. A
+   * short-lived command leaves them to SQLite.
+   */
+  readonly backgroundCheckpoints?: boolean;
   /** Who this process is (`processActor`), stored with every event it writes; absent: events get no actor. */
   readonly actor?: ProcessActor;
   /** How the inline writer puts the WAL on disk at FULL (walSync.ts); tests hand in one they control. */
@@ -71,7 +77,7 @@ export interface SqliteEventStore extends EventStore {
 
 /** The options with their defaults in place. */
 type Settings = Required<Pick<SqliteStoreOptions, 'path' | 'projection' | 'synchronous' | 'busyTimeoutMs' | 'maxBatch' | 'writer'>> &
-  Pick<SqliteStoreOptions, 'watchFile' | 'walSync'>;
+  Pick<SqliteStoreOptions, 'watchFile' | 'walSync' | 'backgroundCheckpoints'>;
 
 /** What opening the file gives the store: this thread's connection, its watch, its writer and its reads. */
 interface OpenedLedger {
@@ -79,6 +85,7 @@ interface OpenedLedger {
   readonly watch: FileWatch | null;
   readonly w: Writer;
   readonly reads: ReadMethods;
+  readonly checkpoints: Checkpointer | null;
 }
 
 /**
@@ -91,16 +98,19 @@ function openLedger(s: Settings, onConnection: OnConnection): OpenedLedger {
   const db = openDatabase({ path: s.path, synchronous: syncsWal ? 'NORMAL' : s.synchronous, busyTimeoutMs: s.busyTimeoutMs });
   let watch: FileWatch | null = null;
   let wal: WalSync | null = null;
+  let checkpoints: Checkpointer | null = null;
   try {
     if (s.watchFile !== undefined && s.path !== ':memory:') watch = watchOpenedFile(s.path, s.watchFile);
     // The WAL is named after the file SQLite opened, a symbolic link at `path` resolved.
     if (syncsWal) wal = (s.walSync ?? walSync)(openedFile(db));
+    if (s.backgroundCheckpoints === true && s.path !== ':memory:') checkpoints = startCheckpointer(db, openedFile(db));
     const fileLost = (): string | null => watch?.check() ?? null;
     const reads = readMethods(db, s.projection, onConnection);
-    return { db, watch, reads, w: chooseWriter(db, s, wal, fileLost) };
+    return { db, watch, reads, checkpoints, w: chooseWriter(db, s, wal, fileLost) };
   } catch (err) {
     watch?.stop();
     wal?.close();
+    void checkpoints?.close();
     db.close();
     throw toStoreError(err, `open of ${s.path}`);
   }
@@ -123,7 +133,7 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
       if (closed) throw new LedgerClosedError();
       return fn();
     });
-  const { db, watch, w, reads } = openLedger({ ...options, synchronous, busyTimeoutMs, maxBatch, writer }, onConnection);
+  const { db, watch, w, reads, checkpoints } = openLedger({ ...options, synchronous, busyTimeoutMs, maxBatch, writer }, onConnection);
   const fileLost = (): string | null => watch?.check() ?? null;
   const deadlineMs = writeDeadlineMs(busyTimeoutMs);
   const claimDeadlineMs = writeDeadlineMs(busyTimeoutMs, options.claimDeadlineMs);
@@ -228,6 +238,8 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteEventStore {
         if (closed) return;
         await w.close();
         closed = true;
+        // Before this connection: the last one to close checkpoints the WAL into the file and removes it.
+        await checkpoints?.close();
         db.close();
       });
     },

@@ -107,7 +107,7 @@ export function threadWriter(options: { path: string; synchronous: Synchronous; 
  * A module as a worker thread can load it: the file itself when running compiled; under a TypeScript test runner
  * (a .ts source) its compiled twin in dist.
  */
-function compiledModule(url: string, what: string): string {
+export function compiledModule(url: string, what: string): string {
   const file = fileURLToPath(url).replace(/\.ts$/, '.js');
   if (url.endsWith('.js') && existsSync(file)) return file;
   const dist = file.replace(/^(.*[\\/])src([\\/])/, '$1dist$2src$2');

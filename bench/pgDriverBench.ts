@@ -24,7 +24,7 @@ import pg from 'pg';
 import postgres from 'postgres';
 import { planBatch, type BatchPlan, type Unit } from '../src/store/shared/planBatch.js';
 import { ledgerColumns } from '../src/store/postgres/ledgerColumns.js';
-import { writeStatement } from '../src/store/postgres/writeBatch.js';
+import { writeStatement, writeValues } from '../src/store/postgres/writeBatch.js';
 import { SERVER_NOW_MS } from '../src/store/postgres/serverClock.js';
 import { migrate } from '../src/store/postgres/schema.js';
 import { ledgerProjection } from '../src/projections/ledgerProjection.js';
@@ -64,8 +64,8 @@ const COLUMN_TYPES = columns.names.map((name, i) => `${name} ${/::(\w+)\[\]/.exe
  */
 const jsonWriteStatement = writeStatement(columns)
   .replace(/SELECT \* FROM unnest\([^)]*\) AS r\([^)]*\)/, `SELECT * FROM json_to_recordset($1::json) AS r(${COLUMN_TYPES}, prev_seq integer)`)
-  .replace(/FROM unnest\(\$\d+::text\[\], \$\d+::integer\[\], \$\d+::text\[\], \$\d+::bigint\[\], \$\d+::text\[\], \$\d+::text\[\]\) WITH ORDINALITY AS e\([^)]*\)/,
-    'FROM ROWS FROM (json_to_recordset($2::json) AS (guid text, seq integer, type text, at bigint, data text, actor text)) WITH ORDINALITY AS e(guid, seq, type, at, data, actor, n)')
+  .replace(/FROM unnest\(\$\d+::text\[\], \$\d+::integer\[\], \$\d+::text\[\], \$\d+::bigint\[\], \$\d+::text\[\], \$\d+::bigint\[\]\) WITH ORDINALITY AS e\([^)]*\)/,
+    'FROM ROWS FROM (json_to_recordset($2::json) AS (guid text, seq integer, type text, at bigint, data text, actor_id bigint)) WITH ORDINALITY AS e(guid, seq, type, at, data, actor_id, n)')
   .replace(/unnest\(\$\d+::text\[\], \$\d+::integer\[\], \$\d+::text\[\]\) AS x/, 'unnest($3::text[], $4::integer[], $5::text[]) AS x');
 if (jsonWriteStatement.includes('unnest($1') || jsonWriteStatement.includes('unnest($16')) throw new Error('the JSON variant did not replace the arrays of writeStatement');
 const SQL = {
@@ -83,22 +83,8 @@ interface Tx {
   readonly jsonParams: unknown[];
 }
 
-/** The write statement's parameters, in the order writeBatch.ts binds them (no purge: no redactions). */
-function writeParams(plan: BatchPlan): unknown[] {
-  return [
-    ...columns.arrays(plan.rows.map((r) => r.row)),
-    plan.rows.map((r) => r.prevSeq),
-    plan.events.map((e) => e.guid),
-    plan.events.map((e) => e.seq),
-    plan.events.map((e) => e.event.type),
-    plan.events.map((e) => e.event.at),
-    plan.events.map((e) => e.data),
-    plan.events.map((e) => e.actorJson),
-    [],
-    [],
-    [],
-  ];
-}
+/** The write statement's parameters, as writeBatch.ts binds them (no purge: no redactions). */
+const writeParams = (plan: BatchPlan): unknown[] => writeValues(columns, plan, []);
 
 /** Who writes, as `serve` stamps each event (src/events/codecs.ts actorOf). */
 const actor: Actor = { by: 'serve', host: hostname(), pid: process.pid, params: { timeoutMs: 3000, maxAttempts: 5, minAgeMs: 60_000 } };
@@ -107,7 +93,7 @@ const note = `,"note":"${'x'.repeat(150)}"`;
 function jsonParams(plan: BatchPlan): unknown[] {
   return [
     JSON.stringify(plan.rows.map((r) => ({ ...r.row, prev_seq: r.prevSeq }))),
-    JSON.stringify(plan.events.map((e) => ({ guid: e.guid, seq: e.seq, type: e.event.type, at: e.event.at, data: e.data, actor: e.actorJson }))),
+    JSON.stringify(plan.events.map((e) => ({ guid: e.guid, seq: e.seq, type: e.event.type, at: e.event.at, data: e.data, actor_id: e.encodedActor === null ? null : String(e.encodedActor.id) }))),
     [],
     [],
     [],

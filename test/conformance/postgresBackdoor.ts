@@ -19,7 +19,11 @@ export function postgresBackdoor(url: string): StoreBackdoor {
     setProjectionSeq: (guid, lastSeq) => run('UPDATE ledger SET last_seq = $1 WHERE guid = $2', lastSeq, guid),
     setProjectionStatus: (guid, status, code) => run('UPDATE ledger SET status = $1, code = $2 WHERE guid = $3', status, code, guid),
     deleteProjectionRow: (guid) => run('DELETE FROM ledger WHERE guid = $1', guid),
-    insertEvent: (guid, seq, type, data) => run('INSERT INTO events (guid, seq, type, at, data) VALUES ($1, $2, $3, 1, $4)', guid, seq, type, data),
+    insertEvent: (guid, seq, type, data, actor) => run('INSERT INTO events (guid, seq, type, at, data, actor) VALUES ($1, $2, $3, 1, $4, $5)', guid, seq, type, data, actor ?? null),
+    async actorsStored() {
+      const { rows } = await query('SELECT (SELECT count(*) FROM actors)::integer AS actors, (SELECT count(*) FROM events WHERE actor IS NOT NULL)::integer AS "eventsWithText"');
+      return rows[0] as { actors: number; eventsWithText: number };
+    },
     async rawEventData(guid) {
       const { rows } = await query('SELECT coalesce(string_agg(data, \',\' ORDER BY seq), \'\') AS d FROM events WHERE guid = $1', guid);
       return (rows[0] as { d: string }).d;

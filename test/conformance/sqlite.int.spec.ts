@@ -19,7 +19,15 @@ function sqliteBackdoor(path: string): StoreBackdoor {
     setProjectionSeq: (guid, lastSeq) => run('UPDATE ledger SET last_seq = ? WHERE guid = ?', lastSeq, guid),
     setProjectionStatus: (guid, status, code) => run('UPDATE ledger SET status = ?, code = ? WHERE guid = ?', status, code, guid),
     deleteProjectionRow: (guid) => run('DELETE FROM ledger WHERE guid = ?', guid),
-    insertEvent: (guid, seq, type, data) => run('INSERT INTO events (guid, seq, type, at, data) VALUES (?, ?, ?, 1, ?)', guid, seq, type, data),
+    insertEvent: (guid, seq, type, data, actor) => run('INSERT INTO events (guid, seq, type, at, data, actor) VALUES (?, ?, ?, 1, ?, ?)', guid, seq, type, data, actor ?? null),
+    actorsStored() {
+      const db = new Database(path, { readonly: true });
+      try {
+        return Promise.resolve(db.prepare('SELECT (SELECT count(*) FROM actors) AS actors, (SELECT count(*) FROM events WHERE actor IS NOT NULL) AS eventsWithText').get() as { actors: number; eventsWithText: number });
+      } finally {
+        db.close();
+      }
+    },
     rawEventData(guid) {
       const db = new Database(path, { readonly: true });
       try {

@@ -26,8 +26,10 @@ export interface StoreBackdoor {
   setProjectionSeq(guid: string, lastSeq: number): Promise<void>;
   setProjectionStatus(guid: string, status: string, code: string | null): Promise<void>;
   deleteProjectionRow(guid: string): Promise<void>;
-  /** An event written straight into the log, with no projection row. */
-  insertEvent(guid: string, seq: number, type: string, data: string): Promise<void>;
+  /** An event written straight into the log, with no projection row; `actor`: its JSON text in the event, as written before the actors table. */
+  insertEvent(guid: string, seq: number, type: string, data: string, actor?: string): Promise<void>;
+  /** How many actors the `actors` table keeps, and how many events hold an actor's text themselves. */
+  actorsStored(): Promise<{ actors: number; eventsWithText: number }>;
   /** Every event's data of `guid` as stored, joined: what an auditor with the file would read. */
   rawEventData(guid: string): Promise<string>;
   /** From now on the store itself fails when it writes the projection row of `guid` (a failure mid-unit). */
@@ -707,9 +709,14 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect((await orThrow(store.readStream('b'))).map((e) => e.actor)).toEqual([null, null]);
         expect((await orThrow(store.readStream('old')))[0]!.actor).toBeNull();
         expect((await orThrow(store.readAll(-1, 100))).find((e) => e.guid === 'a' && e.seq === 3)?.actor).toEqual({ ...serveActor, params: { inquiryStatus: 404 } });
+        // Each actor is kept once, the events naming it by id (three actors for four events); an event written before
+        // the actors table, its actor's text in the event itself, still reads with it.
+        expect(await f.backdoor.actorsStored()).toEqual({ actors: 3, eventsWithText: 0 });
         // evolve ignores it: rebuild and verify stay clean.
         await f.backdoor.deleteProjectionRow('old');
         expect(await orThrow(store.verifyProjection())).toEqual([{ guid: 'old', kind: 'missing', columns: expect.any(Array) as unknown, ledger: null, rebuilt: expect.anything() as unknown }]);
+        await f.backdoor.insertEvent('older', 0, 'Claimed', '{"request":null,"fingerprint":"f"}', JSON.stringify(serveActor));
+        expect((await orThrow(store.readStream('older')))[0]!.actor).toEqual(serveActor);
         await orThrow(store.rebuildProjection());
         expect(await orThrow(store.verifyProjection())).toEqual([]);
       });

@@ -1,12 +1,12 @@
 import type pg from 'pg';
 import type { StoredEvent } from '../../events/codecs.js';
-import { rowToEvent } from '../shared/rowCodecs.js';
+import { rowToEvent, SELECT_EVENTS } from '../shared/rowCodecs.js';
 
 /** The log in global order from after `afterPosition`. */
 export async function readAll(db: pg.Pool | pg.ClientBase, afterPosition: number, limit: number): Promise<StoredEvent[]> {
   const { rows } = await db.query({
     name: 'guidgate_read_all',
-    text: 'SELECT position, guid, seq, type, at, data, actor FROM events WHERE position > $1 ORDER BY position LIMIT $2',
+    text: `${SELECT_EVENTS} WHERE e.position > $1 ORDER BY e.position LIMIT $2`,
     values: [afterPosition, Math.max(0, Math.floor(limit))],
   });
   return rows.map(rowToEvent);

@@ -174,6 +174,15 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX notification_attempts_guid ON notification_attempts (guid, position);
   `,
+  // Each actor kept once (as SQLite's migration 13; src/store/shared/rowEncoding.ts, EncodedActor): events written
+  // from now on name their actor by id; events written before keep their text in events.actor.
+  `
+  CREATE TABLE actors (
+    id    bigint PRIMARY KEY,
+    actor text   NOT NULL
+  );
+  ALTER TABLE events ADD COLUMN actor_id bigint;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

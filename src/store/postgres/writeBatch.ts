@@ -68,6 +68,7 @@ export function writeStatement(columns: LedgerColumns): string {
   const E = PREV + 1;
   const R = E + 6;
   const N = R + 3;
+  const A = N + 6;
   const SET = columns.names.filter((c) => c !== 'guid').map((c) => `${c} = r.${c}`).join(', ');
   return `
 WITH r AS (
@@ -80,10 +81,14 @@ inserted AS (
   INSERT INTO ledger (${COLS}) SELECT ${COLS} FROM r WHERE r.prev_seq < 0 ON CONFLICT (guid) DO NOTHING RETURNING guid
 ),
 won AS (SELECT guid FROM updated UNION ALL SELECT guid FROM inserted),
+actors_added AS (
+  INSERT INTO actors (id, actor) SELECT a.id, a.actor FROM unnest($${A}::bigint[], $${A + 1}::text[]) AS a(id, actor)
+  ON CONFLICT (id) DO NOTHING
+),
 appended AS (
-  INSERT INTO events (guid, seq, type, at, data, actor)
-  SELECT e.guid, e.seq, e.type, e.at, e.data, e.actor
-  FROM unnest($${E}::text[], $${E + 1}::integer[], $${E + 2}::text[], $${E + 3}::bigint[], $${E + 4}::text[], $${E + 5}::text[]) WITH ORDINALITY AS e(guid, seq, type, at, data, actor, n)
+  INSERT INTO events (guid, seq, type, at, data, actor_id)
+  SELECT e.guid, e.seq, e.type, e.at, e.data, e.actor_id
+  FROM unnest($${E}::text[], $${E + 1}::integer[], $${E + 2}::text[], $${E + 3}::bigint[], $${E + 4}::text[], $${E + 5}::bigint[]) WITH ORDINALITY AS e(guid, seq, type, at, data, actor_id, n)
   WHERE e.guid IN (SELECT guid FROM won)
   ORDER BY e.n
   RETURNING guid, seq, position
@@ -118,25 +123,7 @@ export async function writeBatch(client: pg.ClientBase, sql: BatchSql, plan: Bat
   const { rows } = await client.query<{ guid: string; seq: number | null; position: number | null }>({
     name: 'guidgate_write_batch',
     text: sql.write,
-    values: [
-      ...sql.columns.arrays(plan.rows.map((r) => r.row)),
-      plan.rows.map((r) => r.prevSeq),
-      plan.events.map((e) => e.guid),
-      plan.events.map((e) => e.seq),
-      plan.events.map((e) => e.event.type),
-      plan.events.map((e) => e.event.at),
-      plan.events.map((e) => e.data),
-      plan.events.map((e) => e.actorJson),
-      redactions.map((x) => x.guid),
-      redactions.map((x) => x.seq),
-      redactions.map((x) => x.data),
-      plan.notifications.map((n) => n.guid),
-      plan.notifications.map((n) => n.seq),
-      plan.notifications.map((n) => n.type),
-      plan.notifications.map((n) => n.at),
-      plan.notifications.map((n) => n.body),
-      [...plan.purged],
-    ],
+    values: writeValues(sql.columns, plan, redactions),
   });
   const won = new Set<string>();
   const positions = new Map<string, number>();
@@ -145,4 +132,35 @@ export async function writeBatch(client: pg.ClientBase, sql: BatchSql, plan: Bat
     else positions.set(eventKey(r.guid, r.seq), r.position);
   }
   return { won, positions };
+}
+
+/** The write statement's parameters, in the order `writeStatement` numbers them. */
+export function writeValues(columns: LedgerColumns, plan: BatchPlan, redactions: readonly Redaction[]): unknown[] {
+  return [
+    ...columns.arrays(plan.rows.map((r) => r.row)),
+    plan.rows.map((r) => r.prevSeq),
+    plan.events.map((e) => e.guid),
+    plan.events.map((e) => e.seq),
+    plan.events.map((e) => e.event.type),
+    plan.events.map((e) => e.event.at),
+    plan.events.map((e) => e.data),
+    plan.events.map((e) => (e.encodedActor === null ? null : String(e.encodedActor.id))),
+    redactions.map((x) => x.guid),
+    redactions.map((x) => x.seq),
+    redactions.map((x) => x.data),
+    plan.notifications.map((n) => n.guid),
+    plan.notifications.map((n) => n.seq),
+    plan.notifications.map((n) => n.type),
+    plan.notifications.map((n) => n.at),
+    plan.notifications.map((n) => n.body),
+    [...plan.purged],
+    ...actorsOf(plan),
+  ];
+}
+
+/** The batch's actors, each once (`id`s as text: a 63-bit id is no JavaScript number), for `actors_added`. */
+function actorsOf(plan: BatchPlan): [string[], string[]] {
+  const actors = new Map<bigint, string>();
+  for (const e of plan.events) if (e.encodedActor !== null) actors.set(e.encodedActor.id, e.encodedActor.json);
+  return [[...actors.keys()].map(String), [...actors.values()]];
 }

@@ -3,7 +3,7 @@ import { decide, type Command, type Refusal } from '../../events/decide.js';
 import { evolve } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection, ProjectionRow } from '../../events/store.js';
-import { encodeEvents } from '../shared/rowEncoding.js';
+import { encodeEvents, type EncodedActor } from '../shared/rowEncoding.js';
 import { redactData } from '../shared/purgeRedaction.js';
 import { notificationsDue, type DueNotification } from '../../events/notifications.js';
 
@@ -28,9 +28,9 @@ export interface PlannedEvent {
   readonly guid: string;
   readonly seq: number;
   readonly event: NewEvent;
-  /** Who wrote it, and as `events.actor` holds it. */
+  /** Who wrote it, and as the `actors` table holds it (`events.actor_id` its id). */
   readonly actor: Actor | null;
-  readonly actorJson: string | null;
+  readonly encodedActor: EncodedActor | null;
   /** The JSON text stored in `events.data`; a later Purged in the same batch may still redact it. */
   data: string;
 }
@@ -62,8 +62,8 @@ export interface BatchPlan {
 }
 
 function encode(guid: string, firstSeq: number, events: readonly NewEvent[], actor: Actor | null): PlannedEvent[] {
-  const { data, actorJson } = encodeEvents(events, actor);
-  return events.map((event, i) => ({ guid, seq: firstSeq + i, event, actor, actorJson, data: data[i]! }));
+  const encoded = encodeEvents(events, actor);
+  return events.map((event, i) => ({ guid, seq: firstSeq + i, event, actor, encodedActor: encoded.actor, data: encoded.data[i]! }));
 }
 
 /**

@@ -19,6 +19,12 @@ const EventRowCodec = t.type({
   actor: t.union([t.string, t.null]),
 });
 
+/**
+ * The log's columns as `rowToEvent` reads them, on both stores: the actor from the `actors` table, or, for an event
+ * written before that table, the JSON text the event holds itself. Callers add the WHERE and ORDER BY (on `e`).
+ */
+export const SELECT_EVENTS = 'SELECT e.position, e.guid, e.seq, e.type, e.at, e.data, coalesce(a.actor, e.actor) AS actor FROM events e LEFT JOIN actors a ON a.id = e.actor_id';
+
 /** An `events` row, decoded down to its typed data. */
 export function rowToEvent(raw: unknown): StoredEvent {
   const row = EventRowCodec.decode(raw);

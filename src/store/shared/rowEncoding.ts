@@ -3,13 +3,26 @@
  * mid-write (a time that is no integer, data that is no JSON) is refused here, where it fails its own unit alone,
  * with the same message on every store.
  */
+import { createHash } from 'node:crypto';
 import type { Actor, NewEvent } from '../../events/codecs.js';
 import type { RequestRecord } from '../../events/store.js';
 
-/** Events as `events.data` and `events.actor` hold them: one JSON text per event, the actor's shared by all. */
+/** Events as `events.data` holds them (one JSON text per event), and their actor, shared by all. */
 export interface EncodedEvents {
   readonly data: readonly string[];
-  readonly actorJson: string | null;
+  readonly actor: EncodedActor | null;
+}
+
+/**
+ * An actor as the `actors` table keeps it, once: its JSON text and an id made from that text (the first 63 bits of
+ * its SHA-256), which `events.actor_id` holds. An id made from the content needs no lookup and no counter: every
+ * process, every store and every transaction (committed or rolled back) gives one actor the same id, so a writer
+ * adds its actor with an insert that ignores an id already there. Two actors meeting on one id would take
+ * billions of actors (the birthday bound of 2^63); a process writes a handful.
+ */
+export interface EncodedActor {
+  readonly json: string;
+  readonly id: bigint;
 }
 
 export function encodeEvents(events: readonly NewEvent[], actor: Actor | null): EncodedEvents {
@@ -19,16 +32,20 @@ export function encodeEvents(events: readonly NewEvent[], actor: Actor | null): 
     if (typeof json !== 'string') throw new TypeError(`event ${e.type} has no data`);
     return json;
   });
-  return { data, actorJson: encodeActor(actor) };
+  return { data, actor: encodeActor(actor) };
 }
 
-const encoded = new WeakMap<Actor, string>();
-/** An actor as `events.actor` holds it (null stays NULL); an actor value is encoded once (actors are never changed). */
-function encodeActor(actor: Actor | null): string | null {
+const encoded = new WeakMap<Actor, EncodedActor>();
+/** An actor as the `actors` table holds it (null: none); an actor value is encoded once (actors are never changed). */
+function encodeActor(actor: Actor | null): EncodedActor | null {
   if (actor === null) return null;
-  let json = encoded.get(actor);
-  if (json === undefined) encoded.set(actor, (json = JSON.stringify(actor)));
-  return json;
+  let made = encoded.get(actor);
+  if (made === undefined) encoded.set(actor, (made = encodedActor(JSON.stringify(actor))));
+  return made;
+}
+
+export function encodedActor(json: string): EncodedActor {
+  return { json, id: createHash('sha256').update(json).digest().readBigInt64BE(0) & 0x7fffffffffffffffn };
 }
 
 export function checkRequestRecord(r: RequestRecord): void {

@@ -1,8 +1,9 @@
 import type Database from 'better-sqlite3';
 import { foldLog } from '../../events/evolve.js';
 import type { LedgerState } from '../../events/state.js';
-import { rowToEvent } from '../shared/rowCodecs.js';
+import { rowToEvent, SELECT_EVENTS } from '../shared/rowCodecs.js';
 import type { PlannedEvent } from '../shared/planBatch.js';
+import type { EncodedActor } from '../shared/rowEncoding.js';
 import { REDACTED_TYPES, redactData } from '../shared/purgeRedaction.js';
 
 /**
@@ -10,9 +11,10 @@ import { REDACTED_TYPES, redactData } from '../shared/purgeRedaction.js';
  * second writer of the same seq fail, in this process or another.
  */
 export function eventsTable(db: Database.Database) {
-  const insert = db.prepare('INSERT INTO events (guid, seq, type, at, data, actor) VALUES (?, ?, ?, ?, ?, ?)');
-  const selectStream = db.prepare('SELECT * FROM events WHERE guid = ? ORDER BY seq');
-  const selectAll = db.prepare('SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?');
+  const insert = db.prepare('INSERT INTO events (guid, seq, type, at, data, actor_id) VALUES (?, ?, ?, ?, ?, ?)');
+  const insertActor = db.prepare('INSERT OR IGNORE INTO actors (id, actor) VALUES (?, ?)');
+  const selectStream = db.prepare(`${SELECT_EVENTS} WHERE e.guid = ? ORDER BY e.seq`);
+  const selectAll = db.prepare(`${SELECT_EVENTS} WHERE e.position > ? ORDER BY e.position LIMIT ?`);
   const selectRedacted = db.prepare(`SELECT position, type, data FROM events WHERE guid = ? AND type IN (${REDACTED_TYPES.map(() => '?').join(', ')})`);
   const updateData = db.prepare('UPDATE events SET data = ? WHERE position = ?');
   const deleteAt = db.prepare('DELETE FROM events WHERE position = ?');
@@ -27,9 +29,12 @@ export function eventsTable(db: Database.Database) {
      */
     insertPlanned(planned: readonly PlannedEvent[]): number[] | null {
       const positions: number[] = [];
+      let actor: EncodedActor | null = null;
       for (const e of planned) {
+        // A GUID's events share their actor: added once (an id already there is left as it is).
+        if (e.encodedActor !== null && e.encodedActor !== actor) insertActor.run((actor = e.encodedActor).id, actor.json);
         try {
-          positions.push(Number(insert.run(e.guid, e.seq, e.event.type, e.event.at, e.data, e.actorJson).lastInsertRowid));
+          positions.push(Number(insert.run(e.guid, e.seq, e.event.type, e.event.at, e.data, e.encodedActor?.id ?? null).lastInsertRowid));
         } catch (err) {
           if (!isUniqueViolation(err) || !db.inTransaction) throw err;
           this.remove(positions);

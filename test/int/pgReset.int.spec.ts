@@ -20,7 +20,7 @@ describe.skipIf(!available)('useTestDatabases().reset() (real PostgreSQL)', () =
   const tmp = useTempDir();
 
   it('empties every table a store writes, keeps the schema and its version: a store opened afterwards starts empty', async () => {
-    const store = cleanup.use(await openPostgresStore({ projection: ledgerProjection, url: dbs.url() }));
+    const store = cleanup.use(await openPostgresStore({ projection: ledgerProjection, url: dbs.url(), actor: { by: 'reset-test', host: 'h', pid: 1 } }));
     const unknown = await seedRow(store, 'R-1', 'UNKNOWN');
     await orThrow(store.recordUnclearInquiry('R-1', unknown.sentAt!, unknown.sentAt! + 1000, 1000));
     expect(await orThrow(store.leaseRows('reset-test', [{ guid: 'R-1', lastSeq: unknown.lastSeq }], 60_000))).toEqual(new Set(['R-1']));

@@ -6,7 +6,8 @@
  *
  * Usage: node dist/bench/graceWindow.js [--grace 200ms,1s] [--seconds 15] [--inflight 50] [--db postgres://…]
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { startListening } from './listening.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -29,17 +30,9 @@ const BIN = resolve(import.meta.dirname, '..', '..', 'bin', 'guidgate');
 
 /** `guidgate ARGS`, resolved with the URL it prints once it listens. */
 function start(args: string[], children: ChildProcess[]): Promise<string> {
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const { child, listening } = startListening([BIN, ...args]);
   children.push(child);
-  return new Promise((ok, fail) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) ok(m[1]!);
-    });
-    child.once('exit', (code) => fail(new Error(`guidgate ${args[0]} exited ${code}: ${out}`)));
-  });
+  return listening;
 }
 
 async function drive(urls: readonly string[], seconds: number, inflight: number): Promise<Record<string, number>> {

@@ -8,7 +8,8 @@
  *
  * Usage: node dist/bench/inquiryStorm.js [--rows 10000] [--rate 50/s,0]
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { startListening } from './listening.js';
 import { hostname } from 'node:os';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -69,19 +70,7 @@ async function applyHalf(sim: Simulator, guids: readonly string[]): Promise<void
   await agent.close();
 }
 
-function startServe(args: string[]): { child: ChildProcess; listening: Promise<string> } {
-  const child = spawn(process.execPath, [BIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const listening = new Promise<string>((ok, fail) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) ok(m[1]!);
-    });
-    child.once('exit', (code) => fail(new Error(`serve exited ${code}: ${out}`)));
-  });
-  return { child, listening };
-}
+const startServe = (args: string[]): { child: ChildProcess; listening: Promise<string> } => startListening([BIN, 'serve', ...args]);
 
 async function unknownRows(url: string): Promise<number> {
   const res = await request(`${url}/v1/stats`);

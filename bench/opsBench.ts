@@ -9,7 +9,7 @@
  * Usage: node dist/bench/opsBench.js [--rows 100000] [--concurrency 8] [--writer thread|inline] [--json]
  * (`inline`, the default, is what the commands use; `thread` runs commits on a writer thread, as `serve` does.)
  */
-import { spawn } from 'node:child_process';
+import { startListening } from './listening.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -42,25 +42,15 @@ const CHUNK = 1000;
 const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'guidgate');
 
 /** The bundled simulator in its own process (so it does not share this event loop); resolves to its URL. */
-function startSimulatorProcess(): Promise<{ url: string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, [BIN, 'simulator', '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) {
-        resolve({
-          url: m[1]!,
-          stop: () => new Promise<void>((r) => {
-            child.once('exit', () => r());
-            child.kill('SIGTERM');
-          }),
-        });
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`simulator exited ${code}: ${out}`)));
-  });
+async function startSimulatorProcess(): Promise<{ url: string; stop: () => Promise<void> }> {
+  const { child, listening } = startListening([BIN, 'simulator', '--port', '0']);
+  return {
+    url: await listening,
+    stop: () => new Promise<void>((r) => {
+      child.once('exit', () => r());
+      child.kill('SIGTERM');
+    }),
+  };
 }
 
 async function seed(store: SqliteEventStore): Promise<number> {

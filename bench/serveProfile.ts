@@ -5,13 +5,14 @@
  * and the profile's main thread is summed up: its busy time, and the share of it spent in each function and each
  * file (self time; a function V8 inlined counts in its caller). What docs/performance.md's profiles come from.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
 import { benchArgs } from './benchArgs.js';
+import { startListening } from './listening.js';
 
 const { values } = benchArgs({
   run: 'node dist/bench/serveProfile.js',
@@ -33,19 +34,10 @@ const build = values.build === '' ? ROOT : resolve(values.build);
 const dir = mkdtempSync(join(tmpdir(), 'guidgate-serve-profile-'));
 const children: ChildProcess[] = [];
 
-/** `node args…`, resolved with its URL once it prints `listening on URL`. */
-function start(args: string[]): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+async function start(args: string[]): Promise<{ url: string; child: ChildProcess }> {
+  const { child, listening } = startListening(args);
   children.push(child);
-  return new Promise((done, fail) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) done({ url: m[1]!, child });
-    });
-    child.on('exit', (code) => fail(new Error(`${args.join(' ')} exited ${code}: ${out}`)));
-  });
+  return { url: await listening, child };
 }
 
 const extra = Number(values['extra-bytes']) > 0 ? `,"note":"${'x'.repeat(Number(values['extra-bytes']))}"` : '';

@@ -93,7 +93,7 @@ const note = `,"note":"${'x'.repeat(150)}"`;
 function jsonParams(plan: BatchPlan): unknown[] {
   return [
     JSON.stringify(plan.rows.map((r) => ({ ...r.row, prev_seq: r.prevSeq }))),
-    JSON.stringify(plan.events.map((e) => ({ guid: e.guid, seq: e.seq, type: e.event.type, at: e.event.at, data: e.data, actor_id: e.encodedActor === null ? null : String(e.encodedActor.id) }))),
+    JSON.stringify(plan.events.map((e) => ({ guid: e.guid, seq: e.seq, type: e.event.type, at: e.event.at, data: e.data, actor_id: e.encodedActor?.idText ?? null }))),
     [],
     [],
     [],

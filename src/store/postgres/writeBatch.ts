@@ -144,7 +144,7 @@ export function writeValues(columns: LedgerColumns, plan: BatchPlan, redactions:
     plan.events.map((e) => e.event.type),
     plan.events.map((e) => e.event.at),
     plan.events.map((e) => e.data),
-    plan.events.map((e) => (e.encodedActor === null ? null : String(e.encodedActor.id))),
+    plan.events.map((e) => e.encodedActor?.idText ?? null),
     redactions.map((x) => x.guid),
     redactions.map((x) => x.seq),
     redactions.map((x) => x.data),
@@ -158,9 +158,9 @@ export function writeValues(columns: LedgerColumns, plan: BatchPlan, redactions:
   ];
 }
 
-/** The batch's actors, each once (`id`s as text: a 63-bit id is no JavaScript number), for `actors_added`. */
+/** The batch's actors, each once, for `actors_added`. */
 function actorsOf(plan: BatchPlan): [string[], string[]] {
-  const actors = new Map<bigint, string>();
-  for (const e of plan.events) if (e.encodedActor !== null) actors.set(e.encodedActor.id, e.encodedActor.json);
-  return [[...actors.keys()].map(String), [...actors.values()]];
+  const actors = new Map<string, string>();
+  for (const e of plan.events) if (e.encodedActor !== null) actors.set(e.encodedActor.idText, e.encodedActor.json);
+  return [[...actors.keys()], [...actors.values()]];
 }

@@ -23,6 +23,8 @@ export interface EncodedEvents {
 export interface EncodedActor {
   readonly json: string;
   readonly id: bigint;
+  /** The id in decimal, as a bigint parameter is sent to PostgreSQL (made once: a 63-bit id is no JavaScript number). */
+  readonly idText: string;
 }
 
 export function encodeEvents(events: readonly NewEvent[], actor: Actor | null): EncodedEvents {
@@ -45,7 +47,8 @@ function encodeActor(actor: Actor | null): EncodedActor | null {
 }
 
 export function encodedActor(json: string): EncodedActor {
-  return { json, id: createHash('sha256').update(json).digest().readBigInt64BE(0) & 0x7fffffffffffffffn };
+  const id = createHash('sha256').update(json).digest().readBigInt64BE(0) & 0x7fffffffffffffffn;
+  return { json, id, idText: id.toString() };
 }
 
 export function checkRequestRecord(r: RequestRecord): void {

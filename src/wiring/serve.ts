@@ -225,6 +225,9 @@ export async function serve(opts: ServeOptions): Promise<RunningRelay> {
   return { url, app, simulator, close };
 }
 
+/** Said once if the background checkpoints' thread fails (src/store/sqlite/checkpointer.ts). */
+const CHECKPOINTS_STOPPED = 'background WAL checkpoints stopped; commits checkpoint the WAL themselves again, every 1,000 pages';
+
 /**
  * The ledger file (CONTRACT.md §4): checked first if asked, opened with the send window as its claims' deadline,
  * a warning when others may read it, watched for replacement. Its loss is said on `out` until `logLossTo` is given
@@ -237,12 +240,14 @@ async function openServedLedger(opts: ServeOptions, out: (line: string) => void)
     out(`ledger check: ${opts.db} is sound (quick_check ${checked.quickCheckMs} ms)`);
   }
   let ledgerLost = (reason: string): void => out(reason);
+  let checkpointsStopped = (reason: string): void => out(`warning: ${CHECKPOINTS_STOPPED}: ${reason}`);
   // PostgreSQL: which host takes the writes, and when none does (once per outage, naming every host tried).
   let hostEvent = (e: HostEvent): void => out(hostLine(e));
   // Inline: commits on this thread (no copy of each unit to another thread and back), their fsync off the event loop.
   // A claim either commits within the send window, and is called, or fails E503 with nothing written (sendWindow.ts).
   const store = await openStore(opts.db, {
-    synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, claimDeadlineMs: sendWindowMs(opts.graceMs), writer: opts.writer ?? DEFAULTS.writer, backgroundCheckpoints: true,
+    synchronous: opts.synchronous, busyTimeoutMs: opts.busyTimeoutMs, claimDeadlineMs: sendWindowMs(opts.graceMs), writer: opts.writer ?? DEFAULTS.writer,
+    backgroundCheckpoints: { onStopped: (reason) => checkpointsStopped(reason) },
     watchFile: { onLost: (reason) => ledgerLost(reason) }, actor: processActor('serve'), onHosts: (e) => hostEvent(e), continuityDir: opts.continuityDir,
   });
   const loose = ledgerWarning(opts.db);
@@ -253,6 +258,7 @@ async function openServedLedger(opts: ServeOptions, out: (line: string) => void)
     store,
     logLossTo(log) {
       ledgerLost = (reason) => log.error({ reason }, 'ledger file lost: every new transfer gets E503 until serve is restarted on the right file');
+      checkpointsStopped = (reason) => log.warn({ reason }, CHECKPOINTS_STOPPED);
       hostEvent = (e) => {
         if (e.kind === 'none') log.error({ tried: e.tried }, hostLine(e));
         else if (e.previous === null) log.info({ host: e.host }, hostLine(e));

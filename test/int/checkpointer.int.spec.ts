@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync } from 'node:fs';
+import { copyFileSync, existsSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -31,7 +31,7 @@ describe('background checkpoints (serve: src/store/sqlite/checkpointer.ts)', () 
   it('the WAL reaches the ledger file without the writing connection checkpointing, which keeps only its backstop', async () => {
     const dir = tmp();
     const db = join(dir, 'ledger.db');
-    const store = openLedger(db, { backgroundCheckpoints: true });
+    const store = openLedger(db, { backgroundCheckpoints: {} });
     expect(store.db.pragma('wal_autocheckpoint', { simple: true })).toBe(BACKSTOP_PAGES);
     // A few dozen pages: far below SQLite's own 1,000-page checkpoint and the backstop, so only the thread copies them.
     for (let i = 0; i < 50; i++) await orThrow(store.execute(`g-${i}`, submit(`g-${i}`)));
@@ -39,6 +39,19 @@ describe('background checkpoints (serve: src/store/sqlite/checkpointer.ts)', () 
     await orThrow(store.close());
     // The checkpoint thread closed its connection first: the writing connection was the last, and removed the WAL.
     expect(existsSync(`${db}-wal`)).toBe(false);
+  });
+
+  it('a thread that fails (here: the file gone before it could open it) is said once, and commits checkpoint every 1,000 pages again', async () => {
+    const dir = tmp();
+    const db = join(dir, 'ledger.db');
+    const stopped: string[] = [];
+    const store = openLedger(db, { backgroundCheckpoints: { onStopped: (reason) => stopped.push(reason) } });
+    // Synchronously after the open: the thread opens the file by its path a few milliseconds later.
+    unlinkSync(db);
+    await waitFor(() => stopped.length > 0, { what: 'the stop said' });
+    expect(stopped).toEqual([expect.stringMatching(/ledger\.db/)]);
+    expect(store.db.pragma('wal_autocheckpoint', { simple: true })).toBe(1000);
+    await orThrow(store.close());
   });
 
   it('without it (every command but serve) SQLite checkpoints as usual: the same writes stay in the WAL', async () => {

@@ -57,10 +57,11 @@ export interface SqliteStoreOptions {
    */
   readonly watchFile?: { readonly intervalMs?: number; readonly onLost?: (reason: string) => void };
   /**
-   * For `serve`: WAL checkpoints on a thread of their own (checkpointer.ts), not inside this thread's COMMITs. A
-   * short-lived command leaves them to SQLite.
+   * For `serve` with the inline writer: WAL checkpoints on a thread of their own (checkpointer.ts), not inside this
+   * thread's COMMITs; `onStopped` is told if that thread fails. A short-lived command, and the writer thread (whose
+   * checkpoints never stop this thread), leave them to SQLite.
    */
-  readonly backgroundCheckpoints?: boolean;
+  readonly backgroundCheckpoints?: { readonly onStopped?: (reason: string) => void };
   /** Who this process is (`processActor`), stored with every event it writes; absent: events get no actor. */
   readonly actor?: ProcessActor;
   /** How the inline writer puts the WAL on disk at FULL (walSync.ts); tests hand in one they control. */
@@ -103,7 +104,7 @@ function openLedger(s: Settings, onConnection: OnConnection): OpenedLedger {
     if (s.watchFile !== undefined && s.path !== ':memory:') watch = watchOpenedFile(s.path, s.watchFile);
     // The WAL is named after the file SQLite opened, a symbolic link at `path` resolved.
     if (syncsWal) wal = (s.walSync ?? walSync)(openedFile(db));
-    if (s.backgroundCheckpoints === true && s.path !== ':memory:') checkpoints = startCheckpointer(db, openedFile(db));
+    if (s.backgroundCheckpoints !== undefined && s.writer === 'inline' && s.path !== ':memory:') checkpoints = startCheckpointer(db, openedFile(db), s.backgroundCheckpoints.onStopped);
     const fileLost = (): string | null => watch?.check() ?? null;
     const reads = readMethods(db, s.projection, onConnection);
     return { db, watch, reads, checkpoints, w: chooseWriter(db, s, wal, fileLost) };

@@ -35,14 +35,21 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
     const terminate = () => adminQuery(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`);
 
     // The channel: each GUID resent until it gets a definite answer (or 60 tries), 12 at a time, 40 ms apart (the
-    // pace of the load is the point: sleep).
+    // pace of the load is the point: sleep); new GUIDs after the first 150 until the outage is over, so that a fast
+    // machine cannot settle them all before it.
     const guids = Array.from({ length: 150 }, (_, i) => `OUT-${i}`);
     const replies: Record<string, string[]> = {};
     let running = true;
+    let outageOver = false;
     const channel = (async () => {
       const queue = [...guids];
+      const next = (): string | undefined => {
+        const g = queue.shift() ?? (outageOver ? undefined : `OUT-${guids.length}`);
+        if (g !== undefined && !guids.includes(g)) guids.push(g);
+        return g;
+      };
       await Promise.all(Array.from({ length: 12 }, async () => {
-        for (let g = queue.shift(); g !== undefined; g = queue.shift()) {
+        for (let g = next(); g !== undefined; g = next()) {
           const seen: string[] = (replies[g] = []);
           for (let n = 0; n < 60; n++) {
             try {
@@ -88,6 +95,7 @@ describe.skipIf(!available)('PostgreSQL restarted under a resending load', () =>
       await terminate();
       await sleep(100);
     }
+    outageOver = true;
     await channel;
     await prober;
 

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { chromiumForTests, launchChromium, SCREENSHOTS } from '../support/browser.js';
+import { chromiumForTests, closeConsoleTest, launchChromium, openConsolePage, SCREENSHOTS } from '../support/browser.js';
 import { runToEnd } from '../support/children.js';
 import { httpRequest, makeKeys } from '../support/relayHarness.js';
 import { BIN, exited, startServe } from '../support/serveProcess.js';
@@ -81,22 +81,11 @@ describe.skipIf(!available)('the console in Chromium', () => {
     for (const g of done) expect((await post(g)).json()['code']).toBe('0000');
     expect((await post(`bad-${run}`, { to: 'X-NOWHERE' })).json()['code']).toBe('B202');
 
-    browser = await launchChromium();
-    page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
-    page.setDefaultTimeout(15_000);
-    page.on('pageerror', (err) => pageErrors.push(err.message));
+    ({ browser, page } = await openConsolePage(pageErrors));
     page.on('request', (r) => calls.push(new URL(r.url()).pathname));
   }, 60_000);
 
-  afterAll(async () => {
-    await browser?.close();
-    expect(pageErrors, 'errors thrown in the page').toEqual([]);
-    if (relay !== undefined && relay.child.exitCode === null) {
-      relay.child.kill('SIGTERM');
-      await exited(relay.child);
-    }
-    await sim?.close();
-  });
+  afterAll(() => closeConsoleTest({ browser, errors: pageErrors, relay, sim }));
 
   const session = () => page.locator('#session');
   /** For a poll that waits on the relay: a loaded machine (the whole suite at once) may take seconds. */

@@ -4,10 +4,10 @@ import { dirname, join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { chromiumForTests, launchChromium } from '../support/browser.js';
+import { chromiumForTests, closeConsoleTest, openConsolePage } from '../support/browser.js';
 import { runToEnd } from '../support/children.js';
 import { httpRequest } from '../support/relayHarness.js';
-import { BIN, exited, startServe } from '../support/serveProcess.js';
+import { BIN, startServe } from '../support/serveProcess.js';
 import { useTempDir } from '../support/tmp.js';
 
 /**
@@ -48,21 +48,10 @@ describe.skipIf(!available)('the console in Chromium: opening a transfer, a dead
     await refusing;
     expect(await rowOf(dead)).toMatchObject({ status: 'FAILED', attempts: 1 });
 
-    browser = await launchChromium();
-    page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
-    page.setDefaultTimeout(15_000);
-    page.on('pageerror', (err) => pageErrors.push(err.message));
+    ({ browser, page } = await openConsolePage(pageErrors));
   }, 60_000);
 
-  afterAll(async () => {
-    await browser?.close();
-    expect(pageErrors, 'errors thrown in the page').toEqual([]);
-    if (relay !== undefined && relay.child.exitCode === null) {
-      relay.child.kill('SIGTERM');
-      await exited(relay.child);
-    }
-    await sim?.close();
-  });
+  afterAll(() => closeConsoleTest({ browser, errors: pageErrors, relay, sim }));
 
   /** Signs in (the relay runs without keys: an empty token) and waits for the session to be ready. */
   const signIn = async (p: Page) => {

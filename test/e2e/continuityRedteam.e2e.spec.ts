@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.js';
 import { runToEnd } from '../support/children.js';
-import { httpRequest, transfer } from '../support/relayHarness.js';
+import { allApplied, httpRequest, replyCodes, transferBodies } from '../support/relayHarness.js';
 import { BIN, closed, startServe } from '../support/serveProcess.js';
 import { sigkillAndWait } from '../support/settle.js';
 import { useCleanup } from '../support/cleanup.js';
@@ -22,10 +22,6 @@ describe('continuity red team: restores the guard lets through (real serve proce
   const tmp = useTempDir();
   const cleanup = useCleanup();
 
-  const post = (url: string, body: string) => httpRequest(`${url}/v1/transfers`, { method: 'POST', body });
-  const codes = async (url: string, bodies: readonly string[]) => (await Promise.all(bodies.map((b) => post(url, b)))).map((r) => String(r.json()['code']));
-  const bodies = (n: number) => Array.from({ length: n }, () => JSON.stringify(transfer()));
-  const allApplied = async (url: string, bs: readonly string[]) => expect(new Set(await codes(url, bs))).toEqual(new Set(['0000']));
 
   async function setting() {
     const sim = cleanup.use(await startSimulator({ port: 0 }));
@@ -59,28 +55,36 @@ describe('continuity red team: restores the guard lets through (real serve proce
     rmSync(dir, { recursive: true, force: true });
     execFileSync('cp', ['-a', copy, dir]);
   };
+  /**
+   * 3 transfers applied, serve stopped, `what` copied (the data directory unless said), then 5 more applied and serve
+   * stopped again: `after`, what the copy forgot.
+   */
+  async function copyThenApply(s: Awaited<ReturnType<typeof setting>>, what = s.data, env: Record<string, string> = {}): Promise<{ copy: string; after: string[] }> {
+    const first = s.serve(s.state, env);
+    await allApplied(await first.ready, transferBodies(3));
+    await stopped(first);
+    const copy = copyOf(what);
+    const second = s.serve(s.state, env);
+    const after = transferBodies(5);
+    await allApplied(await second.ready, after);
+    await stopped(second);
+    return { copy, after };
+  }
 
   it('serve started with another continuity folder that holds an older mark of this ledger (an earlier run as another user, or without the config): the restore is not seen; 0 of 5 applied twice', async () => {
     const s = await setting();
     const other = join(s.root, 'home-state');
     const early = s.serve(other);
-    await allApplied(await early.ready, bodies(3));
+    await allApplied(await early.ready, transferBodies(3));
     await stopped(early);
     // Then deployed with its own folder (the first start with it, after a clean stop: --trust, as the docs say).
     expect((await s.run(['restore', '--trust'])).code).toBe(0);
-    const first = s.serve();
-    await allApplied(await first.ready, bodies(3));
-    await stopped(first);
-    const copy = copyOf(s.data);
-    const second = s.serve();
-    const after = bodies(5);
-    await allApplied(await second.ready, after);
-    await stopped(second);
+    const { copy, after } = await copyThenApply(s);
 
     putBack(copy, s.data);
     // The older mark names an event the copy holds, at its position: the copy is judged current.
     const third = s.serve(other);
-    const resent = await codes(await third.ready, after);
+    const resent = await replyCodes(await third.ready, after);
     expect(s.sim.stats().doubleApplied).toEqual([]);
     expect(resent).toEqual(after.map(() => '0000'));
   });
@@ -90,20 +94,13 @@ describe('continuity red team: restores the guard lets through (real serve proce
   // journal, read at start with --journal-witness exclusive (CONTRACT.md §9, "the account system as witness").
   async function restoredWithItsMark(env: Record<string, string>) {
     const s = await setting();
-    const first = s.serve(s.state, env);
-    await allApplied(await first.ready, bodies(3));
-    await stopped(first);
-    const copy = copyOf(s.root);
-    const second = s.serve(s.state, env);
-    const after = bodies(5);
-    await allApplied(await second.ready, after);
-    await stopped(second);
+    const { copy, after } = await copyThenApply(s, s.root, env);
 
     for (const d of ['data', 'state']) putBack(join(copy, d), join(s.root, d));
     const third = s.serve(s.state, env);
     const url = await third.ready;
     const stats = (await httpRequest(`${url}/v1/stats`, { method: 'GET' })).json();
-    const resent = await codes(url, after);
+    const resent = await replyCodes(url, after);
     return { s, third, after, stats, resent };
   }
 
@@ -128,14 +125,7 @@ describe('continuity red team: restores the guard lets through (real serve proce
 
   it('guidgate restore --trust on a ledger it judges behind its mark: refused, nothing written; serve opens the window; 0 of 5 applied twice', async () => {
     const s = await setting();
-    const first = s.serve();
-    await allApplied(await first.ready, bodies(3));
-    await stopped(first);
-    const copy = copyOf(s.data);
-    const second = s.serve();
-    const after = bodies(5);
-    await allApplied(await second.ready, after);
-    await stopped(second);
+    const { copy, after } = await copyThenApply(s);
 
     putBack(copy, s.data);
     const trust = await s.run(['restore', '--trust']);
@@ -144,7 +134,7 @@ describe('continuity red team: restores the guard lets through (real serve proce
     expect(trust.stderr).toMatch(/sent again without an inquiry/);
     expect(trust.stderr).toMatch(/without --trust/);
     const third = s.serve();
-    const resent = await codes(await third.ready, after);
+    const resent = await replyCodes(await third.ready, after);
     expect(s.sim.stats().doubleApplied).toEqual([]);
     expect(resent).toEqual(after.map(() => '0000'));
   });
@@ -153,9 +143,9 @@ describe('continuity red team: restores the guard lets through (real serve proce
     const s = await setting();
     const first = s.serve();
     const url1 = await first.ready;
-    const refused = bodies(3);
+    const refused = transferBodies(3);
     s.sim.setFaults({ refuseForMs: 1500 });
-    expect(new Set(await codes(url1, refused))).toEqual(new Set(['E902']));
+    expect(new Set(await replyCodes(url1, refused))).toEqual(new Set(['E902']));
     await stopped(first);
     const copy = copyOf(s.data);
     await waitFor(() => fetch(`${s.sim.url}/stats`).then(() => true, () => false), { intervalMs: 100, timeoutMs: 10_000, what: 'the simulator listening again' });
@@ -166,7 +156,7 @@ describe('continuity red team: restores the guard lets through (real serve proce
     putBack(copy, s.data);
     const third = s.serve();
     const url3 = await third.ready;
-    const resent = await codes(url3, refused);
+    const resent = await replyCodes(url3, refused);
     const stats = (await httpRequest(`${url3}/v1/stats`, { method: 'GET' })).json();
     // The going back is seen, the window open: the rows the ledger still has are not inquired about.
     expect(stats['continuity']).toMatchObject({ state: 'window', breaks: 1 });
@@ -176,14 +166,7 @@ describe('continuity red team: restores the guard lets through (real serve proce
 
   it('serve started on a restored ledger with the clock 2 h behind (a resumed VM), then corrected: the window is gone at once; 0 of 5 applied twice', async () => {
     const s = await setting();
-    const first = s.serve();
-    await allApplied(await first.ready, bodies(3));
-    await stopped(first);
-    const copy = copyOf(s.data);
-    const second = s.serve();
-    const after = bodies(5);
-    await allApplied(await second.ready, after);
-    await stopped(second);
+    const { copy, after } = await copyThenApply(s);
 
     putBack(copy, s.data);
     // The process's clock, 2 h behind while the flag file exists (NTP not yet synced), then stepped to the true time.
@@ -195,7 +178,7 @@ describe('continuity red team: restores the guard lets through (real serve proce
     const url3 = await third.ready;
     expect((await httpRequest(`${url3}/v1/stats`, { method: 'GET' })).json()['continuity']).toMatchObject({ state: 'window', breaks: 1 });
     rmSync(behind);
-    const resent = await codes(url3, after);
+    const resent = await replyCodes(url3, after);
     expect(s.sim.stats().doubleApplied).toEqual([]);
     expect(resent.every((c) => c === '0000' || c === 'E901')).toBe(true);
   });

@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { runToEnd } from '../support/children.js';
-import { httpRequest, transfer } from '../support/relayHarness.js';
+import { allApplied, httpRequest, replyCodes, transfer, transferBodies } from '../support/relayHarness.js';
 import { BIN, closed, startServe } from '../support/serveProcess.js';
 import { sigkillAndWait } from '../support/settle.js';
 import { useCleanup } from '../support/cleanup.js';
@@ -26,7 +26,6 @@ describe('continuity: a restored SQLite data directory is caught (real serve pro
   const cleanup = useCleanup();
 
   const post = (url: string, body: string) => httpRequest(`${url}/v1/transfers`, { method: 'POST', body });
-  const codes = async (url: string, bodies: readonly string[]) => (await Promise.all(bodies.map((b) => post(url, b)))).map((r) => String(r.json()['code']));
 
   async function setting(): Promise<{ sim: Simulator; data: string; db: string; env: Record<string, string>; spawnServe(): ReturnType<typeof startServe> }> {
     const sim = cleanup.use(await startSimulator({ port: 0 }));
@@ -45,15 +44,27 @@ describe('continuity: a restored SQLite data directory is caught (real serve pro
     };
   }
 
-  const bodies = (n: number) => Array.from({ length: n }, () => JSON.stringify(transfer()));
   const stopped = async (s: ReturnType<typeof startServe>) => {
     s.child.kill('SIGTERM');
     expect(await closed(s.child)).toBe(0);
   };
 
+  /** 20 transfers applied, the data directory copied with cp -a while serve runs, 20 more applied after the copy. */
+  async function copiedWhileRunning(s: Awaited<ReturnType<typeof setting>>) {
+    const first = s.spawnServe();
+    const url1 = await first.ready;
+    const before = transferBodies(20);
+    await allApplied(url1, before);
+    const copy = join(tmp(), 'backup');
+    execFileSync('cp', ['-a', s.data, copy]);
+    const after = transferBodies(20);
+    await allApplied(url1, after);
+    return { first, url1, before, copy, after };
+  }
+
   /** The restored relay: every GUID resent, none applied twice, the forgotten ones answered by inquiry (0000). */
   async function expectResendsSafe(sim: Simulator, url: string, all: readonly string[], applied: number, answers = all.map(() => '0000')): Promise<void> {
-    const resent = await codes(url, all);
+    const resent = await replyCodes(url, all);
     expect(sim.stats().doubleApplied).toEqual([]);
     expect(sim.stats().totalApplied).toBe(applied);
     expect(resent).toEqual(answers);
@@ -63,14 +74,7 @@ describe('continuity: a restored SQLite data directory is caught (real serve pro
 
   it('the whole directory copied with cp -a while serve ran, put back with serve stopped: the going back is seen; 0 of 20 applied twice', async () => {
     const s = await setting();
-    const first = s.spawnServe();
-    const url1 = await first.ready;
-    const before = bodies(20);
-    expect(new Set(await codes(url1, before))).toEqual(new Set(['0000']));
-    const copy = join(tmp(), 'backup');
-    execFileSync('cp', ['-a', s.data, copy]);
-    const after = bodies(20);
-    expect(new Set(await codes(url1, after))).toEqual(new Set(['0000']));
+    const { first, before, copy, after } = await copiedWhileRunning(s);
     await stopped(first);
 
     rmSync(s.data, { recursive: true, force: true });
@@ -84,14 +88,7 @@ describe('continuity: a restored SQLite data directory is caught (real serve pro
 
   it('the directory put back under a running serve by renaming its files into place (rsync): E503 until restarted, then judged against the mark; 0 of 20 applied twice', async () => {
     const s = await setting();
-    const first = s.spawnServe();
-    const url1 = await first.ready;
-    const before = bodies(20);
-    expect(new Set(await codes(url1, before))).toEqual(new Set(['0000']));
-    const copy = join(tmp(), 'backup');
-    execFileSync('cp', ['-a', s.data, copy]);
-    const after = bodies(20);
-    expect(new Set(await codes(url1, after))).toEqual(new Set(['0000']));
+    const { first, url1, before, copy, after } = await copiedWhileRunning(s);
     // A restore comes well after the last transfer: at least one of the guard's checks (every 1 s, not observable from
     // outside) has recorded the standing in between, as in any real restore.
     await sleep(1500);
@@ -115,14 +112,14 @@ describe('continuity: a restored SQLite data directory is caught (real serve pro
     const first = s.spawnServe();
     const url1 = await first.ready;
     // More transfers in the copy than after it: its purge alone would bring the log's count back up to the mark.
-    const before = bodies(30);
-    expect(new Set(await codes(url1, before))).toEqual(new Set(['0000']));
+    const before = transferBodies(30);
+    await allApplied(url1, before);
     const copy = join(tmp(), 'copy.db');
     const reader = new Database(s.db, { readonly: true });
     reader.prepare('VACUUM INTO ?').run(copy);
     reader.close();
-    const after = bodies(10);
-    expect(new Set(await codes(url1, after))).toEqual(new Set(['0000']));
+    const after = transferBodies(10);
+    await allApplied(url1, after);
     await stopped(first);
 
     for (const f of [s.db, `${s.db}-wal`, `${s.db}-shm`]) rmSync(f, { force: true });

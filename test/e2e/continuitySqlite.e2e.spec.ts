@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { startSimulator, type Simulator } from '../../src/simulator/index.js';
-import { httpRequest, transfer } from '../support/relayHarness.js';
+import { httpRequest, replyCodes, transfer, transferBodies } from '../support/relayHarness.js';
 import { closed, startServe } from '../support/serveProcess.js';
 import { sigkillAndWait } from '../support/settle.js';
 import { useCleanup } from '../support/cleanup.js';
@@ -22,7 +22,6 @@ describe('continuity: a SQLite ledger restored from an older copy (real serve pr
   const cleanup = useCleanup();
 
   const post = (url: string, body: string) => httpRequest(`${url}/v1/transfers`, { method: 'POST', body });
-  const codes = async (url: string, bodies: readonly string[]) => (await Promise.all(bodies.map((b) => post(url, b)))).map((r) => String(r.json()['code']));
 
   async function run(window: string): Promise<{ sim: Simulator; url: string; restoredCodes: string[]; newBody: string; stop(): Promise<void> }> {
     const sim = cleanup.use(await startSimulator({ port: 0 }));
@@ -38,14 +37,14 @@ describe('continuity: a SQLite ledger restored from an older copy (real serve pr
 
     const first = spawn();
     const url1 = await first.ready;
-    const before = Array.from({ length: 20 }, () => JSON.stringify(transfer()));
-    expect(new Set(await codes(url1, before))).toEqual(new Set(['0000']));
+    const before = transferBodies(20);
+    expect(new Set(await replyCodes(url1, before))).toEqual(new Set(['0000']));
     // The backup: a consistent copy taken while serve runs.
     const reader = new Database(db, { readonly: true });
     reader.prepare('VACUUM INTO ?').run(copy);
     reader.close();
-    const after = Array.from({ length: 20 }, () => JSON.stringify(transfer()));
-    expect(new Set(await codes(url1, after))).toEqual(new Set(['0000']));
+    const after = transferBodies(20);
+    expect(new Set(await replyCodes(url1, after))).toEqual(new Set(['0000']));
     first.child.kill('SIGTERM');
     expect(await closed(first.child)).toBe(0);
 
@@ -55,7 +54,7 @@ describe('continuity: a SQLite ledger restored from an older copy (real serve pr
 
     const second = spawn();
     const url = await second.ready;
-    const restoredCodes = await codes(url, [...before, ...after]);
+    const restoredCodes = await replyCodes(url, [...before, ...after]);
     return {
       sim, url, restoredCodes, newBody: JSON.stringify(transfer()),
       async stop() {

@@ -1,8 +1,11 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import type { ChildProcess } from 'node:child_process';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { expect } from 'vitest';
 import { REPO_ROOT } from './children.js';
+import { exited } from './serveProcess.js';
 
 /** Debian's Chromium; never a browser download (GUIDGATE_CHROMIUM names another binary). */
 export const CHROMIUM = process.env['GUIDGATE_CHROMIUM'] ?? '/usr/bin/chromium';
@@ -32,4 +35,24 @@ export function chromiumForTests(): { available: boolean } {
 export function launchChromium(): Promise<Browser> {
   mkdirSync(SCREENSHOTS, { recursive: true });
   return chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+}
+
+/** Chromium with one page (1200×900, 15 s per step) whose uncaught errors are pushed to `errors`. */
+export async function openConsolePage(errors: string[]): Promise<{ browser: Browser; page: Page }> {
+  const browser = await launchChromium();
+  const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+  page.setDefaultTimeout(15_000);
+  page.on('pageerror', (err) => errors.push(err.message));
+  return { browser, page };
+}
+
+/** A browser test file's end: the browser closed, no error thrown in its page, serve stopped, the simulator closed. */
+export async function closeConsoleTest(o: { browser?: Browser | undefined; errors: readonly string[]; relay?: { child: ChildProcess } | undefined; sim?: { close(): Promise<void> } | undefined }): Promise<void> {
+  await o.browser?.close();
+  expect(o.errors, 'errors thrown in the page').toEqual([]);
+  if (o.relay !== undefined && o.relay.child.exitCode === null) {
+    o.relay.child.kill('SIGTERM');
+    await exited(o.relay.child);
+  }
+  await o.sim?.close();
 }

@@ -1,3 +1,4 @@
+import { expect } from 'vitest';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import * as E from 'fp-ts/lib/Either.js';
@@ -95,6 +96,20 @@ let counter = 0;
 export function transfer(over: Record<string, unknown> = {}): Record<string, unknown> {
   counter++;
   return { guid: `T-${process.pid}-${counter}`, from: 'ACC-1001', to: 'ACC-2002', amount: 100, currency: 'CNY', ...over };
+}
+
+/** `n` new transfers' bodies, each with a GUID of its own. */
+export const transferBodies = (n: number): string[] => Array.from({ length: n }, () => JSON.stringify(transfer()));
+
+/** Each body POSTed to `url`'s /v1/transfers at once; the codes answered, in the bodies' order. */
+export async function replyCodes(url: string, bodies: readonly string[]): Promise<string[]> {
+  const replies = await Promise.all(bodies.map((body) => httpRequest(`${url}/v1/transfers`, { method: 'POST', body })));
+  return replies.map((r) => String(r.json()['code']));
+}
+
+/** Each body POSTed at once, every one answered 0000. */
+export async function allApplied(url: string, bodies: readonly string[]): Promise<void> {
+  expect(new Set(await replyCodes(url, bodies))).toEqual(new Set(['0000']));
 }
 
 /** Rows in the ledger file at `db`, read through a connection of its own. */

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { LedgerState } from '../../events/state.js';
 import type { LedgerProjection } from '../../events/store.js';
 import type { LedgerColumns } from './ledgerColumns.js';
-import type { BatchPlan } from '../shared/planBatch.js';
+import { actorsOf, type BatchPlan } from '../shared/planBatch.js';
 import { REDACTED_TYPES, redactData } from '../shared/purgeRedaction.js';
 import { eventKey, type WriteOutcome } from '../shared/writeProtocol.js';
 
@@ -154,13 +154,12 @@ export function writeValues(columns: LedgerColumns, plan: BatchPlan, redactions:
     plan.notifications.map((n) => n.at),
     plan.notifications.map((n) => n.body),
     [...plan.purged],
-    ...actorsOf(plan),
+    ...actorParams(plan),
   ];
 }
 
-/** The batch's actors, each once, for `actors_added`. */
-function actorsOf(plan: BatchPlan): [string[], string[]] {
-  const actors = new Map<string, string>();
-  for (const e of plan.events) if (e.encodedActor !== null) actors.set(e.encodedActor.idText, e.encodedActor.json);
-  return [[...actors.keys()], [...actors.values()]];
+/** The batch's actors, each once, for `actors_added`: their ids (as text) and their JSON. */
+function actorParams(plan: BatchPlan): [string[], string[]] {
+  const actors = actorsOf(plan);
+  return [actors.map((a) => a.idText), actors.map((a) => a.json)];
 }

@@ -61,6 +61,13 @@ export interface BatchPlan {
   readonly notifications: readonly DueNotification[];
 }
 
+/** The actors of a plan's events, each once: what a store adds to its `actors` table in the plan's transaction. */
+export function actorsOf(plan: Pick<BatchPlan, 'events'>): EncodedActor[] {
+  const actors = new Map<string, EncodedActor>();
+  for (const e of plan.events) if (e.encodedActor !== null) actors.set(e.encodedActor.idText, e.encodedActor);
+  return [...actors.values()];
+}
+
 function encode(guid: string, firstSeq: number, events: readonly NewEvent[], actor: Actor | null): PlannedEvent[] {
   const encoded = encodeEvents(events, actor);
   return events.map((event, i) => ({ guid, seq: firstSeq + i, event, actor, encodedActor: encoded.actor, data: encoded.data[i]! }));

@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
-import { compiledModule } from './threadWriter.js';
+import { siblingScript } from './workerScript.js';
 
 /**
  * WAL pages after which the writing connection checkpoints by itself, inside a COMMIT: the background checkpoints
@@ -34,7 +34,7 @@ export interface Checkpointer {
  */
 export function startCheckpointer(db: Database.Database, file: string, onStopped: (reason: string) => void = () => {}): Checkpointer {
   db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
-  const worker = new Worker(compiledModule(new URL('./checkpointWorker.js', import.meta.url.replace(/\.ts$/, '.js')).href, 'checkpoint thread script'), {
+  const worker = new Worker(siblingScript(import.meta.url, './checkpointWorker.js', 'checkpoint thread script'), {
     workerData: { path: file, intervalMs: CHECKPOINT_INTERVAL_MS },
   });
   let closing = false;

@@ -29,10 +29,7 @@ export function eventsTable(db: Database.Database) {
      */
     insertPlanned(planned: readonly PlannedEvent[]): number[] | null {
       const positions: number[] = [];
-      let actor: EncodedActor | null = null;
       for (const e of planned) {
-        // A GUID's events share their actor: added once (an id already there is left as it is).
-        if (e.encodedActor !== null && e.encodedActor !== actor) insertActor.run((actor = e.encodedActor).id, actor.json);
         try {
           positions.push(Number(insert.run(e.guid, e.seq, e.event.type, e.event.at, e.data, e.encodedActor?.id ?? null).lastInsertRowid));
         } catch (err) {
@@ -42,6 +39,10 @@ export function eventsTable(db: Database.Database) {
         }
       }
       return positions;
+    },
+    /** Adds actors to the `actors` table (an id already there is left as it is): a plan's, once per batch. */
+    addActors(actors: readonly EncodedActor[]): void {
+      for (const a of actors) insertActor.run(a.id, a.json);
     },
     /** Deletes events this transaction has just inserted (an append found lost after them). */
     remove(positions: readonly number[]): void {

@@ -1,5 +1,4 @@
-import { existsSync } from 'node:fs';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { LedgerUnavailableError } from '../../events/errors.js';
 import type { LedgerProjection } from '../../events/store.js';
@@ -9,6 +8,7 @@ import type { WriteOp } from './writeEngine.js';
 import type { FromWriter, ToWriter } from './writerWorker.js';
 import { settle, type Pending, type Writer } from './writer.js';
 import { batcher } from '../shared/batcher.js';
+import { compiledModule, siblingScript } from './workerScript.js';
 
 /** Writes on a worker thread with its own connection; results come back after the batch committed. */
 export function threadWriter(options: { path: string; synchronous: Synchronous; busyTimeoutMs: number; maxBatch: number; projection: LedgerProjection }): Writer {
@@ -103,17 +103,5 @@ export function threadWriter(options: { path: string; synchronous: Synchronous; 
   };
 }
 
-/**
- * A module as a worker thread can load it: the file itself when running compiled; under a TypeScript test runner
- * (a .ts source) its compiled twin in dist.
- */
-export function compiledModule(url: string, what: string): string {
-  const file = fileURLToPath(url).replace(/\.ts$/, '.js');
-  if (url.endsWith('.js') && existsSync(file)) return file;
-  const dist = file.replace(/^(.*[\\/])src([\\/])/, '$1dist$2src$2');
-  if (!existsSync(dist)) throw new LedgerUnavailableError(`${what} ${dist} is missing: run npm run build`);
-  return dist;
-}
-
 /** The compiled worker script. */
-const writerScript = (): string => compiledModule(new URL('./writerWorker.js', import.meta.url.replace(/\.ts$/, '.js')).href, 'writer thread script');
+const writerScript = (): string => siblingScript(import.meta.url, './writerWorker.js', 'writer thread script');

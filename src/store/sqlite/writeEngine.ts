@@ -14,7 +14,7 @@ import type { BreakRow, RunRow } from '../shared/reconciliationRows.js';
 import { checkRequestRecord } from '../shared/rowEncoding.js';
 import { ledgerTable } from './ledgerTable.js';
 import { eventsTable } from './eventsTable.js';
-import type { PlannedEvent, Unit } from '../shared/planBatch.js';
+import { actorsOf, type PlannedEvent, type Unit } from '../shared/planBatch.js';
 import { eventKey, runProtocolSync, type ProtocolOptions, type SyncWriteIo } from '../shared/writeProtocol.js';
 import { CALLER_GAVE_UP } from '../shared/writeDeadline.js';
 
@@ -130,6 +130,7 @@ export function createWriteEngine(db: Database.Database, projection: LedgerProje
     // Asked only with checkTaken; here the (guid, seq) key refuses a taken seq in `write` itself.
     taken: () => new Set(),
     write(plan) {
+      events.addActors(actorsOf(plan));
       const won = new Set<string>();
       const positions = new Map<string, number>();
       const planned = new Map<string, PlannedEvent[]>();

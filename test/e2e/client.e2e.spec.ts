@@ -8,13 +8,7 @@ import { startCaptureProxy, type CaptureProxy } from '../support/captureProxy.js
 import { BIN, exited, startServe } from '../support/serveProcess.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
-import { sleep } from '../support/waitFor.js';
-
-/**
- * Lets the relay's pool notice the keep-alive sockets the simulator just closed (else a send on one is a reset).
- * A sleep: the relay is another process, and nothing it shows tells when its pool has seen the close.
- */
-const settleSockets = () => sleep(150);
+import { noConnectionLeft } from '../support/tcpStates.js';
 
 type Outcome = { kind: 'result'; result: TransferResult } | { kind: 'error'; error: unknown };
 
@@ -91,14 +85,14 @@ describe('guidgate/client against serve and the simulator with faults', () => {
 
     // 2. Refusals: the account system stops listening for a while; the relay answers E902 and the client resends.
     const refusal = sim.refuseConnections(800);
-    await settleSockets();
+    await noConnectionLeft(relay.child.pid!, sim.port);
     const outB = await Promise.all(make('refused-', 6).map(async (input) => [input.guid!, await send(input)] as const));
     await refusal;
     for (const [g, o] of outB) first.set(g, o);
 
     // 3. An outage longer than the channel's patience: nothing could have been applied.
     const outage = sim.refuseConnections(2_500);
-    await settleSockets();
+    await noConnectionLeft(relay.child.pid!, sim.port);
     const outC = await Promise.all(make('outage-', 4).map(async (input) => [input.guid!, await send(input, 1_200)] as const));
     for (const [g, o] of outC) first.set(g, o);
     const appliedDuringOutage = outC.map(([g]) => sim.guidStats(g).applied);

@@ -5,6 +5,7 @@ import { startSimulator, type Simulator } from '../../src/simulator/index.js';
 import { REPO_ROOT } from '../support/children.js';
 import { httpRequest } from '../support/relayHarness.js';
 import { exited, startServe } from '../support/serveProcess.js';
+import { noConnectionLeft } from '../support/tcpStates.js';
 import { useTempDir } from '../support/tmp.js';
 import { waitFor } from '../support/waitFor.js';
 
@@ -52,6 +53,7 @@ describe('serve --log-level warn: only what needs attention', () => {
     for (let i = 0; i < 20; i++) expect(await post(`ok-${run}-${i}`)).toBe('0000');
     expect(await post(`held-${run}`)).toBe('E901');
     const refusing = sim.refuseConnections(2000);
+    await noConnectionLeft(relay.child.pid!, sim.port);
     expect(await post(`refused-${run}`)).toBe('E902');
     await waitFor(() => logLines().some((l) => l.guid === `refused-${run}`));
     const transfers = logLines().filter((l) => l.msg === 'transfer');
@@ -61,6 +63,7 @@ describe('serve --log-level warn: only what needs attention', () => {
 
   it('the breaker says at warn when it opens and when it closes again', async () => {
     const refusing = sim.refuseConnections(1500);
+    await noConnectionLeft(relay.child.pid!, sim.port);
     for (let i = 0; i < 3; i++) expect(await post(`trip-${run}-${i}`)).toBe('E902');
     await waitFor(() => logLines().some((l) => l.msg.startsWith('breaker open')));
     await refusing;

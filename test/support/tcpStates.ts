@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { waitFor } from './waitFor.js';
 
 /** The kernel's TCP states as /proc/net/tcp numbers them (include/net/tcp_states.h). */
 const STATES: Readonly<Record<string, string>> = { '01': 'ESTABLISHED', '02': 'SYN_SENT', '03': 'SYN_RECV', '04': 'FIN_WAIT1', '05': 'FIN_WAIT2', '06': 'TIME_WAIT', '07': 'CLOSE', '08': 'CLOSE_WAIT', '09': 'LAST_ACK', '0A': 'LISTEN', '0B': 'CLOSING' };
@@ -46,3 +47,14 @@ export function socketsTo(pid: number | 'self', port: number): TcpSocket[] {
 
 /** The port of an address as /proc/net/tcp writes it (`0100007F:1F90`). */
 const portOf = (address: string): number => Number.parseInt(address.split(':')[1] ?? '', 16);
+
+/**
+ * Waits until process `pid` holds no connection to `port` it could still send on: none open, and none the other end
+ * closed that the process has not yet noticed (CLOSE_WAIT). After the account system closes idle keep-alive sockets,
+ * this is when the relay's pool has seen the close, so that its next call opens a new connection (and is refused)
+ * instead of writing to a closed one (a reset, E901).
+ */
+export const noConnectionLeft = (pid: number, port: number): Promise<void> =>
+  waitFor(() => !socketsTo(pid, port).some((s) => s.state === 'ESTABLISHED' || s.state === 'CLOSE_WAIT'), {
+    what: `process ${pid} to have no connection left to port ${port}`,
+  });

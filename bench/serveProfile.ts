@@ -4,6 +4,8 @@
  * at a fixed rate; prints req/s and the latency percentiles. With `--profile`, `serve` runs under `node --cpu-prof`
  * and the profile's main thread is summed up: its busy time, and the share of it spent in each function and each
  * file (self time; a function V8 inlined counts in its caller). What docs/performance.md's profiles come from.
+ * With `--bytes`, the ledger's bytes per transfer after the load, table by table (SQLite's dbstat: the rows' payload
+ * and the pages that hold them), over the ledger rows it holds.
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -11,6 +13,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
+import Database from 'better-sqlite3';
 import { benchArgs } from './benchArgs.js';
 import { startListening } from './listening.js';
 
@@ -26,6 +29,7 @@ const { values } = benchArgs({
     build: { type: 'string', default: '', value: 'DIR', help: "another checkout of guidgate (its dist built) to run instead of this one's" },
     profile: { type: 'boolean', default: false, help: 'run serve under node --cpu-prof and print where its busy time went' },
     top: { type: 'string', default: '20', value: 'N', help: 'rows of each profile table' },
+    bytes: { type: 'boolean', default: false, help: "after the load, the ledger's bytes per transfer, table by table (payload and pages)" },
   },
 });
 
@@ -74,6 +78,7 @@ try {
     if (file === undefined) throw new Error('serve wrote no CPU profile');
     console.log(summarise(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile, Number(values.top)));
   }
+  if (values.bytes) console.log(bytesPerTransfer(join(dir, 'ledger.db')));
 } finally {
   for (const c of children) c.kill('SIGKILL');
   rmSync(dir, { recursive: true, force: true });
@@ -106,4 +111,22 @@ function summarise(p: CpuProfile, top: number): string {
   const table = (m: Map<string, number>) =>
     [...m].sort((a, b) => b[1] - a[1]).slice(0, top).map(([name, t]) => `  ${((100 * t) / busy).toFixed(1).padStart(5)}%  ${name}`).join('\n');
   return `main thread busy ${(busy / 1e6).toFixed(2)} s of ${(total / 1e6).toFixed(2)} s\nby function (self):\n${table(byFunction)}\nby file (self):\n${table(byFile)}`;
+}
+
+/** The ledger's bytes per transfer (per ledger row), each table and index: its rows' payload, and its pages. */
+function bytesPerTransfer(file: string): string {
+  const db = new Database(file, { readonly: true });
+  try {
+    const transfers = (db.prepare('SELECT count(*) AS n FROM ledger').get() as { n: number }).n;
+    const rows = db.prepare('SELECT name, sum(payload) AS payload, sum(pgsize) AS pages FROM dbstat GROUP BY name ORDER BY sum(pgsize) DESC').all() as Array<{ name: string; payload: number; pages: number }>;
+    const per = (n: number) => (n / Math.max(1, transfers)).toFixed(0).padStart(7);
+    const total = rows.reduce((t, r) => ({ payload: t.payload + r.payload, pages: t.pages + r.pages }), { payload: 0, pages: 0 });
+    return [
+      `ledger bytes per transfer (${transfers} transfers): payload, pages`,
+      ...rows.filter((r) => r.pages > 0).map((r) => `${per(r.payload)} ${per(r.pages)}  ${r.name}`),
+      `${per(total.payload)} ${per(total.pages)}  all`,
+    ].join('\n');
+  } finally {
+    db.close();
+  }
 }

@@ -54,7 +54,8 @@ const portOf = (address: string): number => Number.parseInt(address.split(':')[1
  * this is when the relay's pool has seen the close, so that its next call opens a new connection (and is refused)
  * instead of writing to a closed one (a reset, E901).
  */
-export const noConnectionLeft = (pid: number, port: number): Promise<void> =>
-  waitFor(() => !socketsTo(pid, port).some((s) => s.state === 'ESTABLISHED' || s.state === 'CLOSE_WAIT'), {
+export const noConnectionLeft = async (pid: number, port: number): Promise<void> => {
+  await waitFor(() => !socketsTo(pid, port).some((s) => s.state === 'ESTABLISHED' || s.state === 'CLOSE_WAIT'), {
     what: `process ${pid} to have no connection left to port ${port}`,
   });
+};

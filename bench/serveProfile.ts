@@ -1,5 +1,5 @@
 /**
- * One `serve` on a new SQLite ledger in front of the peers benchmark's stub account system, loaded by autocannon
+ * One `serve` on a new SQLite ledger (or a throwaway PostgreSQL database, `--db`) in front of the peers benchmark's stub account system, loaded by autocannon
  * with new random-UUID GUIDs or with replays (1,000 GUIDs made DONE first, resent in a cycle), as fast as it goes or
  * at a fixed rate; prints req/s and the latency percentiles. With `--profile`, `serve` runs under `node --cpu-prof`
  * and the profile's main thread is summed up: its busy time, and the share of it spent in each function and each
@@ -16,10 +16,11 @@ import autocannon from 'autocannon';
 import Database from 'better-sqlite3';
 import { benchArgs } from './benchArgs.js';
 import { startListening } from './listening.js';
+import { throwawayDatabase } from './throwawayDatabase.js';
 
 const { values } = benchArgs({
   run: 'node dist/bench/serveProfile.js',
-  about: "One serve (SQLite) in front of the stub account system under autocannon: req/s and latency percentiles; with --profile, where its event loop's busy time goes.",
+  about: "One serve (SQLite, or PostgreSQL with --db) in front of the stub account system under autocannon: req/s and latency percentiles; with --profile, where its event loop's busy time goes.",
   options: {
     mode: { type: 'string', default: 'new', value: 'new|replay', help: 'new GUIDs, or replays of 1,000 GUIDs answered before' },
     seconds: { type: 'string', default: '10', value: 'N', help: 'seconds of load' },
@@ -29,6 +30,7 @@ const { values } = benchArgs({
     build: { type: 'string', default: '', value: 'DIR', help: "another checkout of guidgate (its dist built) to run instead of this one's" },
     profile: { type: 'boolean', default: false, help: 'run serve under node --cpu-prof and print where its busy time went' },
     top: { type: 'string', default: '20', value: 'N', help: 'rows of each profile table' },
+    db: { type: 'string', value: 'postgres://…', help: 'a PostgreSQL server on which serve gets a throwaway database, instead of a new SQLite file' },
     bytes: { type: 'boolean', default: false, help: "after the load, the ledger's bytes per transfer, table by table (payload and pages)" },
   },
 });
@@ -37,6 +39,7 @@ const ROOT = resolve(import.meta.dirname, '..', '..');
 const build = values.build === '' ? ROOT : resolve(values.build);
 const dir = mkdtempSync(join(tmpdir(), 'guidgate-serve-profile-'));
 const children: ChildProcess[] = [];
+const cleanups: Array<() => Promise<void>> = [];
 
 async function start(args: string[]): Promise<{ url: string; child: ChildProcess }> {
   const { child, listening } = startListening(args);
@@ -50,7 +53,9 @@ const body = (guid: string) => `{"guid":"${guid}","from":"ACC-1001","to":"ACC-20
 try {
   const stub = await start([join(ROOT, 'dist', 'bench', 'peers', 'stubAccount.js')]);
   const prof = values.profile ? ['--cpu-prof', '--cpu-prof-dir', dir] : [];
-  const serve = await start([...prof, join(build, 'bin', 'guidgate'), 'serve', '--port', '0', '--db', join(dir, 'ledger.db'), '--account-url', stub.url, '--log-level', 'warn']);
+  const pgDb = values.db === undefined ? undefined : await throwawayDatabase(values.db, 'profile');
+  if (pgDb !== undefined) cleanups.push(pgDb.drop);
+  const serve = await start([...prof, join(build, 'bin', 'guidgate'), 'serve', '--port', '0', '--db', pgDb?.url ?? join(dir, 'ledger.db'), '--account-url', stub.url, '--log-level', 'warn']);
   const replayed: string[] = [];
   if (values.mode === 'replay') {
     for (let i = 0; i < 1000; i++) {
@@ -78,9 +83,10 @@ try {
     if (file === undefined) throw new Error('serve wrote no CPU profile');
     console.log(summarise(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile, Number(values.top)));
   }
-  if (values.bytes) console.log(bytesPerTransfer(join(dir, 'ledger.db')));
+  if (values.bytes && pgDb === undefined) console.log(bytesPerTransfer(join(dir, 'ledger.db')));
 } finally {
   for (const c of children) c.kill('SIGKILL');
+  for (const c of cleanups) await c();
   rmSync(dir, { recursive: true, force: true });
 }
 

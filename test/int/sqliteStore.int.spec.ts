@@ -36,6 +36,22 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
     await normal.close();
   });
 
+  it('the row reads of one turn of the event loop are made together at the start of the next, each call given its own row; a row that does not decode fails its own caller only', async () => {
+    const store = open();
+    await orThrow(store.execute('g1', submit()));
+    await orThrow(store.execute('g2', submit('fp2')));
+    const calls = [store.getLedger('g1'), store.getLedger('g2'), store.getLedger('g1'), store.getLedger('absent')];
+    // Changed in the same turn, after the calls: what they read is the row as it is then, not yet read.
+    store.db.prepare("UPDATE ledger SET fingerprint = 'changed' WHERE guid = 'g2'").run();
+    const [a, b, again, none] = await Promise.all(calls.map(orThrow));
+    expect([a?.guid, a?.fingerprint, b?.guid, b?.fingerprint, again?.guid, none]).toEqual(['g1', 'fp', 'g2', 'changed', 'g1', null]);
+    store.db.prepare("UPDATE ledger SET status = 'NOT-A-STATUS' WHERE guid = 'g2'").run();
+    const [good, bad] = [store.getLedger('g1'), store.getLedger('g2')];
+    expect((await orThrow(good))?.guid).toBe('g1');
+    await expectLeft(bad, 'LEDGER_CORRUPT');
+    await store.close();
+  });
+
   it('indexes only what is searched: one partial index over the unsettled states, used by the queries for them, and the rows found are the right ones', async () => {
     const store = open();
     const indexes = (store.db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger' AND sql IS NOT NULL ORDER BY name").all() as Array<{ name: string }>).map((r) => r.name);

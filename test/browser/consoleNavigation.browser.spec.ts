@@ -8,6 +8,7 @@ import { chromiumForTests, closeConsoleTest, openConsolePage } from '../support/
 import { runToEnd } from '../support/children.js';
 import { httpRequest } from '../support/relayHarness.js';
 import { BIN, startServe } from '../support/serveProcess.js';
+import { noConnectionLeft } from '../support/tcpStates.js';
 import { useTempDir } from '../support/tmp.js';
 
 /**
@@ -44,6 +45,7 @@ describe.skipIf(!available)('the console in Chromium: opening a transfer, a dead
     for (const guid of done) expect((await post(guid)).json()['code']).toBe('0000');
     // The last call failed (refused): the breaker has one failure in a row.
     const refusing = sim.refuseConnections(1500);
+    await noConnectionLeft(relay.child.pid!, sim.port);
     expect((await post(dead)).json()['code']).toBe('E902');
     await refusing;
     expect(await rowOf(dead)).toMatchObject({ status: 'FAILED', attempts: 1 });

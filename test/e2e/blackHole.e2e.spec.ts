@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { startHarness, transfer, type Harness } from '../support/relayHarness.js';
+import { noConnectionLeft } from '../support/tcpStates.js';
 import { useCleanup } from '../support/cleanup.js';
 import { useTempDir } from '../support/tmp.js';
 import { cli } from '../support/commandsSeed.js';
@@ -39,6 +40,7 @@ describe('a black hole: every send unanswered, every inquiry absent', () => {
 
     // A dead letter of refused connections is a dead letter, not a black hole.
     const refusing = h.sim.refuseConnections(60_000);
+    await noConnectionLeft(process.pid, h.sim.port); // the relay runs in this process
     const refused = JSON.stringify(transfer());
     try {
       for (let i = 0; i < 3; i++) expect((await h.post(refused)).json()['code']).toBe('E902');

@@ -5,6 +5,7 @@ import type { ValidateFunction } from 'ajv/dist/2020.js';
 import { describe, it, expect, beforeAll } from 'vitest';
 import { httpRequest, makeKeys, startHarness, transfer, type Harness, type HttpReply } from '../support/relayHarness.js';
 import { waitFor } from '../support/waitFor.js';
+import { noConnectionLeft } from '../support/tcpStates.js';
 import { useTempDir } from '../support/tmp.js';
 import { useCleanup } from '../support/cleanup.js';
 import { orThrow } from '../../src/events/storeResult.js';
@@ -356,6 +357,7 @@ describe('operator API', () => {
       const once = `once-${process.pid}`;
       // Refusing until the E902s are seen, not for a window a loaded machine may overrun.
       const refusing = h.sim.refuseConnections(60_000);
+      await noConnectionLeft(process.pid, h.sim.port); // the relay runs in this process
       try {
         for (let i = 0; i < 3; i++) expect((await send({ guid: capped })).reply.json()['code']).toBe('E902');
         expect((await send({ guid: once })).reply.json()['code']).toBe('E902');

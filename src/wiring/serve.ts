@@ -325,8 +325,10 @@ async function listen(app: FastifyInstance, opts: Pick<ServeOptions, 'port' | 'h
 function shutdown(app: FastifyInstance, timeoutMs: number, steps: { stopWork(): Promise<void>; release(): Promise<void> }): () => Promise<void> {
   let closed: Promise<void> | null = null;
   let shuttingDown = false;
-  app.server.on('request', (_req, res) => {
-    if (shuttingDown) res.setHeader('connection', 'close');
+  // Ahead of fastify's own listener: once it is closing, fastify answers 503 at once, and a header set after that
+  // would throw (ERR_HTTP_HEADERS_SENT) out of the server's 'request' event and end the process mid-shutdown.
+  app.server.prependListener('request', (_req, res) => {
+    if (shuttingDown && !res.headersSent) res.setHeader('connection', 'close');
   });
   return () => {
     closed ??= (async () => {

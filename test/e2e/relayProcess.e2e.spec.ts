@@ -93,6 +93,31 @@ describe('the relay as a process', () => {
     await cut;
   }, 30_000);
 
+  it('SIGTERM, then a request that ends while the calls in flight finish: answered 503 with Connection: close, and the process exits 0', async () => {
+    await useSim({ faults: { byGuidPrefix: { 'held-': 'hold' } } });
+    const s = spawnServe(['--db', join(tmp(), 'l.db'), '--account-url', sim.url, '--timeout', '2s']);
+    const url = await s.ready;
+    const { hostname, port } = new URL(url);
+    // A call in flight holds the shutdown open (the account system holds it until the call times out).
+    const held = httpRequest(`${url}/v1/transfers`, { method: 'POST', body: JSON.stringify(transfer({ guid: `held-${process.pid}` })) }).then((r) => r.json()['code'], (err: unknown) => String(err));
+    await waitFor(() => sim.guidStats(`held-${process.pid}`).calls === 1, { what: 'the held call in flight' });
+    // A request begun before SIGTERM and ended after the server stopped listening.
+    const body = JSON.stringify(transfer());
+    const socket = connect(Number(port), hostname);
+    cleanup.add(() => void socket.destroy());
+    let received = '';
+    socket.setEncoding('latin1').on('data', (chunk: string) => (received += chunk)).on('error', () => {});
+    await new Promise((resolve) => socket.write('POST /v1/transfers HTTP/1.1\r\nHost: x\r\n', resolve));
+    s.child.kill('SIGTERM');
+    await waitFor(() => new Promise<boolean>((resolve) => {
+      const probe = connect(Number(port), hostname).on('connect', () => (probe.destroy(), resolve(false))).on('error', () => resolve(true));
+    }), { what: 'the server no longer listening' });
+    socket.write(`Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    expect(await exited(s.child)).toBe(0);
+    expect(await held).toBe('E901');
+    expect(received).toMatch(/^HTTP\/1\.1 503 [^\r]*\r\n(?:[^\r]+\r\n)*connection: close\r\n/im);
+  }, 30_000);
+
   it('at start, the sweep settles what a dead process left: RECEIVED → FAILED, old SENT → UNKNOWN', async () => {
     await useSim();
     const db = join(tmp(), 'l.db');

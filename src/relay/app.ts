@@ -22,7 +22,7 @@ import { waitForOutcome } from './waitForOutcome.js';
 import type { ContinuityGate, ContinuityView } from '../send/continuityGuard.js';
 import { DEFAULTS } from '../shared/defaults.js';
 import { maskAccount } from '../shared/maskAccount.js';
-import { codeReply, ledgerLog, ledgerUnavailableReply, needsAttention, replyRoute, type Reply } from './replies.js';
+import { codeReply, ledgerLog, ledgerUnavailableReply, needsAttention, replyRoute, withRetryAfter, type Reply } from './replies.js';
 import { createRequestRecorder, type RequestRecorder } from './requestRecorder.js';
 import { describeRequest, requestSpan, requestSpans } from './requestSpans.js';
 import { propagating } from '../telemetry/tracing.js';
@@ -137,6 +137,7 @@ export function buildApp(given: AppDeps): FastifyInstance {
   const spans = requestSpans(deps.tracing ?? propagating);
   const app = createServer(deps, send, spans.childLoggerFactory);
   spans.register(app);
+  refuseWhileClosing(app, send);
   const connections = guardConnections(app.server, {
     maxConnections: deps.maxConnections ?? DEFAULTS.maxConnections,
     maxPerAddress: deps.maxConnectionsPerAddress ?? DEFAULTS.maxConnectionsPerAddress,
@@ -190,6 +191,23 @@ export function buildApp(given: AppDeps): FastifyInstance {
   return app;
 }
 
+/**
+ * Once the server is closing (SIGTERM), a request that still arrives whole on an open connection is refused in the
+ * contract's shape, before any other hook runs for it: E503, nothing stored, nothing sent (fastify adds
+ * `Connection: close`). In place of fastify's own 503, whose body has no `code`.
+ */
+function refuseWhileClosing(app: FastifyInstance, send: SendReply): void {
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onRequest', (_req, reply, done) => {
+    if (!closing) return done();
+    void send(reply, withRetryAfter(codeReply('E503', undefined, { message: 'the relay is shutting down: nothing stored, nothing sent; send it again' }), 1));
+  });
+}
+
 /** Fastify with the contract's limits and time limits, and the contract's shape for what is refused below the routes. */
 function createServer(deps: AppDeps, send: SendReply, childLoggerFactory: NonNullable<FastifyServerOptions['childLoggerFactory']>): FastifyInstance {
   const bodyTimeoutMs = deps.bodyTimeoutMs ?? DEFAULTS.bodyTimeoutMs;
@@ -207,7 +225,8 @@ function createServer(deps: AppDeps, send: SendReply, childLoggerFactory: NonNul
     bodyLimit: BODY_LIMIT,
     // Let SIGTERM finish in-flight calls, but not wait on idle keep-alive sockets.
     forceCloseConnections: 'idle',
-    return503OnClosing: true,
+    // Refused in the contract's shape instead (refuseWhileClosing).
+    return503OnClosing: false,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // The operator routes' schemas (the channel API has none): no type coercion, no silent removal of unknown
     // fields; a value of the wrong type or an unknown field is E400 naming it.

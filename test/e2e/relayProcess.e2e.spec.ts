@@ -93,7 +93,7 @@ describe('the relay as a process', () => {
     await cut;
   }, 30_000);
 
-  it('SIGTERM, then a request that ends while the calls in flight finish: answered 503 with Connection: close, and the process exits 0', async () => {
+  it('SIGTERM, then a request that ends while the calls in flight finish: answered E503 with Connection: close, and the process exits 0', async () => {
     await useSim({ faults: { byGuidPrefix: { 'held-': 'hold' } } });
     const s = spawnServe(['--db', join(tmp(), 'l.db'), '--account-url', sim.url, '--timeout', '2s']);
     const url = await s.ready;
@@ -115,7 +115,9 @@ describe('the relay as a process', () => {
     socket.write(`Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
     expect(await exited(s.child)).toBe(0);
     expect(await held).toBe('E901');
+    // Refused in the contract's shape: nothing stored, nothing sent.
     expect(received).toMatch(/^HTTP\/1\.1 503 [^\r]*\r\n(?:[^\r]+\r\n)*connection: close\r\n/im);
+    expect(JSON.parse(received.slice(received.indexOf('\r\n\r\n') + 4))).toMatchObject({ code: 'E503' });
   }, 30_000);
 
   it('at start, the sweep settles what a dead process left: RECEIVED → FAILED, old SENT → UNKNOWN', async () => {

@@ -1,7 +1,7 @@
 /**
- * One `serve` on a new SQLite ledger (or a throwaway PostgreSQL database, `--db`) in front of the peers benchmark's stub account system, loaded by autocannon
- * with new random-UUID GUIDs or with replays (1,000 GUIDs made DONE first, resent in a cycle), as fast as it goes or
- * at a fixed rate; prints req/s and the latency percentiles. With `--profile`, `serve` runs under `node --cpu-prof`
+ * One `serve` on a new SQLite ledger (or a throwaway PostgreSQL database, `--db`) in front of the peers benchmark's
+ * stub account system, loaded by autocannon with new random-UUID GUIDs or with replays (1,000 GUIDs made DONE first,
+ * resent in a cycle), as fast as it goes or at a fixed rate; prints req/s and the latency percentiles. With `--profile`, `serve` runs under `node --cpu-prof`
  * and the profile's main thread is summed up: its busy time, and the share of it spent in each function and each
  * file (self time; a function V8 inlined counts in its caller). What docs/performance.md's profiles come from.
  * With `--bytes`, the ledger's bytes per transfer after the load, table by table (SQLite's dbstat: the rows' payload

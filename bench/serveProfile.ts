@@ -39,7 +39,7 @@ const ROOT = resolve(import.meta.dirname, '..', '..');
 const build = values.build === '' ? ROOT : resolve(values.build);
 const dir = mkdtempSync(join(tmpdir(), 'guidgate-serve-profile-'));
 const children: ChildProcess[] = [];
-const cleanups: Array<() => Promise<void>> = [];
+let pgDb: Awaited<ReturnType<typeof throwawayDatabase>> | undefined;
 
 async function start(args: string[]): Promise<{ url: string; child: ChildProcess }> {
   const { child, listening } = startListening(args);
@@ -53,8 +53,7 @@ const body = (guid: string) => `{"guid":"${guid}","from":"ACC-1001","to":"ACC-20
 try {
   const stub = await start([join(ROOT, 'dist', 'bench', 'peers', 'stubAccount.js')]);
   const prof = values.profile ? ['--cpu-prof', '--cpu-prof-dir', dir] : [];
-  const pgDb = values.db === undefined ? undefined : await throwawayDatabase(values.db, 'profile');
-  if (pgDb !== undefined) cleanups.push(pgDb.drop);
+  pgDb = values.db === undefined ? undefined : await throwawayDatabase(values.db, 'profile');
   const serve = await start([...prof, join(build, 'bin', 'guidgate'), 'serve', '--port', '0', '--db', pgDb?.url ?? join(dir, 'ledger.db'), '--account-url', stub.url, '--log-level', 'warn']);
   const replayed: string[] = [];
   if (values.mode === 'replay') {
@@ -86,7 +85,7 @@ try {
   if (values.bytes && pgDb === undefined) console.log(bytesPerTransfer(join(dir, 'ledger.db')));
 } finally {
   for (const c of children) c.kill('SIGKILL');
-  for (const c of cleanups) await c();
+  await pgDb?.drop();
   rmSync(dir, { recursive: true, force: true });
 }
 

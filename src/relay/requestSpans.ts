@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, FastifyServerOptions } from 'fastify';
+import { deferredChildLogger } from './deferredChildLogger.js';
 import { continuedContext, logIds, setAttributes, SpanKind, SpanStatusCode, startSpan, type SpanAttributes, type StartedSpan, type Tracing } from '../telemetry/tracing.js';
 
 const SPAN = Symbol('guidgate.requestSpan');
@@ -8,7 +9,7 @@ type Traced = IncomingMessage & { [SPAN]?: StartedSpan | undefined };
 /**
  * The server span of every request (CONTRACT.md §10), continuing the channel's `traceparent` when it is valid
  * (else a new trace; an invalid header is ignored, never an error). It starts where fastify makes the request's
- * logger, so that every line that logger writes carries the span's `trace_id` and `span_id` (pino's names), and
+ * logger (made when it first writes: `deferredChildLogger`), so that every line that logger writes carries the span's `trace_id` and `span_id` (pino's names), and
  * ends when the reply is sent (or the request aborted).
  */
 export function requestSpans(tracing: Tracing): {
@@ -20,7 +21,7 @@ export function requestSpans(tracing: Tracing): {
       const req = raw as Traced;
       const started = startSpan(tracing, req.method ?? 'HTTP', SpanKind.SERVER, continuedContext(req.headers), { 'http.request.method': req.method });
       req[SPAN] = started;
-      return logger.child({ ...bindings, ...logIds(started.context) }, opts) as FastifyBaseLogger;
+      return deferredChildLogger(logger, () => ({ ...bindings, ...logIds(started.context) }), opts);
     },
     register(app) {
       app.addHook('onResponse', (req, reply, done) => {

@@ -2,7 +2,7 @@ import type { StoredEvent } from '../../events/codecs.js';
 import type { LedgerState } from '../../events/state.js';
 import type { AppendResult, ExecuteResult, LedgerProjection } from '../../events/store.js';
 import { executeResultOf } from './executeResult.js';
-import { planBatch, type BatchPlan, type Unit, type UnitPlan } from './planBatch.js';
+import { planBatch, type BatchPlan, type PlannedEvent, type Unit, type UnitPlan } from './planBatch.js';
 
 /**
  * The write rule both stores follow, written once: decide every unit of a batch on the rows its callers saw or on
@@ -83,12 +83,21 @@ export function readsNothingFirst(units: readonly WriteUnit[]): boolean {
   return trustedRows(units).size === new Set(units.map((u) => u.guid)).size;
 }
 
+/**
+ * The stored event a plan's event became, as one literal of one shape: spreading the event (`{ ...p.event, … }`)
+ * cost about 7 µs a unit in `serve` (its copies of events of several types went through V8's slow path), 3% of
+ * a new transfer's busy time.
+ */
+function storedEvent(p: PlannedEvent, position: number): StoredEvent {
+  return { type: p.event.type, at: p.event.at, data: p.event.data, guid: p.guid, seq: p.seq, position, actor: p.actor } as StoredEvent;
+}
+
 function outcomeOf(unit: WriteUnit, plan: UnitPlan, positions: ReadonlyMap<string, number>): UnitOutcome {
   if (plan.kind === 'error') return { ok: false, error: plan.error };
   if (plan.kind === 'refused') return { ok: true, value: { kind: 'refused', refusal: plan.refusal } };
   const append: AppendResult =
     plan.kind === 'won'
-      ? { won: true, state: plan.state, events: plan.events.map((p) => ({ ...p.event, guid: p.guid, seq: p.seq, position: positions.get(eventKey(p.guid, p.seq)) ?? -1, actor: p.actor }) as StoredEvent) }
+      ? { won: true, state: plan.state, events: plan.events.map((p) => storedEvent(p, positions.get(eventKey(p.guid, p.seq)) ?? -1)) }
       : { won: false, state: plan.state };
   return { ok: true, value: unit.op === 'execute' ? executeResultOf(append) : append };
 }

@@ -25,6 +25,7 @@ import postgres from 'postgres';
 import { planBatch, type BatchPlan, type Unit } from '../src/store/shared/planBatch.js';
 import { ledgerColumns } from '../src/store/postgres/ledgerColumns.js';
 import { writeStatement, writeValues } from '../src/store/postgres/writeBatch.js';
+import { plainArray } from '../src/store/postgres/binaryArrays.js';
 import { SERVER_NOW_MS } from '../src/store/postgres/serverClock.js';
 import { migrate } from '../src/store/postgres/schema.js';
 import { ledgerProjection } from '../src/projections/ledgerProjection.js';
@@ -79,12 +80,15 @@ const SQL = {
 interface Tx {
   readonly guids: string[];
   readonly params: unknown[];
+  /** The same parameters with each array as its values, for porsager, which writes its own array literals. */
+  readonly plainParams: unknown[];
   /** The same write with the rows and events as JSON documents (jsonWriteStatement). */
   readonly jsonParams: unknown[];
 }
 
-/** The write statement's parameters, as writeBatch.ts binds them (no purge: no redactions). */
+/** The write statement's parameters, as writeBatch.ts binds them (no purge: no redactions): arrays in the binary format, or plain. */
 const writeParams = (plan: BatchPlan): unknown[] => writeValues(columns, plan, []);
+const plainWriteParams = (plan: BatchPlan): unknown[] => writeValues(columns, plan, [], plainArray);
 
 /** Who writes, as `serve` stamps each event (src/events/codecs.ts actorOf). */
 const actor: Actor = { by: 'serve', host: hostname(), pid: process.pid, params: { timeoutMs: 3000, maxAttempts: 5, minAgeMs: 60_000 } };
@@ -128,7 +132,10 @@ function transactions(n: number, size: number): Tx[] {
     const answerPlan = planBatch(answers, claimed, ledgerProjection.stateToRow);
     if (claimPlan.units.some((u) => u.kind !== 'won') || answerPlan.units.some((u) => u.kind !== 'won')) throw new Error('the bench planned a unit that does not win');
     const sorted = [...guids].sort();
-    txs.push({ guids: sorted, params: writeParams(claimPlan), jsonParams: jsonParams(claimPlan) }, { guids: sorted, params: writeParams(answerPlan), jsonParams: jsonParams(answerPlan) });
+    txs.push(
+      { guids: sorted, params: writeParams(claimPlan), plainParams: plainWriteParams(claimPlan), jsonParams: jsonParams(claimPlan) },
+      { guids: sorted, params: writeParams(answerPlan), plainParams: plainWriteParams(answerPlan), jsonParams: jsonParams(answerPlan) },
+    );
   }
   return txs;
 }
@@ -228,7 +235,7 @@ function porsagerVariant(name: string, what: string, opts: { pipeline: boolean }
             try {
               const [, , now] = await Promise.all([c.unsafe('BEGIN'), q(c, 'lock', [tx.guids]), q(c, 'now', [])]);
               if (typeof now[0]?.['now'] !== 'number') throw new Error('the clock did not parse as a number');
-              const [written] = await Promise.all([q(c, 'write', tx.params), c.unsafe('COMMIT')]);
+              const [written] = await Promise.all([q(c, 'write', tx.plainParams), c.unsafe('COMMIT')]);
               return checkWritten(written.length, tx);
             } catch (err) {
               await c.unsafe('ROLLBACK').catch(() => undefined);
@@ -241,7 +248,7 @@ function porsagerVariant(name: string, what: string, opts: { pipeline: boolean }
             await q(t, 'lock', [tx.guids]);
             const now = await q(t, 'now', []);
             if (typeof now[0]?.['now'] !== 'number') throw new Error('the clock did not parse as a number');
-            const written = await q(t, 'write', tx.params);
+            const written = await q(t, 'write', tx.plainParams);
             return checkWritten(written.length, tx);
           });
         },

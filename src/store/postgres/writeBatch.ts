@@ -5,6 +5,7 @@ import type { LedgerColumns } from './ledgerColumns.js';
 import { actorsOf, type BatchPlan } from '../shared/planBatch.js';
 import { REDACTED_TYPES, redactData } from '../shared/purgeRedaction.js';
 import { eventKey, type WriteOutcome } from '../shared/writeProtocol.js';
+import { binaryArray, type ArrayEncoder } from './binaryArrays.js';
 
 /** Reads and locks the batch's existing rows, in GUID order (the order every writer takes them in); a row that does not decode is `unreadable`. */
 export async function lockRows(client: pg.ClientBase, guids: readonly string[], rowToState: LedgerProjection['rowToState']): Promise<{ rows: Map<string, LedgerState>; unreadable: Map<string, unknown> }> {
@@ -134,32 +135,32 @@ export async function writeBatch(client: pg.ClientBase, sql: BatchSql, plan: Bat
   return { won, positions };
 }
 
-/** The write statement's parameters, in the order `writeStatement` numbers them. */
-export function writeValues(columns: LedgerColumns, plan: BatchPlan, redactions: readonly Redaction[]): unknown[] {
-  return [
-    ...columns.arrays(plan.rows.map((r) => r.row)),
-    plan.rows.map((r) => r.prevSeq),
-    plan.events.map((e) => e.guid),
-    plan.events.map((e) => e.seq),
-    plan.events.map((e) => e.event.type),
-    plan.events.map((e) => e.event.at),
-    plan.events.map((e) => e.data),
-    plan.events.map((e) => e.encodedActor?.idText ?? null),
-    redactions.map((x) => x.guid),
-    redactions.map((x) => x.seq),
-    redactions.map((x) => x.data),
-    plan.notifications.map((n) => n.guid),
-    plan.notifications.map((n) => n.seq),
-    plan.notifications.map((n) => n.type),
-    plan.notifications.map((n) => n.at),
-    plan.notifications.map((n) => n.body),
-    [...plan.purged],
-    ...actorParams(plan),
-  ];
-}
-
-/** The batch's actors, each once, for `actors_added`: their ids (as text) and their JSON. */
-function actorParams(plan: BatchPlan): [string[], string[]] {
+/**
+ * The write statement's parameters, in the order `writeStatement` numbers them: every array in the binary format
+ * (binaryArrays.ts), of the type the statement casts it to, unless `encode` says otherwise (another driver's bench).
+ */
+export function writeValues(columns: LedgerColumns, plan: BatchPlan, redactions: readonly Redaction[], encode: ArrayEncoder = binaryArray): unknown[] {
   const actors = actorsOf(plan);
-  return [actors.map((a) => a.idText), actors.map((a) => a.json)];
+  return [
+    ...columns.arrays(plan.rows.map((r) => r.row), encode),
+    encode('integer', plan.rows.map((r) => r.prevSeq)),
+    encode('text', plan.events.map((e) => e.guid)),
+    encode('integer', plan.events.map((e) => e.seq)),
+    encode('text', plan.events.map((e) => e.event.type)),
+    encode('bigint', plan.events.map((e) => e.event.at)),
+    encode('text', plan.events.map((e) => e.data)),
+    encode('bigint', plan.events.map((e) => e.encodedActor?.idText ?? null)),
+    encode('text', redactions.map((x) => x.guid)),
+    encode('integer', redactions.map((x) => x.seq)),
+    encode('text', redactions.map((x) => x.data)),
+    encode('text', plan.notifications.map((n) => n.guid)),
+    encode('integer', plan.notifications.map((n) => n.seq)),
+    encode('text', plan.notifications.map((n) => n.type)),
+    encode('bigint', plan.notifications.map((n) => n.at)),
+    encode('text', plan.notifications.map((n) => n.body)),
+    encode('text', [...plan.purged]),
+    // The batch's actors, each once, for `actors_added`: their ids and their JSON.
+    encode('bigint', actors.map((a) => a.idText)),
+    encode('text', actors.map((a) => a.json)),
+  ];
 }

@@ -238,7 +238,7 @@ async function claimAndSend(deps: RelayDeps, ctx: ClaimContext, permit: CallPerm
     return { reply: codeReply('E901', request.guid, { message: CONTINUITY_CLAIMED_MESSAGE }), request, ...knownAs(claimed, request), decision: 'withheld' };
   }
   const sent = await sendClaimed(
-    // What a send needs, named: a spread of `deps` copied every field the relay was built with, on every transfer.
+    // The fields a send reads, named: spreading `deps` would copy every field the relay was built with, per transfer.
     { store: deps.store, account: deps.account, metrics: deps.metrics, monotonicNow: deps.monotonicNow, tracing: deps.tracing, sendLog: scope.sendLog ?? deps.sendLog, sendWindowMs: sendWindowMs(deps.graceMs ?? DEFAULTS.graceMs) },
     { state: claimed, startedAt, trace },
     permit,

@@ -9,8 +9,8 @@ type Traced = IncomingMessage & { [SPAN]?: StartedSpan | undefined };
 /**
  * The server span of every request (CONTRACT.md §10), continuing the channel's `traceparent` when it is valid
  * (else a new trace; an invalid header is ignored, never an error). It starts where fastify makes the request's
- * logger (made when it first writes: `deferredChildLogger`), so that every line that logger writes carries the span's `trace_id` and `span_id` (pino's names), and
- * ends when the reply is sent (or the request aborted).
+ * logger (a pino child made when it first writes: `deferredChildLogger`), so that every line that logger writes
+ * carries the span's `trace_id` and `span_id` (pino's names), and ends when the reply is sent (or the request aborted).
  */
 export function requestSpans(tracing: Tracing): {
   readonly childLoggerFactory: NonNullable<FastifyServerOptions['childLoggerFactory']>;

@@ -13,7 +13,7 @@
  * transfers/s.
  *
  * Usage: node dist/bench/pgDriverBench.js [--rounds 5] [--transfers 1024] [--batch 1,16,64] [--inflight 2]
- *          [--variants pg,pg-unnamed,pg-pipelined,pg-json,porsager,porsager-pipelined] [--url postgres://…] [--json]
+ *          [--variants pg,pg-unnamed,pg-pipelined,porsager,porsager-pipelined] [--url postgres://…] [--json]
  * Without `--url` the benchmark starts a PostgreSQL server of its own (test/support/pgCluster.ts, as the postgres
  * user) so that the server's CPU is its alone; with it, it makes a throwaway database on that server.
  */
@@ -42,7 +42,7 @@ const { values } = benchArgs({
     transfers: { type: 'string', default: '1024', value: 'N', help: 'transfers per variant and round' },
     batch: { type: 'string', default: '1,16,64', value: 'LIST', help: 'batch sizes, separated by commas' },
     inflight: { type: 'string', default: '2', value: 'N', help: 'transactions in flight at once' },
-    variants: { type: 'string', default: 'pg,pg-unnamed,pg-pipelined,pg-json,porsager,porsager-pipelined', value: 'LIST', help: 'the variants to run, separated by commas' },
+    variants: { type: 'string', default: 'pg,pg-unnamed,pg-pipelined,porsager,porsager-pipelined', value: 'LIST', help: 'the variants to run, separated by commas' },
     url: { type: 'string', value: 'postgres://…', help: 'make a throwaway database on this server (default: start a PostgreSQL server of its own, as the postgres user)' },
     json: { type: 'boolean', default: false, help: 'print the results as JSON' },
   },
@@ -56,24 +56,10 @@ const inflight = Number(values.inflight);
 // What the store sends
 
 const columns = ledgerColumns(ledgerProjection.columns);
-/** The column types of the ledger as the store binds them (`$1::text[], …` → `guid text, …`). */
-const COLUMN_TYPES = columns.names.map((name, i) => `${name} ${/::(\w+)\[\]/.exec(columns.arrayParams.split(', ')[i]!)![1]}`).join(', ');
-/**
- * #29's alternative to one text array per column: the batch's rows and events as two JSON documents
- * (`json_to_recordset`), made by JSON.stringify instead of the driver's array literal escaping; otherwise the
- * store's write statement unchanged.
- */
-const jsonWriteStatement = writeStatement(columns)
-  .replace(/SELECT \* FROM unnest\([^)]*\) AS r\([^)]*\)/, `SELECT * FROM json_to_recordset($1::json) AS r(${COLUMN_TYPES}, prev_seq integer)`)
-  .replace(/FROM unnest\(\$\d+::text\[\], \$\d+::integer\[\], \$\d+::text\[\], \$\d+::bigint\[\], \$\d+::text\[\], \$\d+::bigint\[\]\) WITH ORDINALITY AS e\([^)]*\)/,
-    'FROM ROWS FROM (json_to_recordset($2::json) AS (guid text, seq integer, type text, at bigint, data text, actor_id bigint)) WITH ORDINALITY AS e(guid, seq, type, at, data, actor_id, n)')
-  .replace(/unnest\(\$\d+::text\[\], \$\d+::integer\[\], \$\d+::text\[\]\) AS x/, 'unnest($3::text[], $4::integer[], $5::text[]) AS x');
-if (jsonWriteStatement.includes('unnest($1') || jsonWriteStatement.includes('unnest($16')) throw new Error('the JSON variant did not replace the arrays of writeStatement');
 const SQL = {
   lock: 'SELECT * FROM ledger WHERE guid = ANY($1::text[]) ORDER BY guid FOR UPDATE',
   now: `SELECT ${SERVER_NOW_MS} AS now`,
   write: writeStatement(columns),
-  writeJson: jsonWriteStatement,
 };
 
 /** One write transaction as the store makes it: the GUIDs it locks and the write statement's parameters. */
@@ -82,8 +68,6 @@ interface Tx {
   readonly params: unknown[];
   /** The same parameters with each array as its values, for porsager, which writes its own array literals. */
   readonly plainParams: unknown[];
-  /** The same write with the rows and events as JSON documents (jsonWriteStatement). */
-  readonly jsonParams: unknown[];
 }
 
 /** The write statement's parameters, as writeBatch.ts binds them (no purge: no redactions): arrays in the binary format, or plain. */
@@ -94,15 +78,6 @@ const plainWriteParams = (plan: BatchPlan): unknown[] => writeValues(columns, pl
 const actor: Actor = { by: 'serve', host: hostname(), pid: process.pid, params: { timeoutMs: 3000, maxAttempts: 5, minAgeMs: 60_000 } };
 const note = `,"note":"${'x'.repeat(150)}"`;
 
-function jsonParams(plan: BatchPlan): unknown[] {
-  return [
-    JSON.stringify(plan.rows.map((r) => ({ ...r.row, prev_seq: r.prevSeq }))),
-    JSON.stringify(plan.events.map((e) => ({ guid: e.guid, seq: e.seq, type: e.event.type, at: e.event.at, data: e.data, actor_id: e.encodedActor?.idText ?? null }))),
-    [],
-    [],
-    [],
-  ];
-}
 
 /**
  * The claim and the answer transactions of `n` new transfers in batches of `size`, decided as the store decides
@@ -133,8 +108,8 @@ function transactions(n: number, size: number): Tx[] {
     if (claimPlan.units.some((u) => u.kind !== 'won') || answerPlan.units.some((u) => u.kind !== 'won')) throw new Error('the bench planned a unit that does not win');
     const sorted = [...guids].sort();
     txs.push(
-      { guids: sorted, params: writeParams(claimPlan), plainParams: plainWriteParams(claimPlan), jsonParams: jsonParams(claimPlan) },
-      { guids: sorted, params: writeParams(answerPlan), plainParams: plainWriteParams(answerPlan), jsonParams: jsonParams(answerPlan) },
+      { guids: sorted, params: writeParams(claimPlan), plainParams: plainWriteParams(claimPlan) },
+      { guids: sorted, params: writeParams(answerPlan), plainParams: plainWriteParams(answerPlan) },
     );
   }
   return txs;
@@ -171,7 +146,7 @@ function checkWritten(rows: number, tx: Tx): number {
   return rows;
 }
 
-function pgVariant(name: string, what: string, opts: { named: boolean; pipeline: boolean; json?: boolean }): Variant {
+function pgVariant(name: string, what: string, opts: { named: boolean; pipeline: boolean }): Variant {
   return {
     name,
     what,
@@ -185,7 +160,7 @@ function pgVariant(name: string, what: string, opts: { named: boolean; pipeline:
       } as pg.PoolConfig);
       const q = (client: pg.PoolClient, key: keyof typeof SQL, params: unknown[]) =>
         client.query(opts.named ? { name: `bench_${key}`, text: SQL[key], values: params } : { text: SQL[key], values: params });
-      const write = (client: pg.PoolClient, tx: Tx) => (opts.json ? q(client, 'writeJson', tx.jsonParams) : q(client, 'write', tx.params));
+      const write = (client: pg.PoolClient, tx: Tx) => q(client, 'write', tx.params);
       return {
         async run(tx) {
           const client = await pool.connect();
@@ -262,7 +237,6 @@ const VARIANTS: readonly Variant[] = [
   pgVariant('pg', 'node-postgres as the store today: named statements, 5 round trips (BEGIN, lock, clock, write, COMMIT)', { named: true, pipeline: false }),
   pgVariant('pg-unnamed', 'node-postgres, unnamed statements (parsed and planned every time), 5 round trips', { named: false, pipeline: false }),
   pgVariant('pg-pipelined', 'node-postgres with `pipeline: true`: BEGIN+lock+clock, then write+COMMIT: 2 round trips', { named: true, pipeline: true }),
-  pgVariant('pg-json', 'node-postgres as the store today, the rows and events as two JSON documents (json_to_recordset) instead of 21 arrays', { named: true, pipeline: false, json: true }),
   porsagerVariant('porsager', 'postgres (porsager): sql.begin, prepared statements, awaited one by one: 5 round trips', { pipeline: false }),
   porsagerVariant('porsager-pipelined', 'postgres (porsager): reserved connection, BEGIN+lock+clock, then write+COMMIT: 2 round trips', { pipeline: true }),
 ];

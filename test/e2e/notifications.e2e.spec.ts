@@ -156,10 +156,10 @@ describe('notifications (serve --notify-url)', () => {
     expect(bodyOf(n!)).toMatchObject({ type: 'transfer.dead_letter', guid: 'N-DEAD-1', status: 'FAILED', code: 'E902', attempts: 1, response: null });
   }, 60_000);
 
-  it('a receiver down while the relay is SIGKILLed after the settling event: delivered after the restart, same webhook-id; 500 twice: delivered on the third try', async () => {
+  it('a receiver down while the relay is SIGKILLed after the settling event: delivered after the restart, same webhook-id; a 500 after it: delivered on the third try, the retries 5 s then 10 s apart', async () => {
     const sim = cleanup.use(await startSimulator({ port: 0, faults: { byGuidPrefix: { 'N-RESET': 'reset' } } }));
-    // Answers 500 to the first two POSTs, then 204.
-    const receiver = cleanup.use(await startReceiver((_r, n) => ({ status: n < 2 ? 500 : 204 })));
+    // Answers 500 to the first POST, then 204 (the retry schedule itself: notifications.unit's retryDelayMs).
+    const receiver = cleanup.use(await startReceiver((_r, n) => ({ status: n < 1 ? 500 : 204 })));
     await receiver.stop();
     const db = join(tmp(), 'ledger.db');
     const a = await relay(db, sim.url, receiver.url, ['--settle-every', '0']);
@@ -175,7 +175,7 @@ describe('notifications (serve --notify-url)', () => {
     await relay(db, sim.url, receiver.url, ['--settle-every', '0']);
     await waitFor(() => receiver.received.some((r) => r.answered === 204), { timeoutMs: 60_000, intervalMs: 100, what: 'delivered on the third try' });
     console.log(`delivered ${Date.now() - started} ms after the restart, after ${receiver.received.length} POSTs`);
-    expect(receiver.received.map((r) => r.answered)).toEqual([500, 500, 204]);
+    expect(receiver.received.map((r) => r.answered)).toEqual([500, 204]);
     expect(new Set(receiver.received.map((r) => r.id)).size).toBe(1);
     expect(receiver.received[0]!.id).toMatch(/^N-RESET-crash:\d+$/);
     // The receiver has answered; the relay records the delivery a moment later.
@@ -183,7 +183,11 @@ describe('notifications (serve --notify-url)', () => {
       const recorded = await orThrow(store.notificationAttempts('N-RESET-crash'));
       return recorded.some((x) => x.result === 'delivered') ? recorded : null;
     }, { what: 'the delivery recorded' });
-    expect(attempts.map((x) => x.result)).toEqual(['failed', 'failed', 'failed', 'delivered']);
+    expect(attempts.map((x) => x.result)).toEqual(['failed', 'failed', 'delivered']);
+    // Each retry at least its delay after the attempt before it (5 s, then 10 s), a restart in between.
+    const at = attempts.map((x) => x.at);
+    expect(at[1]! - at[0]!).toBeGreaterThanOrEqual(5_000);
+    expect(at[2]! - at[1]!).toBeGreaterThanOrEqual(10_000);
     const history = await cli(['history', 'N-RESET-crash', '--db', db]);
     expect(history.stdout).toMatch(/notification .*delivered/);
   }, 120_000);

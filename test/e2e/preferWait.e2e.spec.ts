@@ -44,13 +44,18 @@ async function post(url: string, guid: string, prefer?: string, signal?: AbortSi
   };
 }
 
+/** serve's flags for a call the test holds: a timeout past the test's end, a send window of 10 s, no background settling. */
+const HELD_CALL = ['--timeout', '30s', '--grace', '20s', '--settle-every', '0'];
+
 const waiting = (url: string) => metricAt(url, 'guidgate_waiting_requests');
 
 function scenario(store: string, ledger: () => Promise<string>): void {
   const cleanup = useCleanup();
   const relay = async (db: string, accountUrl: string, extra: string[] = []): Promise<{ url: string; child: ChildProcess }> => {
-    // A call timeout far longer than the test: the held call keeps the row SENT until the test answers it.
-    const r = startServe(['--db', db, '--account-url', accountUrl, '--timeout', '30s', '--grace', '2s', '--settle-every', '0', ...extra]);
+    // A call timeout far longer than the test: the held call keeps the row SENT until the test answers it. A grace
+    // whose send window (half of it) outlasts a claim's sync on a loaded machine: a claim acknowledged past the window
+    // is not called (E902), and the test would wait for a call that never comes.
+    const r = startServe(['--db', db, '--account-url', accountUrl, ...HELD_CALL, ...extra]);
     cleanup.add(() => sigkillAndWait(r.child));
     return { url: await r.ready, child: r.child };
   };
@@ -139,7 +144,7 @@ describe('Prefer: wait across relays on one SQLite file', () => {
     const account: GatedAccount = cleanup.use(await startGatedAccount());
     const db = join(tmp(), 'ledger.db');
     const relays = await Promise.all([0, 1].map(async () => {
-      const r = startServe(['--db', db, '--account-url', account.url, '--timeout', '30s', '--grace', '2s', '--settle-every', '0']);
+      const r = startServe(['--db', db, '--account-url', account.url, ...HELD_CALL]);
       cleanup.add(() => sigkillAndWait(r.child));
       return r.ready;
     }));

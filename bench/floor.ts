@@ -67,7 +67,7 @@ interface RunFigures {
 /** One run: `transfers` new transfers written in batches on a new file; CPU µs, bytes written per transfer, transfers/s. */
 function run(variant: FloorVariant, all: readonly FloorTransfer[], tag: string): RunFigures {
   const path = join(dir, `${tag}-${variant}.db`);
-  const db = openFloorDb(path, cacheKb);
+  const db = openFloorDb(path, variant, cacheKb);
   try {
     const writer = FLOOR_WRITERS[variant](db);
     const cpu = process.cpuUsage();
@@ -133,6 +133,7 @@ try {
     const la = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(' ');
     const describe: Record<FloorVariant, string> = {
       row: 'one statement per row (5 executions per transfer)',
+      byClaim: 'one statement per row, the ledger keyed by its Claimed event\'s position (no GUID index of its own)',
       json: `one statement per table and batch over json_each (4 executions per ${batchSize} transfers)`,
       jsonb: `one statement per table and batch over jsonb_each (4 executions per ${batchSize} transfers)`,
     };

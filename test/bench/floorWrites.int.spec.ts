@@ -19,7 +19,7 @@ const transfers: FloorTransfer[] = Array.from({ length: 150 }, (_, i) => ({
 }));
 
 function written(variant: FloorVariant): { events: unknown[]; ledger: unknown[] } {
-  const db = openFloorDb(join(tempDir(), `${variant}.db`));
+  const db = openFloorDb(join(tempDir(), `${variant}.db`), variant);
   try {
     const writer = FLOOR_WRITERS[variant](db);
     for (let i = 0; i < transfers.length; i += 64) {
@@ -29,7 +29,9 @@ function written(variant: FloorVariant): { events: unknown[]; ledger: unknown[] 
     }
     return {
       events: db.prepare('SELECT position, guid, seq, type, at, data FROM events ORDER BY position').all(),
-      ledger: db.prepare('SELECT * FROM ledger ORDER BY rowid').all(),
+      ledger: db
+        .prepare('SELECT guid, status, code, request, response, fingerprint, attempts, created_at, updated_at, last_seq FROM ledger ORDER BY rowid')
+        .all(),
     };
   } finally {
     db.close();
@@ -50,6 +52,17 @@ describe('the floor benchmark writes', () => {
       guid: 'g-149', status: 'DONE', code: '0000', request: transfers[149]!.request, response: transfers[149]!.response,
       fingerprint: 'fp-149', attempts: 1, created_at: 1128, updated_at: 2128, last_seq: 2,
     });
+  });
+
+  it('the same rows with the ledger keyed by the Claimed event\'s position, each row under its own claim', () => {
+    expect(written('byClaim')).toEqual(byRow);
+    const db = openFloorDb(join(tempDir(), 'byClaim-keys.db'), 'byClaim');
+    try {
+      FLOOR_WRITERS.byClaim(db).claim(transfers.slice(0, 3), 1000);
+      expect(db.prepare('SELECT l.claim, l.guid FROM ledger l JOIN events e ON e.position = l.claim AND e.guid = l.guid AND e.seq = 0').all()).toHaveLength(3);
+    } finally {
+      db.close();
+    }
   });
 
   it.each(['json', 'jsonb'] as const)('the same rows with one statement per table and batch (%s)', (variant) => {

@@ -17,7 +17,7 @@ import { sleep, waitFor } from '../support/waitFor.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { groupCommit } from '../../src/store/postgres/groupCommit.js';
-import { coalescedGetLedger } from '../../src/store/postgres/ledgerQueries.js';
+import { coalescedGetLedger, GET_LEDGERS_SQL } from '../../src/store/postgres/ledgerQueries.js';
 import { ledgerTypes } from '../../src/store/postgres/pools.js';
 import { startHoldingProxy } from '../support/pgHoldingProxy.js';
 
@@ -72,6 +72,29 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
       expect(queries).toHaveLength(2);
     } finally {
       await pool.end();
+    }
+  });
+
+  it('the row reads find each row by its key even in a generic plan made on a new ledger, never analyzed (as the sixth run on a pooled connection makes it)', async () => {
+    const store = await open();
+    await store.close();
+    const client = new pg.Client({ connectionString: dbs.url() });
+    await client.connect();
+    try {
+      await client.query('SET plan_cache_mode = force_generic_plan');
+      await client.query({ name: 'guidgate_get_ledgers', text: GET_LEDGERS_SQL, values: [['none']] });
+      const plan = async () =>
+        (await client.query<{ 'QUERY PLAN': string }>("EXPLAIN EXECUTE guidgate_get_ledgers('{a,b}')")).rows.map((r) => r['QUERY PLAN']).join('\n');
+      expect(await plan()).toContain('Index Scan using ledger_pkey on ledger');
+      expect(await plan()).not.toContain('Seq Scan on ledger');
+      // The plan made when the ledger was empty is the one kept as it grows.
+      await client.query(`INSERT INTO ledger (guid, status, fingerprint, attempts, created_at, updated_at, last_seq)
+                          SELECT 'g' || i, 'DONE', 'fp', 1, 1, 1, 2 FROM generate_series(1, 5000) AS i`);
+      expect(await plan()).toContain('Index Scan using ledger_pkey on ledger');
+      const { rows } = await client.query<{ guid: string }>({ name: 'guidgate_get_ledgers', text: GET_LEDGERS_SQL, values: [['g7', 'absent', 'g4999']] });
+      expect(rows.map((r) => r.guid).sort()).toEqual(['g4999', 'g7']);
+    } finally {
+      await client.end();
     }
   });
 

@@ -52,13 +52,20 @@ export async function serverStanding(db: pg.Pool | pg.ClientBase): Promise<Ledge
   };
 }
 
+/**
+ * Each key looked up in the log's `(guid, seq)` key on its own, so that a plan made on a new log does not scan it
+ * (ledgerQueries.ts, GET_LEDGERS_SQL): a `NOT EXISTS` becomes an anti-join, planned there as a scan of `events`.
+ */
+export const MISSING_EVENTS_SQL = `SELECT k.guid, k.seq FROM unnest($1::text[], $2::int[]) AS k(guid, seq)
+           LEFT JOIN LATERAL (SELECT 1 AS found FROM events e WHERE e.guid = k.guid AND e.seq = k.seq LIMIT 1) AS f ON true
+           WHERE f.found IS NULL`;
+
 /** Of `keys`, the events the log does not have. */
 export async function missingServerEvents(db: pg.Pool | pg.ClientBase, keys: readonly EventKey[]): Promise<EventKey[]> {
   if (keys.length === 0) return [];
   const { rows } = await db.query<{ guid: string; seq: number }>({
     name: 'guidgate_missing_events',
-    text: `SELECT k.guid, k.seq FROM unnest($1::text[], $2::int[]) AS k(guid, seq)
-           WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.guid = k.guid AND e.seq = k.seq)`,
+    text: MISSING_EVENTS_SQL,
     values: [keys.map((k) => k.guid), keys.map((k) => k.seq)],
   });
   return rows.map((r) => ({ guid: r.guid, seq: Number(r.seq) }));

@@ -55,6 +55,8 @@ function filterValues(q: LedgerQuery): unknown[] {
  * by the relay's pooled connections, each read then cost a scan of a growing ledger (20-60 ms at 15,000 rows,
  * seen with auto_explain in `npm run bench:peers`). One lookup per GUID, `LIMIT 1` under a lateral join, is planned
  * as an index scan however small the table looks, unless it was analyzed while empty; the next analyze replans it.
+ * The store's other lookups of many keys at once outside a write transaction (leases.ts, continuity.ts) are written
+ * the same way; a write transaction turns sequential scans off instead (BEGIN_WRITE).
  */
 export const GET_LEDGERS_SQL = 'SELECT l.* FROM unnest($1::text[]) AS k(guid), LATERAL (SELECT * FROM ledger WHERE ledger.guid = k.guid LIMIT 1) AS l';
 

@@ -70,7 +70,7 @@ export async function redisServer(url: string): Promise<RedisServer> {
 
 export interface PostgresServer extends ServerCpu {
   readonly version: string;
-  /** `fsync` and `synchronous_commit` as the server runs. */
+  /** `fsync` and `synchronous_commit` as the server runs, and `autovacuum`. */
   readonly durability: string;
 }
 
@@ -80,7 +80,9 @@ export async function postgresServer(serverUrl: string, database: string): Promi
   await client.connect();
   const setting = async (name: string) => ((await client.query<{ setting: string }>('SELECT current_setting($1) AS setting', [name])).rows[0]!.setting);
   const version = await setting('server_version');
-  const durability = `fsync ${await setting('fsync')}, synchronous_commit ${await setting('synchronous_commit')}`;
+  // And autovacuum: with it off, the benchmark's database is never analyzed nor vacuumed, unlike on a server as
+  // shipped (docs/performance.md, the sixth pass).
+  const durability = `fsync ${await setting('fsync')}, synchronous_commit ${await setting('synchronous_commit')}; autovacuum ${await setting('autovacuum')}`;
   return {
     version,
     durability,

@@ -24,10 +24,8 @@ const EVENTS = `
     UNIQUE (guid, seq)
   );`;
 
-/** The ledger as the store lays it out: a rowid table (SQLite migration 7) with an index by GUID beside it. */
-const LEDGER_BY_GUID = `
-  CREATE TABLE ledger (
-    guid        TEXT NOT NULL PRIMARY KEY,
+/** The contract's columns of the ledger after its key, as the store lays them out. */
+const LEDGER_COLUMNS = `
     status      TEXT    NOT NULL,
     code        TEXT,
     request     TEXT,
@@ -36,28 +34,17 @@ const LEDGER_BY_GUID = `
     attempts    INTEGER NOT NULL,
     created_at  INTEGER NOT NULL,
     updated_at  INTEGER NOT NULL,
-    last_seq    INTEGER NOT NULL
-  );`;
+    last_seq    INTEGER NOT NULL`;
+
+/** The ledger as the store lays it out: a rowid table (SQLite migration 7) with an index by GUID beside it. */
+const LEDGER_BY_GUID = `CREATE TABLE ledger (guid TEXT NOT NULL PRIMARY KEY,${LEDGER_COLUMNS});`;
 
 /**
  * The ledger keyed by the position of its transfer's `Claimed` event (seq 0), with no index by GUID: a row is found
  * through the log's `(guid, seq)` key, which every transfer writes anyway. New rows go at the end of the table's
  * B-tree, so a claim writes one random leaf (the log's key) where the store's layout writes two.
  */
-const LEDGER_BY_CLAIM = `
-  CREATE TABLE ledger (
-    claim       INTEGER PRIMARY KEY,
-    guid        TEXT    NOT NULL,
-    status      TEXT    NOT NULL,
-    code        TEXT,
-    request     TEXT,
-    response    TEXT,
-    fingerprint TEXT    NOT NULL,
-    attempts    INTEGER NOT NULL,
-    created_at  INTEGER NOT NULL,
-    updated_at  INTEGER NOT NULL,
-    last_seq    INTEGER NOT NULL
-  );`;
+const LEDGER_BY_CLAIM = `CREATE TABLE ledger (claim INTEGER PRIMARY KEY, guid TEXT NOT NULL,${LEDGER_COLUMNS});`;
 
 /**
  * A new ledger file at `path`: WAL, and no sync at all (`synchronous=OFF`), as the floor measures CPU and a sync is

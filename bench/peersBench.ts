@@ -279,7 +279,7 @@ try {
           const server = await postgresServer(values.db, new URL(db.url).pathname.slice(1));
           servers.push(server);
           const p = await start(bin, ['serve', '--port', '0', '--db', db.url, '--account-url', stub.url, '--log-level', 'warn']);
-          relays.push({ key: tag, name: `guidgate, PostgreSQL ${server.version.split(' ')[0]}${suffix}`, durable: `yes: ${server.durability}`, ...p, server });
+          relays.push({ key: tag, name: `guidgate, PostgreSQL ${server.version.split(' ')[0]}${suffix}`, durable: `yes: ${server.settings}`, ...p, server });
         }
       }
     } else {

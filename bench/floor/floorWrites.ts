@@ -59,7 +59,7 @@ export function openFloorDb(path: string, variant: FloorVariant, cacheKb = 4000)
   db.pragma('synchronous = OFF');
   db.pragma('temp_store = MEMORY');
   db.pragma(`cache_size = -${cacheKb}`);
-  db.exec(EVENTS + (variant === 'byClaim' ? LEDGER_BY_CLAIM : LEDGER_BY_GUID));
+  db.exec(EVENTS + LEDGER_OF[variant]);
   return db;
 }
 
@@ -178,3 +178,6 @@ export const FLOOR_WRITERS = {
   jsonb: (db: Database.Database) => onePerTable(db, 'jsonb_each'),
 } as const;
 export type FloorVariant = keyof typeof FLOOR_WRITERS;
+
+/** The ledger each variant writes into: every variant names its layout. */
+const LEDGER_OF: Record<FloorVariant, string> = { row: LEDGER_BY_GUID, byClaim: LEDGER_BY_CLAIM, json: LEDGER_BY_GUID, jsonb: LEDGER_BY_GUID };

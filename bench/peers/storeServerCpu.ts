@@ -71,7 +71,7 @@ export async function redisServer(url: string): Promise<RedisServer> {
 export interface PostgresServer extends ServerCpu {
   readonly version: string;
   /** `fsync` and `synchronous_commit` as the server runs, and `autovacuum`. */
-  readonly durability: string;
+  readonly settings: string;
 }
 
 /** The PostgreSQL server at `serverUrl`, serving the database `database` (looked up at each reading). */
@@ -82,10 +82,10 @@ export async function postgresServer(serverUrl: string, database: string): Promi
   const version = await setting('server_version');
   // And autovacuum: with it off, the benchmark's database is never analyzed nor vacuumed, unlike on a server as
   // shipped (docs/performance.md, the sixth pass).
-  const durability = `fsync ${await setting('fsync')}, synchronous_commit ${await setting('synchronous_commit')}; autovacuum ${await setting('autovacuum')}`;
+  const settings = `fsync ${await setting('fsync')}, synchronous_commit ${await setting('synchronous_commit')}; autovacuum ${await setting('autovacuum')}`;
   return {
     version,
-    durability,
+    settings,
     read: async () => {
       const { rows } = await client.query<{ pid: number }>(
         `SELECT pid FROM pg_stat_activity WHERE datname = $1 OR backend_type IN ('walwriter', 'checkpointer', 'background writer')`,

@@ -2,7 +2,8 @@ import { realpathSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, it, expect } from 'vitest';
-import type { SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
+import { openSqliteStore, type SqliteEventStore } from '../../src/store/sqlite/sqliteStore.js';
+import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { openLedger, type LedgerOptions } from '../support/ledgerStore.js';
 import { walSync, type WalSync } from '../../src/store/sqlite/walSync.js';
 import { logPosition as logPositionOf } from '../../src/store/sqlite/continuityMark.js';
@@ -50,6 +51,37 @@ describe.each(['inline', 'thread'] as const)('SQLite event store, writer %s', (w
     expect((await orThrow(good))?.guid).toBe('g1');
     await expectLeft(bad, 'LEDGER_CORRUPT');
     await store.close();
+  });
+
+  it("the row reads of one turn are one read transaction (one snapshot, one read lock), closed before the turn's reads are answered", async () => {
+    const path = join(tmp(), 'l.db');
+    const other = new Database(path);
+    // A projection that, while decoding g1's row, has another connection commit a change to g2's: a read of g2
+    // in a transaction of its own would see it, one in the same read transaction as g1's does not.
+    const store = openSqliteStore({
+      writer,
+      path,
+      projection: {
+        ...ledgerProjection,
+        rowToState: (row) => {
+          if ((row as { guid?: unknown }).guid === 'g1') other.prepare("UPDATE ledger SET fingerprint = 'changed' WHERE guid = 'g2'").run();
+          return ledgerProjection.rowToState(row);
+        },
+      },
+    });
+    try {
+      await orThrow(store.execute('g1', submit()));
+      await orThrow(store.execute('g2', submit('fp2')));
+      const [a, b] = await Promise.all([store.getLedger('g1'), store.getLedger('g2')].map(orThrow));
+      expect([a?.fingerprint, b?.fingerprint]).toEqual(['fp', 'fp2']);
+      // The transaction is closed: the writer's next BEGIN IMMEDIATE works, and the next turn reads the change.
+      expect(store.db.inTransaction).toBe(false);
+      await orThrow(store.execute('g3', submit()));
+      expect((await orThrow(store.getLedger('g2')))?.fingerprint).toBe('changed');
+    } finally {
+      await store.close();
+      other.close();
+    }
   });
 
   it('indexes only what is searched: one partial index over the unsettled states, used by the queries for them, and the rows found are the right ones', async () => {

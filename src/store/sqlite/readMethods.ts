@@ -27,7 +27,7 @@ export function readMethods(db: Database.Database, projection: LedgerProjection,
   const reconciliations = reconciliationsTable(db);
   const keyUses = keyUsesTable(db);
   const read = <T>(fn: () => T) => onConnection('read', fn);
-  const rowReads = coalescedRowReads((guid) => read(() => ledger.read(guid)));
+  const rowReads = coalescedRowReads((guid) => read(() => ledger.read(guid)), oneReadTransaction(db));
   return {
     readStream: (guid) => read(() => events.stream(guid).map(rowToEvent)),
     readAll: (afterPosition, limit) => read(() => events.all(afterPosition, limit).map(rowToEvent)),
@@ -62,12 +62,38 @@ export function readMethods(db: Database.Database, projection: LedgerProjection,
  * (a replay) otherwise wrote its reply within the turn that read the request, one `writev` and one wake-up of the
  * channel's side per request, which made a replay cost twice what it does on PostgreSQL (docs/performance.md).
  */
-function coalescedRowReads(readRow: (guid: string) => StoreResult<LedgerState | null>): (guid: string) => StoreResult<LedgerState | null> {
+function coalescedRowReads(
+  readRow: (guid: string) => StoreResult<LedgerState | null>,
+  together: <T>(fn: () => T) => T,
+): (guid: string) => StoreResult<LedgerState | null> {
   type Call = { readonly guid: string; readonly resolve: (r: Awaited<StoreResult<LedgerState | null>>) => void };
   const reads = batcher<Call>({
     maxBatch: Number.POSITIVE_INFINITY,
     maxInFlight: Number.POSITIVE_INFINITY,
-    run: (calls) => Promise.all(calls.map((c) => readRow(c.guid).then(c.resolve))).then(() => undefined),
+    // `readRow` reads before it returns (storeResult runs its step at once), so every row is read inside `together`.
+    run: (calls) => Promise.all(calls.length === 1 ? [readRow(calls[0]!.guid).then(calls[0]!.resolve)] : together(() => calls.map((c) => readRow(c.guid).then(c.resolve)))).then(() => undefined),
   });
   return (guid) => new Promise((resolve) => reads.push({ guid, resolve }));
+}
+
+/**
+ * Several reads as one read transaction: one snapshot, and the WAL's read lock taken and dropped once. Each statement
+ * outside a transaction is a read transaction of its own, whose lock is two `fcntl` calls on the WAL index and whose
+ * start checks the file's size, three system calls per row (docs/performance.md). Reads only, in one synchronous run,
+ * so the connection is back in autocommit before the writer's next `BEGIN IMMEDIATE`; inside an open transaction
+ * (none is open between turns today) the reads just join it. A closed connection is left to the reads to report.
+ */
+function oneReadTransaction(db: Database.Database): <T>(fn: () => T) => T {
+  const begin = db.prepare('BEGIN');
+  const commit = db.prepare('COMMIT');
+  return (fn) => {
+    if (!db.open || db.inTransaction) return fn();
+    begin.run();
+    try {
+      return fn();
+    } finally {
+      // A read transaction's COMMIT only lets its snapshot go.
+      if (db.inTransaction) commit.run();
+    }
+  };
 }

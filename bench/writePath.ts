@@ -6,7 +6,9 @@
  * ledger's bytes on disk at the end, with the rows it holds.
  *
  * Usage: node dist/bench/writePath.js [--transfers 30000] [--inflight 50] [--writer inline|thread]
- *          [--build DIR] [--runs 3] [--db postgres://…] [--json]
+ *          [--build DIR] [--runs 3] [--db postgres://…] [--frames] [--json]
+ * `--frames` (SQLite): after the timed run, as many transfers again, the WAL frames they append counted by the B-tree
+ * each page belongs to (walFrames.ts): what the commits write, per transfer and per commit.
  * `--build DIR`: also another build (its `dist` folder, e.g. of the commit before a change), run alternately with
  * this one, each in a process of its own: before and after from one run, with the ratio.
  * `--db postgres://…/DB`: the PostgreSQL store instead (each run makes a database of its own on that server and
@@ -22,6 +24,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { benchArgs } from './benchArgs.js';
 import { cpuBetween, postgresServer } from './peers/storeServerCpu.js';
 import { throwawayDatabase } from './throwawayDatabase.js';
+import { countWhile, emptyCensus, framesByTree } from './walFrames.js';
 
 const { values } = benchArgs({
   run: 'node dist/bench/writePath.js',
@@ -33,6 +36,7 @@ const { values } = benchArgs({
     build: { type: 'string', value: 'DIR', help: "also another build (its dist folder), run alternately with this one: before and after from one run" },
     runs: { type: 'string', default: '3', value: 'N', help: 'runs of each build' },
     db: { type: 'string', value: 'postgres://…', help: 'the PostgreSQL store instead (a database of its own per run on that server)' },
+    frames: { type: 'boolean', default: false, help: "SQLite: after the timed run, the WAL frames the commits write per transfer, by the table or index each page belongs to" },
     json: { type: 'boolean', default: false, help: 'print the results as JSON' },
     child: { type: 'string', value: 'DIST', help: "internal: run once in this process against that build's dist folder and print one JSON line" },
   },
@@ -46,6 +50,8 @@ interface Measured {
   writeCalls: number;
   fileBytes: number;
   rows: { events: number; ledger: number; requests: number };
+  /** With --frames: WAL frames per transfer and per commit, by B-tree. */
+  frames?: { transfers: number; perTransfer: number; transfersPerCommit: number; byTree: Array<{ tree: string; perTransfer: number; perCommit: number }> };
 }
 
 /** The process's I/O counters: bytes that reached the storage layer and write calls. */
@@ -78,6 +84,7 @@ async function once(dist: string): Promise<Measured> {
     // As the relay's (src/relay/relayTransfer.ts): the outcome is the channel's reply, so it makes no notification due.
     const audit = { params: { timeoutMs: 3000, maxAttempts: 5, minAgeMs: 60_000 }, replied: true };
     const note = `,"note":"${'x'.repeat(150)}"`;
+    let finished = 0;
     let records: Array<{ guid: string; at: number; key: null; code: string; fingerprintMatch: boolean }> = [];
     const flushRecords = async () => {
       const batch = records;
@@ -94,6 +101,7 @@ async function once(dist: string): Promise<Measured> {
       const answer = await store.execute(guid, { type: 'RecordAnswer', attempt: 1, code: '0000', response, latencyMs: 1 }, audit, { state: claim.right.state });
       if (answer._tag !== 'Right' || answer.right.kind !== 'applied') throw new Error(`answer of ${guid} failed`);
       records.push({ guid, at: Date.now(), key: null, code: '0000', fingerprintMatch: true });
+      finished++;
       if (records.length >= 256) await flushRecords();
     };
     const run = async (n: number) => {
@@ -112,6 +120,8 @@ async function once(dist: string): Promise<Measured> {
     const server1 = await pgServer?.read();
     const serverCpu = server0 === undefined || server1 === undefined ? NaN : cpuBetween(server0, server1);
     const io1 = io();
+    const census = emptyCensus();
+    if (values.frames && !onPostgres) await countWhile(census, `${path}-wal`, () => finished, run(transfers));
     await store.close();
     const cpuUs = (cpu.user + cpu.system) / transfers;
     // On PostgreSQL this process writes no ledger file: the file figures do not apply.
@@ -127,7 +137,9 @@ async function once(dist: string): Promise<Measured> {
     };
     const rows = { events: await count('events'), ledger: await count('ledger'), requests: await count('requests') };
     const fileBytes = statSync(path).size + (() => { try { return statSync(`${path}-wal`).size; } catch { return 0; } })();
+    const frames = census.transfers === 0 ? undefined : { transfers: census.transfers, perTransfer: census.frames / census.transfers, transfersPerCommit: census.transfers / census.commits, byTree: framesByTree(census, path) };
     return {
+      ...(frames === undefined ? {} : { frames }),
       cpuUs,
       writeBytes: (io1.writeBytes - io0.writeBytes) / transfers,
       writeCalls: (io1.writeCalls - io0.writeCalls) / transfers,
@@ -148,7 +160,7 @@ if (values.child !== undefined) {
   for (let r = 0; r < Number(values.runs); r++) {
     // Alternating, the order reversed every other run: drift on a shared machine hits both.
     for (const b of r % 2 === 0 ? builds : [...builds].reverse()) {
-      const args = [script, '--child', b.dist, '--transfers', values.transfers, '--inflight', values.inflight, '--writer', values.writer, ...(values.db === undefined ? [] : ['--db', values.db])];
+      const args = [script, '--child', b.dist, '--transfers', values.transfers, '--inflight', values.inflight, '--writer', values.writer, ...(values.db === undefined ? [] : ['--db', values.db]), ...(values.frames ? ['--frames'] : [])];
       const child = spawnSync(process.execPath, args, { encoding: 'utf8' });
       if (child.status !== 0) throw new Error(`${b.name}: ${child.stderr}`);
       results.get(b.name)!.push(JSON.parse(child.stdout) as Measured);
@@ -165,6 +177,7 @@ if (values.child !== undefined) {
       writeCalls: median(ms.map((m) => m.writeCalls)),
       fileBytes: median(ms.map((m) => m.fileBytes)),
       rows: ms[0]!.rows,
+      frames: ms.at(-1)!.frames,
     };
   });
   if (values.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
@@ -190,6 +203,17 @@ if (values.child !== undefined) {
     if (summary.length === 2) {
       const [a, b] = summary as [typeof summary[0], typeof summary[0]];
       lines.push(`| ratio (this ÷ other) | ${(a.cpuUs / b.cpuUs).toFixed(2)}x | ${(a.writeBytes / b.writeBytes).toFixed(2)}x | ${(a.writeCalls / b.writeCalls).toFixed(2)}x | ${(a.fileBytes / b.fileBytes).toFixed(2)}x | |`);
+    }
+    for (const s of summary) {
+      if (s.frames === undefined) continue;
+      const f = s.frames;
+      lines.push(
+        '',
+        `${s.build}, the WAL frames (4 KB pages) appended while ${f.transfers} transfers finished, after its last run: ${f.perTransfer.toFixed(2)} per transfer, ${f.transfersPerCommit.toFixed(1)} transfers per commit`,
+        '| B-tree | frames per transfer | per commit |',
+        '|---|---|---|',
+        ...f.byTree.map((t) => `| ${t.tree} | ${t.perTransfer.toFixed(3)} | ${t.perCommit.toFixed(2)} |`),
+      );
     }
     process.stdout.write(`${lines.join('\n')}\n`);
   }

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { REPO_ROOT, runToEnd } from '../support/children.js';
 
 /** bench/ files that are modules of the scripts, not scripts: every other one is run as `node dist/bench/X.js`. */
-const MODULES = new Set(['autocannon.d.ts', 'benchArgs.ts', 'claimRate.ts', 'listening.ts', 'processCpu.ts', 'throwawayDatabase.ts']);
+const MODULES = new Set(['autocannon.d.ts', 'benchArgs.ts', 'claimRate.ts', 'listening.ts', 'processCpu.ts', 'throwawayDatabase.ts', 'walFrames.ts']);
 const SCRIPTS = readdirSync(join(REPO_ROOT, 'bench'))
   .filter((name) => name.endsWith('.ts') && !MODULES.has(name))
   .map((name) => name.replace(/\.ts$/, ''));

@@ -77,6 +77,30 @@ describe.skipIf(!available)('PostgreSQL event store', () => {
     }
   });
 
+  it("the store's row reads run on a pool of their own whose sessions plan the read once, never anew at a run (however many GUIDs a turn carries)", async () => {
+    const store = await open();
+    try {
+      for (let i = 0; i < 6; i++) await orThrow(store.execute(`g${i}`, submit(`fp${i}`)));
+      // Turns of 1 to 6 GUIDs: left to choose, PostgreSQL plans each of the first five runs for its values.
+      for (let n = 1; n <= 6; n++) await Promise.all(Array.from({ length: n }, (_, i) => orThrow(store.getLedger(`g${i}`))));
+      // Every connection the pool can hold, at once, so that the ones the reads ran on are among them.
+      const clients = await Promise.all([store.rowReads.connect(), store.rowReads.connect()]);
+      try {
+        let generic = 0;
+        let custom = 0;
+        for (const c of clients) {
+          const { rows } = await c.query<{ generic_plans: string; custom_plans: string }>("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'guidgate_get_ledgers'");
+          for (const r of rows) [generic, custom] = [generic + Number(r.generic_plans), custom + Number(r.custom_plans)];
+        }
+        expect({ generic, custom }).toEqual({ generic: 6, custom: 0 });
+      } finally {
+        for (const c of clients) c.release();
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
   it('the lookups of many keys outside a write transaction (row reads, leases, missing events) go through the keys even in a generic plan made on a new ledger, never analyzed (as the sixth run on a pooled connection makes it), and find the same rows', async () => {
     const store = await open();
     await store.close();

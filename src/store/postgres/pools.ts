@@ -62,3 +62,25 @@ export function boundedWritePool(config: pg.PoolConfig, rotation: HostRotation, 
     query_timeout: Math.floor(deadlineMs) + WRITE_DEADLINE_MARGIN_MS,
   }, rotation);
 }
+
+/** Connections of `rowReadPool`: the row reads of one turn of the event loop are one query, seldom more than one at once. */
+export const ROW_READ_CONNECTIONS = 2;
+
+/**
+ * The pool of the route's row reads (`GET_LEDGERS_SQL`, ledgerQueries.ts), whose sessions plan each prepared
+ * statement once (`plan_cache_mode = force_generic_plan`). Left to choose, PostgreSQL plans a prepared statement
+ * anew at every run as long as the plans of its first five runs looked cheaper than a generic one, which for the
+ * row read depends on how many GUIDs those first reads carried: under `serveProfile.js --db`, one `serve` planned
+ * it at 1,589 of its 1,944 runs (245 ms of the server's planning, more than the reads' 189 ms of execution),
+ * another at 87 of 2,025 (pg_stat_statements with track_planning; docs/performance.md). That statement's generic
+ * plan is an index lookup per GUID on a ledger of any size (test/int/postgresStore.int.spec.ts). Nothing else runs
+ * here: the store's other statements keep the reads' pool, where PostgreSQL chooses their plans as before.
+ */
+export function rowReadPool(config: pg.PoolConfig, rotation: HostRotation, lockTimeoutMs: number): pg.Pool {
+  return storePool({
+    ...config,
+    max: ROW_READ_CONNECTIONS,
+    // `options` as the reads' pool has them, and the plan mode.
+    options: `${sessionSettings({ lock_timeout: lockTimeoutMs })} -c plan_cache_mode=force_generic_plan`,
+  }, rotation);
+}

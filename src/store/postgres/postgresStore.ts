@@ -24,7 +24,7 @@ import type { ReconcileResult } from '../../events/reconciliation.js';
 import { serverNow } from './serverClock.js';
 import { readDurability } from './durability.js';
 import { judgeServerChange, missingServerEvents, readServerMark, serverStanding, writeServerMark } from './continuity.js';
-import { boundedWritePool, sessionSettings, storePool, withClient } from './pools.js';
+import { boundedWritePool, rowReadPool, sessionSettings, storePool, withClient } from './pools.js';
 import { HostRotation, type HostEvent } from './hosts.js';
 import { leaseNotifications, listNotifications, notificationAttempts, notificationCounts, recordDeliveries, redeliverNotifications } from './notifications.js';
 import { parsePostgresUrl, PostgresUrlError } from './postgresUrl.js';
@@ -80,6 +80,8 @@ export interface PostgresEventStore extends EventStore {
   readonly url: string;
   /** The pool, for tests and maintenance that need raw SQL. */
   readonly pool: pg.Pool;
+  /** The pool of the route's row reads (pools.ts, rowReadPool), for tests. */
+  readonly rowReads: pg.Pool;
 }
 
 /** The pool of reads and maintenance, once the schema is up to date (`migrate`); if that fails, the pool is ended. */
@@ -102,7 +104,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     if (err instanceof PostgresUrlError) throw new LedgerUnavailableError(`bad PostgreSQL URL: ${err.message}`);
     throw err;
   }
-  // One rotation for both pools: a failover seen by a write moves the reads on too.
+  // One rotation for every pool: a failover seen by a write moves the reads on too.
   const rotation = new HostRotation(hosts, options.onHosts);
   const actorFor = actorsOf(options.actor);
   const connection = { connectionTimeoutMillis: connectTimeoutMs, application_name: applicationName };
@@ -110,12 +112,13 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const deadlineMs = writeDeadlineMs(lockTimeoutMs);
   const claimDeadlineMs = writeDeadlineMs(lockTimeoutMs, options.claimDeadlineMs);
   const writePool = boundedWritePool({ ...connection, max: maxInFlight }, rotation, lockTimeoutMs, deadlineMs);
+  const rowReads = rowReadPool(connection, rotation, lockTimeoutMs);
   const writes = groupCommit(writePool, { maxBatch, maxInFlight, fail: (err) => toLedgerError(err, 'write'), projection });
   /** A unit for the group commit, given up (and left unwritten if not yet committed) at its deadline: a claim's, or the write deadline. */
   const submit = (unit: WriteUnit): Promise<AppendResult | ExecuteResult> =>
     submitWithDeadline((caller) => writes.submit(unit, caller), unit.op === 'execute' && recordsSent(unit.command) ? claimDeadlineMs : deadlineMs);
   let closed: Promise<void> | null = null;
-  // Every connection opened or lost, on either pool: what the continuity guard checks the server again after.
+  // Every connection opened or lost, on any of the pools: what the continuity guard checks the server again after.
   let connectionEvents = 0;
   const connectionEvent = (): void => {
     connectionEvents++;
@@ -124,7 +127,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   // only a WARNING: committed here, perhaps not on the standby. Counted, so the next continuity mark does not
   // attest synchronous replication.
   const syncWarnings = { count: 0, marked: 0 };
-  for (const p of [pool, writePool]) {
+  for (const p of [pool, writePool, rowReads]) {
     p.on('connect', (client) => {
       connectionEvent();
       client.on('error', connectionEvent);
@@ -147,7 +150,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
       }),
     );
   /** The row reads of one turn of the event loop, one query (a relay reads the row of every request). */
-  const readRow = coalescedGetLedger(pool, projection.rowToState);
+  const readRow = coalescedGetLedger(rowReads, projection.rowToState);
   /**
    * A read runs once more on a new connection when its connection was found dead (the pool had not yet
    * noticed a restart): reading twice changes nothing.
@@ -191,6 +194,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   return {
     url,
     pool,
+    rowReads,
     appendEvents(guid: string, expectedSeq: number, events: readonly NewEvent[], audit?: EventAudit): StoreResult<AppendResult> {
       return submitted({ op: 'append', guid, expectedSeq, events, actor: actorFor(audit), ...notifyOf(audit) });
     },
@@ -262,7 +266,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
         return health.check();
       }),
     close() {
-      const closing = (closed ??= writes.drain().then(() => Promise.all([pool.end(), writePool.end()])).then(() => undefined));
+      const closing = (closed ??= writes.drain().then(() => Promise.all([pool.end(), writePool.end(), rowReads.end()])).then(() => undefined));
       return storeResult('close', () => closing);
     },
   };

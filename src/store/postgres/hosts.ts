@@ -48,6 +48,11 @@ export class HostRotation {
 
   constructor(readonly hosts: readonly PgHost[], private readonly onEvent: (e: HostEvent) => void = () => undefined) {}
 
+  /** The host that last took writes, null before any did. */
+  primaryLabel(): string | null {
+    return this.primary;
+  }
+
   /** The host the next connection tries. */
   next(): Target {
     return { host: this.hosts[this.current]!, index: this.current };
@@ -184,8 +189,10 @@ class HostClient extends pg.Client {
  * the rotation names and checked (`tryNext`) before the pool hands it out; on a failure there (refused, timed out,
  * a standby) the next host is tried, each host once per acquisition. When none takes writes the acquisition fails
  * with NoWritableHostError, naming every host and what it was (never a password). A connection the pool already
- * holds is not checked again: one whose server went away or was demoted fails its next statement and is closed
- * (the store's `withClient`, pg.Pool's own `query`), so the next one rotates.
+ * holds is not checked again on its server: one whose server went away fails its next statement and is closed
+ * (the store's `withClient`, pg.Pool's own `query`), so the next one rotates. But one made to a host other than the
+ * one that last took writes is closed when it is next handed out: on an old primary fenced read-only (a
+ * switchover) a write fails, but a read does not, and would not see what the new primary has.
  */
 class HostPool extends pg.Pool {
   constructor(config: pg.PoolConfig, private readonly connector: HostConnector) {
@@ -216,7 +223,15 @@ class HostPool extends pg.Pool {
     let lastCause: unknown = null;
     for (let attempt = 0; attempt < rotation.hosts.length; attempt++) {
       try {
-        return await super.connect();
+        // A pooled connection to a host that no longer takes writes (the primary changed since it was made) is
+        // closed, never used: a read there would not fail (a fenced, read-only old primary answers SELECTs) but
+        // would not see what is written on the new primary. Each one is dropped once; new ones go to the primary.
+        for (;;) {
+          const client = await super.connect();
+          const primary = rotation.primaryLabel();
+          if (primary === null || !(client instanceof HostClient) || client.target.host.label === primary) return client;
+          client.release(true);
+        }
       } catch (err) {
         // Anything but a new connection failing on its host (the pool ended, a wait for a busy pool timed out) is not a host's fault.
         const failure = hostFailureOf(err);

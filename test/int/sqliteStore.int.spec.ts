@@ -7,6 +7,7 @@ import { ledgerProjection } from '../../src/projections/ledgerProjection.js';
 import { openLedger, type LedgerOptions } from '../support/ledgerStore.js';
 import { walSync, type WalSync } from '../../src/store/sqlite/walSync.js';
 import { logPosition as logPositionOf } from '../../src/store/sqlite/continuityMark.js';
+import { oneReadTransaction } from '../../src/store/sqlite/readMethods.js';
 import { SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import type { Command } from '../../src/events/decide.js';
 import type { LedgerState } from '../../src/events/state.js';
@@ -121,6 +122,42 @@ describe('SQLite event store, writer thread: units that cannot cross to the writ
     expect((await orThrow(store.execute('a', submit()))).kind).toBe('applied');
     expect(await orThrow(store.readStream('x'))).toEqual([]);
     await store.close();
+  });
+});
+
+describe('the row reads\' read transaction (oneReadTransaction)', () => {
+  const tmp = useTempDir();
+  it('gives the reads\' results back and throws nothing when its BEGIN or its COMMIT fails; joins a transaction already open', () => {
+    const db = new Database(join(tmp(), 'r.db'));
+    try {
+      db.exec('CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2)');
+      const together = oneReadTransaction(db);
+      // A statement still running when the reads end: COMMIT (and ROLLBACK) cannot run. Nothing the store reads does this.
+      const select = db.prepare('SELECT x FROM t');
+      let running: IterableIterator<unknown> | null = null;
+      const read = together(() => {
+        running = select.iterate();
+        running.next();
+        return 'the reads\' result';
+      });
+      expect(read).toBe('the reads\' result');
+      (running as IterableIterator<unknown> | null)?.return?.();
+      if (db.inTransaction) db.exec('ROLLBACK');
+      // Nor when it cannot begin (a statement running already): the reads run on their own.
+      const before = select.iterate();
+      before.next();
+      expect(together(() => db.inTransaction)).toBe(false);
+      before.return?.();
+      // Inside a transaction the reads join it, and it stays open for its owner.
+      db.exec('BEGIN');
+      expect(together(() => db.inTransaction)).toBe(true);
+      expect(db.inTransaction).toBe(true);
+      db.exec('COMMIT');
+      expect(together(() => db.inTransaction)).toBe(true);
+      expect(db.inTransaction).toBe(false);
+    } finally {
+      db.close();
+    }
   });
 });
 

@@ -82,18 +82,36 @@ function coalescedRowReads(
  * start checks the file's size, three system calls per row (docs/performance.md). Reads only, in one synchronous run,
  * so the connection is back in autocommit before the writer's next `BEGIN IMMEDIATE`; inside an open transaction
  * (none is open between turns today) the reads just join it. A closed connection is left to the reads to report.
+ * Nothing here throws past the reads' own results (which `fn` returns): a `BEGIN` that fails leaves the reads to run
+ * on their own, and a `COMMIT` that fails is followed by a `ROLLBACK`, either of which only lets the snapshot go.
  */
-function oneReadTransaction(db: Database.Database): <T>(fn: () => T) => T {
+export function oneReadTransaction(db: Database.Database): <T>(fn: () => T) => T {
   const begin = db.prepare('BEGIN');
   const commit = db.prepare('COMMIT');
+  const rollback = db.prepare('ROLLBACK');
+  const end = (): void => {
+    if (!db.inTransaction) return;
+    try {
+      commit.run();
+    } catch {
+      try {
+        rollback.run();
+      } catch {
+        // Still open: the writer's next BEGIN IMMEDIATE fails, and its error says so.
+      }
+    }
+  };
   return (fn) => {
     if (!db.open || db.inTransaction) return fn();
-    begin.run();
+    try {
+      begin.run();
+    } catch {
+      return fn();
+    }
     try {
       return fn();
     } finally {
-      // A read transaction's COMMIT only lets its snapshot go.
-      if (db.inTransaction) commit.run();
+      end();
     }
   };
 }

@@ -64,7 +64,7 @@ export function boundedWritePool(config: pg.PoolConfig, rotation: HostRotation, 
 }
 
 /** Connections of `rowReadPool`: the row reads of one turn of the event loop are one query, seldom more than one at once. */
-export const ROW_READ_CONNECTIONS = 2;
+const ROW_READ_CONNECTIONS = 2;
 
 /**
  * The pool of the route's row reads (`GET_LEDGERS_SQL`, ledgerQueries.ts), whose sessions plan each prepared

@@ -70,8 +70,12 @@ function coalescedRowReads(
   const reads = batcher<Call>({
     maxBatch: Number.POSITIVE_INFINITY,
     maxInFlight: Number.POSITIVE_INFINITY,
-    // `readRow` reads before it returns (storeResult runs its step at once), so every row is read inside `together`.
-    run: (calls) => Promise.all(calls.length === 1 ? [readRow(calls[0]!.guid).then(calls[0]!.resolve)] : together(() => calls.map((c) => readRow(c.guid).then(c.resolve)))).then(() => undefined),
+    run: (calls) => {
+      // `readRow` reads before it returns (storeResult runs its step at once), so every row is read inside `together`;
+      // a turn of one read is one statement, as cheap alone.
+      const readAll = () => calls.map((c) => readRow(c.guid).then(c.resolve));
+      return Promise.all(calls.length > 1 ? together(readAll) : readAll()).then(() => undefined);
+    },
   });
   return (guid) => new Promise((resolve) => reads.push({ guid, resolve }));
 }

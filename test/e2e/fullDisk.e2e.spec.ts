@@ -72,6 +72,15 @@ describe.skipIf(!canMount)('a full disk under serve: E503 for transfers, and /he
         reader.close();
       }
     }, { what: 'the request record written' });
+    // The WAL emptied into the file and cut to nothing first. Once a checkpoint has copied all of it (serve's
+    // background one, every 250 ms), SQLite starts the WAL over at its beginning, inside the space the file already
+    // has: a write then needs no new space, and neither the probe nor a transfer would meet the full disk.
+    const emptier = new Database(db);
+    try {
+      await waitFor(() => (emptier.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number }>)[0]?.busy === 0, { what: 'the WAL cut to nothing' });
+    } finally {
+      emptier.close();
+    }
 
     d.fill();
     // Before any transfer meets the full disk: the probe writes, so it meets it too.

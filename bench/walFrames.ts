@@ -57,19 +57,23 @@ export const emptyCensus = (): FrameCensus => ({ transfers: 0, frames: 0, commit
  */
 export async function countWhile(census: FrameCensus, walPath: string, finished: () => number, load: Promise<void>, stretchMs = 20): Promise<void> {
   let done = false;
-  void load.finally(() => (done = true));
+  // Settled either way here; a failed load is thrown by the `await` below, once.
+  load.then(() => (done = true), () => (done = true));
+  // Each stretch starts where the one before it ended: the log is read once per stretch.
+  let before = readWal(walPath);
+  let n0 = finished();
   while (!done) {
-    const before = readWal(walPath);
-    const n0 = finished();
     await new Promise((resolve) => setTimeout(resolve, stretchMs));
     const after = readWal(walPath);
     const n1 = finished();
-    if (after.salts !== before.salts || after.frames.length < before.frames.length) continue;
-    const added = after.frames.slice(before.frames.length);
-    census.transfers += n1 - n0;
-    census.frames += added.length;
-    census.commits += added.filter((f) => f.commit).length;
-    for (const f of added) census.byPage.set(f.page, (census.byPage.get(f.page) ?? 0) + 1);
+    if (after.salts === before.salts && after.frames.length >= before.frames.length) {
+      const added = after.frames.slice(before.frames.length);
+      census.transfers += n1 - n0;
+      census.frames += added.length;
+      census.commits += added.filter((f) => f.commit).length;
+      for (const f of added) census.byPage.set(f.page, (census.byPage.get(f.page) ?? 0) + 1);
+    }
+    [before, n0] = [after, n1];
   }
   await load;
 }

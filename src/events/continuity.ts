@@ -178,9 +178,16 @@ export function checkStep(settings: GuardSettings, state: GuardState, standing: 
   return 'same';
 }
 
-/** This relay's own writes under another server: its recent events all there, the log not behind what it saw. */
-export function ownWritesIntact(missing: readonly EventKey[] | null, before: LedgerStanding, standing: LedgerStanding): boolean {
-  return missing !== null && missing.length === 0 && standing.position >= before.position;
+/**
+ * This relay's own writes under another server: null when its recent events are all there and the log is not
+ * behind what it saw; else which of the two is not shown, for the log line. A log behind what this relay saw lacks
+ * writes that were committed on the old server, whoever made them.
+ */
+export function ownWritesLost(missing: readonly EventKey[] | null, recent: number, before: LedgerStanding, standing: LedgerStanding): string | null {
+  if (missing === null) return 'its recently acknowledged events could not be looked up';
+  if (missing.length > 0) return `${missing.length} of its ${recent} recently acknowledged events are missing`;
+  if (standing.position < before.position) return `the log reaches position ${standing.position}, below the ${before.position} it saw committed on the old server`;
+  return null;
 }
 
 export function decide(settings: GuardSettings, state: GuardState, o: Observation): Decision {

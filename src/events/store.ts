@@ -378,8 +378,11 @@ export interface ServerChange {
   readonly relay: string;
   readonly before: string;
   readonly now: string;
-  /** This relay's own acknowledged writes all there (its recent events present, the log not behind what it saw); false at start. */
-  readonly ownIntact: boolean;
+  /**
+   * Null when this relay's own acknowledged writes are all there (its recent events present, the log not behind what
+   * it saw; at start, when it has none); else why they are not shown to be, for the log line.
+   */
+  readonly ownLost: string | null;
   /** Whether this relay had acknowledged writes of its own to vouch for (false at start: a new run has none). */
   readonly hasOwn: boolean;
 }

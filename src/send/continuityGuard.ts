@@ -2,7 +2,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import {
-  begin, checkBeforeClaim, checkStep, claimStands, decide, markFinding, ownWritesIntact, sameSince, viewOf,
+  begin, checkBeforeClaim, checkStep, claimStands, decide, markFinding, ownWritesLost, sameSince, viewOf,
   type Action, type ClaimGate, type ContinuityView, type Found, type GuardSettings, type GuardState, type Observation, type ServerJudged,
 } from '../events/continuity.js';
 import { ledgerTime } from '../events/policy.js';
@@ -112,9 +112,9 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
   const startConnections = inner.connectionEvents();
 
   /** The store's judgement of a server change; not trusted when it has none or could not judge. */
-  async function judge(before: string, now: string, hasOwn: boolean, ownIntact: boolean): Promise<ServerJudged> {
+  async function judge(before: string, now: string, hasOwn: boolean, ownLost: string | null): Promise<ServerJudged> {
     if (inner.judgeServerChange === undefined) return { trusted: false, why: 'this store cannot show what another server kept' };
-    const judged = await inner.judgeServerChange({ relay: settings.relay, before, now, hasOwn, ownIntact });
+    const judged = await inner.judgeServerChange({ relay: settings.relay, before, now, hasOwn, ownLost });
     return E.isRight(judged) ? judged.right : { trusted: false, why: `could not judge: ${judged.left.message}` };
   }
 
@@ -125,7 +125,7 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
   const started = await now();
   if (E.isLeft(started)) return started;
   const finding = markFinding(settings.windowMs, mark.right, first.right, started.right);
-  const serverJudged = finding.kind === 'otherServer' ? await judge(finding.recorded, first.right.server, false, true) : null;
+  const serverJudged = finding.kind === 'otherServer' ? await judge(finding.recorded, first.right.server, false, null) : null;
   const begun = begin(settings, { standing: first.right, mark: mark.right, at: started.right, mono: performance.now(), checkedAt: startedAt, connections: startConnections, serverJudged });
   let state: GuardState = begun.state;
   // The last mark `begin` asks for is the first standing's: not written, the guard does not start.
@@ -209,9 +209,9 @@ export async function startContinuityGuard(inner: EventStore, log: ContinuityLog
         if (E.isLeft(at)) return at;
         take();
         const missing = await inner.missingEvents(recent);
-        const ownIntact = ownWritesIntact(E.isRight(missing) ? missing.right : null, before, standing);
+        const ownLost = ownWritesLost(E.isRight(missing) ? missing.right : null, recent.length, before, standing);
         own.forget();
-        return E.right({ kind: 'server', at: at.right, judged: await judge(before.server, standing.server, true, ownIntact) });
+        return E.right({ kind: 'server', at: at.right, judged: await judge(before.server, standing.server, true, ownLost) });
       }
       case 'fell': {
         const at = await now();

@@ -1051,7 +1051,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           notificationCounts: () => store.notificationCounts(),
           writeMark: () => store.writeMark({ position: 1, at: 1 }),
           // Only a store that can judge a server change has it (PostgreSQL); where it is, closed is closed too.
-          judgeServerChange: () => store.judgeServerChange?.({ relay: 'r', before: 'pg:1/timeline 1', now: 'pg:1/timeline 2', hasOwn: true, ownIntact: true }) ?? store.ping(),
+          judgeServerChange: () => store.judgeServerChange?.({ relay: 'r', before: 'pg:1/timeline 1', now: 'pg:1/timeline 2', hasOwn: true, ownLost: null }) ?? store.ping(),
           ping: () => store.ping(),
           // Only a store with standbys has it (PostgreSQL); where it is, closed is closed too.
           durability: () => store.durability?.() ?? store.ping(),

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  begin, checkBeforeClaim, checkStep, claimStands, decide, viewOf,
+  begin, checkBeforeClaim, checkStep, claimStands, decide, ownWritesLost, viewOf,
   type Beginning, type Decision, type GuardSettings, type GuardState, type Observation,
 } from '../../src/events/continuity.js';
 import { firstSendAfterInquiry } from '../../src/events/decide.js';
@@ -130,6 +130,16 @@ describe('a check: the standing read against the one known', () => {
     const d = given().when(checked(standing(), standing({ server: 'pg:7/timeline 2' }), { kind: 'server', at: T0 + 1000, judged: { trusted: false, why: 'no relay recorded synchronous replication' } }));
     expect(counted(d)).toBe(1);
     expect(d.state.window?.why).toBe('another server or timeline answers under the connection, not shown lossless: no relay recorded synchronous replication');
+  });
+
+  it("under another server, this relay's own writes: which fact is not shown, for the store's judgement and its log line", () => {
+    const old = standing({ position: 282 });
+    const promoted = (position: number) => standing({ server: 'pg:7/timeline 2', position });
+    expect(ownWritesLost([], 5, old, promoted(300))).toBeNull();
+    expect(ownWritesLost([{ guid: 'b', seq: 1 }], 5, old, promoted(300))).toBe('1 of its 5 recently acknowledged events are missing');
+    // Every recent event there, but the log is behind what this relay saw committed: writes were lost, whoever's.
+    expect(ownWritesLost([], 5, old, promoted(78))).toBe('the log reaches position 78, below the 282 it saw committed on the old server');
+    expect(ownWritesLost(null, 5, old, promoted(300))).toBe('its recently acknowledged events could not be looked up');
   });
 
   it('a restart with every recent event there is no going back (said once); one with an event missing is', () => {

@@ -226,9 +226,9 @@ export async function judgeServerChange(db: pg.Pool, change: ServerChange, at: n
       name: 'guidgate_vouch',
       text: `INSERT INTO continuity_relays (relay, server, checked_at, sync_attested, vouched, vouch_ok) VALUES ($1, $2, $3, false, $4, $5)
              ON CONFLICT (relay) DO UPDATE SET vouched = $4, vouch_ok = $5`,
-      values: [change.relay, change.before, at, change.now, change.ownIntact],
+      values: [change.relay, change.before, at, change.now, change.ownLost === null],
     });
-    if (!change.ownIntact) return { trusted: false, why: "this relay's own recently acknowledged writes are not all there" };
+    if (change.ownLost !== null) return { trusted: false, why: `this relay's own acknowledged writes are not shown all there: ${change.ownLost}` };
   }
   const high = await db.query<{ server: string | null }>('SELECT server FROM continuity_high_water');
   const recorded = high.rows[0]?.server ?? null;

@@ -371,6 +371,8 @@ export interface AutoFailoverFormation {
   primary(): Promise<FormationNode | null>;
   /** The monitor's view: each node's reported and assigned state. */
   states(): Promise<Array<{ name: string; reported: string; assigned: string }>>;
+  /** The monitor's event log (`pgautofailover.event`), oldest first: each state it assigned or was told, and why. */
+  events(): Promise<FormationEvent[]>;
   /** Stops the primary as a crash would: `pg_autoctl stop --immediate`, then SIGKILL of its postmaster. */
   stopPrimary(): Promise<FormationNode>;
   /** `pg_autoctl perform switchover`: the primary demoted, the secondary promoted; resolves when the command returns. */
@@ -378,6 +380,26 @@ export interface AutoFailoverFormation {
   /** Waits until a node other than `not` takes writes; resolves with it. */
   waitForWritablePrimary(opts?: { not?: FormationNode; timeoutMs?: number }): Promise<FormationNode>;
   stop(): Promise<void>;
+}
+
+export interface FormationEvent {
+  readonly id: number;
+  readonly name: string;
+  readonly reported: string;
+  readonly assigned: string;
+  readonly description: string;
+}
+
+/** Reads the monitor's `pgautofailover.event` table. */
+async function monitorEvents(port: number): Promise<FormationEvent[]> {
+  return onServer(
+    port,
+    async (c) =>
+      (await c.query<FormationEvent>(
+        "SELECT eventid::int AS id, nodename AS name, reportedstate::text AS reported, goalstate::text AS assigned, description FROM pgautofailover.event WHERE formationid = 'default' ORDER BY eventid",
+      )).rows,
+    'pg_auto_failover',
+  );
 }
 
 /** Reads the monitor's `pgautofailover.node` table. */
@@ -474,6 +496,7 @@ export async function startAutoFailoverFormation(opts: { timing?: FailoverTiming
       readyMs,
       primary,
       states: () => monitorStates(monitorPort),
+      events: () => monitorEvents(monitorPort),
       async stopPrimary() {
         const node = await primary();
         if (node === null) throw new Error('no writable primary to stop');
